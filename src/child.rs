@@ -1,0 +1,229 @@
+//! The child: from `clone3` to `execveat`, straight-line, async-signal-safe.
+//!
+//! Nothing here allocates, panics or takes a lock: the supervisor may have had other threads at
+//! fork time, and any of them could have held the allocator's lock. Every value used was built by
+//! the parent (`plan.rs`); every call is a `sys` wrapper around one system call. Tests install a
+//! global allocator that aborts when [`in_forked_child`] is true.
+//!
+//! Process layout inside the run's pid namespace:
+//! - PID 1 is this child after setup: a tiny init that reaps orphans and, when the program exits,
+//!   reports its wait status and exits — which makes the kernel kill everything left in the
+//!   namespace. It holds no fd but the report pipe and is not dumpable, so the program cannot
+//!   read its memory, environment or fds through `/proc/1`.
+//! - PID 2 is the program, with normal signal semantics (not those of an init).
+
+use crate::layers::fds::{self, ChildFds};
+use crate::layers::filesystem::{self, FsPlan};
+use crate::layers::identity::{self, IdPlan};
+use crate::layers::rlimit::{self, RlimitPlan};
+use crate::layers::session;
+use crate::layers::uts::{self, UtsPlan};
+use crate::report::{EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_SETUP_FAILED};
+use crate::sys::{self, CStrArray, Errno};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static IN_CHILD: AtomicBool = AtomicBool::new(false);
+
+/// True in a forked jail child before exec. Test allocators use it to prove the child never
+/// allocates.
+pub fn in_forked_child() -> bool {
+    IN_CHILD.load(Ordering::Relaxed)
+}
+
+/// The steps of the jail, in the order the child runs them. The number goes over the report
+/// pipe; the parent turns it into words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u32)]
+pub enum Stage {
+    /// Parent-death signal armed before anything else.
+    ParentDeath = 1,
+    /// stdio in place, every other fd closed.
+    Fds = 2,
+    /// Waiting for the parent to write the id maps.
+    Release = 3,
+    /// Groups, gid, uid.
+    Identity = 4,
+    /// New root built, old root detached, cwd set.
+    Filesystem = 5,
+    /// Hostname in the uts namespace.
+    Hostname = 6,
+    /// New session, new keyring.
+    Session = 7,
+    /// Resource limits.
+    Rlimits = 8,
+    /// Parent-death signal re-armed (changing ids cleared it), parent still alive, not dumpable.
+    Watch = 9,
+    /// Signal mask and handlers reset.
+    Signals = 10,
+    /// init forks the program.
+    Spawn = 11,
+    /// `execveat` of the prepared fd.
+    Exec = 12,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 12] = [
+        Stage::ParentDeath,
+        Stage::Fds,
+        Stage::Release,
+        Stage::Identity,
+        Stage::Filesystem,
+        Stage::Hostname,
+        Stage::Session,
+        Stage::Rlimits,
+        Stage::Watch,
+        Stage::Signals,
+        Stage::Spawn,
+        Stage::Exec,
+    ];
+
+    pub fn from_u32(n: u32) -> Option<Stage> {
+        Stage::ALL.iter().copied().find(|s| *s as u32 == n)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::ParentDeath => "parent-death signal",
+            Stage::Fds => "file descriptors",
+            Stage::Release => "release by the supervisor",
+            Stage::Filesystem => "filesystem",
+            Stage::Hostname => "hostname",
+            Stage::Session => "session",
+            Stage::Rlimits => "rlimits",
+            Stage::Identity => "identity",
+            Stage::Watch => "supervisor watch",
+            Stage::Signals => "signals",
+            Stage::Spawn => "spawn",
+            Stage::Exec => "exec",
+        }
+    }
+}
+
+/// A failed step: the stage, a stage-specific detail (e.g. the index of a mount op), the errno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Failure {
+    pub stage: Stage,
+    pub detail: u32,
+    pub errno: Errno,
+}
+
+/// A message on the report pipe: 16 bytes, native endian.
+pub const MSG_LEN: usize = 16;
+pub const TAG_FAILURE: u32 = 1;
+pub const TAG_EXIT: u32 = 2;
+
+/// Everything the child needs, borrowed from the parent's plan and per-run fds.
+#[derive(Debug)]
+pub struct ChildArgs<'a> {
+    pub fds: ChildFds<'a>,
+    /// Read end of the release channel; the parent keeps the other end for the whole run.
+    pub sync: RawFd,
+    /// Write end of the report pipe (close-on-exec).
+    pub report: RawFd,
+    pub fs: &'a FsPlan,
+    pub uts: &'a UtsPlan,
+    pub rlimits: &'a RlimitPlan,
+    pub id: &'a IdPlan,
+    pub exe: RawFd,
+    pub argv: &'a CStrArray<'a>,
+    pub envp: &'a CStrArray<'a>,
+}
+
+/// The jail, in order. Never returns.
+pub fn enter(a: &ChildArgs<'_>) -> ! {
+    IN_CHILD.store(true, Ordering::Relaxed);
+    if let Err(f) = setup(a) {
+        send(a.report, TAG_FAILURE, f.stage as u32, f.detail, f.errno.0);
+        sys::exit(EXIT_SETUP_FAILED);
+    }
+    match sys::fork() {
+        Err(e) => {
+            send(a.report, TAG_FAILURE, Stage::Spawn as u32, 0, e.0);
+            sys::exit(EXIT_SETUP_FAILED)
+        }
+        Ok(0) => program(a),
+        Ok(pid) => init(a.report, pid),
+    }
+}
+
+fn at(stage: Stage) -> impl Fn(Errno) -> Failure {
+    move |errno| Failure { stage, detail: 0, errno }
+}
+
+fn at_step(stage: Stage) -> impl Fn((u32, Errno)) -> Failure {
+    move |(detail, errno)| Failure { stage, detail, errno }
+}
+
+fn setup(a: &ChildArgs<'_>) -> Result<(), Failure> {
+    // First: if the supervisor dies from here on, so do we (and with us, as PID 1, the run).
+    sys::set_parent_death_signal(libc::SIGKILL).map_err(at(Stage::ParentDeath))?;
+    fds::apply(&a.fds).map_err(at(Stage::Fds))?;
+    wait_release(a.sync)?;
+    // The id maps are written: become the inside uid/gid now. In a user namespace the child keeps
+    // its namespace capabilities (its old uid was not the namespace's root) for the mounts below,
+    // and files it creates on its tmpfs need a mapped owner. Exec as a non-root uid drops them.
+    identity::apply(a.id).map_err(at_step(Stage::Identity))?;
+    filesystem::apply(a.fs).map_err(at_step(Stage::Filesystem))?;
+    uts::apply(a.uts).map_err(at(Stage::Hostname))?;
+    session::apply().map_err(at_step(Stage::Session))?;
+    rlimit::apply(a.rlimits).map_err(at_step(Stage::Rlimits))?;
+    watch_parent(a.sync)?;
+    sys::reset_signals().map_err(at(Stage::Signals))
+}
+
+/// Blocks until the parent has written the id maps (one byte) or died (end of file).
+fn wait_release(sync: RawFd) -> Result<(), Failure> {
+    let mut byte = [0u8; 1];
+    match sys::read(sync, &mut byte) {
+        Ok(1) => Ok(()),
+        Ok(_) => sys::exit(EXIT_SETUP_FAILED),
+        Err(e) => Err(Failure { stage: Stage::Release, detail: 0, errno: e }),
+    }
+}
+
+/// Changing ids cleared the parent-death signal and reset dumpability: re-arm the signal, check
+/// the parent did not die in between (its end of the sync channel would have hung up), and make
+/// this process non-dumpable before the program can exist to look at it.
+fn watch_parent(sync: RawFd) -> Result<(), Failure> {
+    sys::set_parent_death_signal(libc::SIGKILL).map_err(at(Stage::Watch))?;
+    if sys::peer_gone(sync) {
+        sys::exit(EXIT_SETUP_FAILED);
+    }
+    sys::set_not_dumpable().map_err(at(Stage::Watch))
+}
+
+/// PID 2: the program.
+fn program(a: &ChildArgs<'_>) -> ! {
+    let errno = sys::execveat(a.exe, a.argv, a.envp);
+    send(a.report, TAG_FAILURE, Stage::Exec as u32, 0, errno.0);
+    sys::exit(if errno.0 == libc::ENOENT { EXIT_NOT_FOUND } else { EXIT_NOT_EXECUTABLE })
+}
+
+/// PID 1: keep only the report pipe, reap everything, report the program's status when it
+/// exits, then exit (the kernel then kills what is left in the namespace).
+fn init(report: RawFd, program: i32) -> ! {
+    if report > 0 {
+        let _ = sys::close_range(0, (report - 1) as u32);
+    }
+    let _ = sys::close_range((report + 1) as u32, u32::MAX);
+    loop {
+        match sys::wait_any() {
+            Ok((pid, status)) if pid == program => {
+                send(report, TAG_EXIT, 0, 0, status);
+                sys::exit(0);
+            }
+            Ok(_) => {}
+            Err(_) => sys::exit(EXIT_SETUP_FAILED),
+        }
+    }
+}
+
+fn send(fd: RawFd, tag: u32, stage: u32, detail: u32, value: i32) {
+    let mut msg = [0u8; MSG_LEN];
+    msg[0..4].copy_from_slice(&tag.to_ne_bytes());
+    msg[4..8].copy_from_slice(&stage.to_ne_bytes());
+    msg[8..12].copy_from_slice(&detail.to_ne_bytes());
+    msg[12..16].copy_from_slice(&value.to_ne_bytes());
+    let _ = sys::write(fd, &msg);
+}

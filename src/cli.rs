@@ -1,0 +1,118 @@
+//! The command line: clap structs only. `main.rs` turns them into library calls.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::time::Duration;
+
+const RUN_EXAMPLES: &str = "\
+Examples:
+  stockade run -- /bin/sh -c 'echo hi'
+  stockade run --ro ./data --rw ./work --timeout 2s -- python3 job.py
+  stockade run --report - -- /usr/bin/python3 -c 'print(1)'      # JSON report with the output in it
+  stockade run --policy policies/examples/wrap-python.toml --report run.json -- python3 -c 'print(1)'
+
+Exit status: the program's; 128+N if a signal N killed it; 124 timeout; 125 stockade or jail
+setup failed; 126 program not executable; 127 program not found.";
+
+/// A Linux process jail: fresh namespaces, a minimal root, rlimits, a precise timeout and an
+/// honest per-layer report.
+#[derive(Debug, Parser)]
+#[command(name = "stockade", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a program in the jail and report what happened.
+    #[command(after_help = RUN_EXAMPLES)]
+    Run(RunArgs),
+    /// Work with policy files.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Policy file (TOML, version 1). Default: the shipped strict policy (policies/default.toml).
+    #[arg(long, value_name = "FILE")]
+    pub policy: Option<PathBuf>,
+    /// Make a host path visible at the same path, read-only and executable. Repeatable.
+    #[arg(long = "ro", value_name = "PATH")]
+    pub ro: Vec<String>,
+    /// Make a host path visible at the same path, writable. Repeatable.
+    #[arg(long = "rw", value_name = "PATH")]
+    pub rw: Vec<String>,
+    /// Wall-clock limit: 300ms, 2s, 1.5s, 1m, 1h (a bare number is seconds).
+    #[arg(long, value_name = "DUR", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Working directory inside the jail.
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+    /// Give the program the caller's stdin (default: /dev/null).
+    #[arg(long)]
+    pub stdin: bool,
+    /// Write the JSON report to FILE; with `-`, print it on stdout and embed the program's
+    /// output in it instead of passing it on.
+    #[arg(long, value_name = "FILE|-")]
+    pub report: Option<String>,
+    /// The program (a path, or a name looked up in the jail's PATH) and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROGRAM")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Validate policy files; print every problem as FILE:LINE:COL: KEY: MESSAGE.
+    #[command(after_help = "Example:\n  stockade policy check policies/*.toml")]
+    Check {
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+    },
+    /// Print the shipped default policy (a starting point for your own).
+    #[command(after_help = "Example:\n  stockade policy default > my-policy.toml")]
+    Default,
+}
+
+/// Parses `300ms`, `2s`, `1.5s`, `2m`, `1h`, or a bare number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let value: f64 = num.parse().map_err(|_| format!("{s:?} is not a duration (e.g. 300ms, 2s, 1m)"))?;
+    let scale = match unit {
+        "ms" => 0.001,
+        "" | "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        _ => return Err(format!("unknown unit {unit:?} in {s:?} (use ms, s, m or h)")),
+    };
+    let secs = value * scale;
+    if !secs.is_finite() || secs <= 0.0 {
+        return Err(format!("{s:?} must be more than zero"));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("{s:?}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("300ms"), Ok(Duration::from_millis(300)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

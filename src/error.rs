@@ -1,0 +1,42 @@
+//! The library's error: one variant per layer or stage that can refuse a run before it starts.
+//! Failures inside the jail after fork are not errors: they come back as a report with status
+//! `setup-failed`.
+
+use crate::layers::filesystem::FsError;
+use crate::layers::identity::IdentityError;
+use crate::layers::rlimit::RlimitError;
+use crate::policy::PolicyError;
+use crate::program::ProgramError;
+use crate::report::EXIT_SETUP_FAILED;
+use crate::sys::Errno;
+
+/// Why a run was refused before it started. Nothing was left behind.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error(transparent)]
+    Filesystem(#[from] FsError),
+    #[error(transparent)]
+    Identity(#[from] IdentityError),
+    #[error(transparent)]
+    Rlimit(#[from] RlimitError),
+    #[error(transparent)]
+    Program(#[from] ProgramError),
+    /// `clone3` refused the namespaces.
+    #[error("cannot create the run's namespaces ({flags}): {errno}{hint}")]
+    Namespaces { flags: String, errno: Errno, hint: &'static str },
+    /// A supervisor resource (pipe, poll, wait) failed.
+    #[error("supervisor: cannot {what}: {errno}")]
+    Supervisor { what: &'static str, errno: Errno },
+}
+
+impl Error {
+    /// The exit code `stockade run` uses for this error.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Program(e) => e.exit_code(),
+            _ => EXIT_SETUP_FAILED,
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! One module per isolation layer. Each has a parent-side `prepare` (may allocate, touches the host
+//! read-only) and a child-side `apply` (raw system calls on prepared data only). The order in which
+//! the child applies them is in `child::enter` and in ARCHITECTURE.md.
+
+pub mod fds;
+pub mod filesystem;
+pub mod identity;
+pub mod namespaces;
+pub mod rlimit;
+pub mod session;
+pub mod uts;
+
+pub use crate::report::{Enforcement, LayerReport};

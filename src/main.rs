@@ -1,0 +1,114 @@
+//! `stockade`: parse the command line, call the library, map the outcome to an exit code.
+
+mod cli;
+
+use clap::Parser;
+use cli::{Cli, Command, PolicyCommand, RunArgs};
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::process::ExitCode;
+use stockade::report::EXIT_SETUP_FAILED;
+use stockade::{Job, Output, Policy, PolicyError, Report};
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { code(EXIT_SETUP_FAILED) } else { ExitCode::SUCCESS };
+        }
+    };
+    match cli.command {
+        Command::Run(args) => run(args),
+        Command::Policy(PolicyCommand::Check { files }) => check(&files),
+        Command::Policy(PolicyCommand::Default) => {
+            print!("{}", stockade::policy::DEFAULT_POLICY_TOML);
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn code(c: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(c).unwrap_or(u8::MAX))
+}
+
+fn policy_for(args: &RunArgs) -> Result<Policy, PolicyError> {
+    let mut policy = match &args.policy {
+        Some(path) => Policy::load(path)?,
+        None => Policy::builtin(),
+    };
+    for p in &args.ro {
+        policy.add_read_only(p, "--ro")?;
+    }
+    for p in &args.rw {
+        policy.add_read_write(p, "--rw")?;
+    }
+    if let Some(t) = args.timeout {
+        policy.set_wall_timeout(t, "--timeout")?;
+    }
+    if let Some(cwd) = &args.cwd {
+        policy.set_cwd(cwd, "--cwd")?;
+    }
+    Ok(policy)
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let mut command = args.command.iter().cloned();
+    let mut job = Job::new(command.next().unwrap_or_default()).args(command);
+    if args.stdin {
+        job.stdin = Some(stockade::policy::StdinMode::Inherit);
+    }
+    let embed = args.report.as_deref() == Some("-");
+    let stdout = std::io::stdout();
+    let stderr = std::io::stderr();
+    let output =
+        if embed { Output::Capture } else { Output::Forward { stdout: stdout.as_fd(), stderr: stderr.as_fd() } };
+    let policy_name =
+        args.policy.as_ref().map_or(stockade::policy::DEFAULT_POLICY_NAME.to_string(), |p| p.display().to_string());
+    let result =
+        policy_for(&args).map_err(stockade::Error::from).and_then(|policy| stockade::run(&policy, &job, output));
+    let report = match result {
+        Ok(report) => {
+            if let Some(error) = &report.error {
+                eprintln!("stockade: {error}");
+            }
+            report
+        }
+        Err(e) => {
+            eprintln!("stockade: {e}");
+            stockade::refused_report(&policy_name, &job, &e)
+        }
+    };
+    if let Some(dest) = &args.report
+        && let Err(e) = write_report(dest, &report)
+    {
+        eprintln!("stockade: cannot write the report to {dest}: {e}");
+        return code(EXIT_SETUP_FAILED);
+    }
+    code(report.stockade_exit_code)
+}
+
+fn write_report(dest: &str, report: &Report) -> std::io::Result<()> {
+    let json = report.to_json();
+    if dest == "-" {
+        let mut out = std::io::stdout().lock();
+        out.write_all(json.as_bytes())?;
+        out.flush()
+    } else {
+        std::fs::write(dest, json)
+    }
+}
+
+fn check(files: &[std::path::PathBuf]) -> ExitCode {
+    let mut ok = true;
+    for f in files {
+        match Policy::load(f) {
+            Ok(_) => println!("{}: ok", f.display()),
+            Err(e) => {
+                ok = false;
+                eprintln!("{e}");
+            }
+        }
+    }
+    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}

@@ -1,0 +1,175 @@
+//! `Policy` + `Job` -> `Plan`: every layer's `prepare`, in one place. This is the last place
+//! that allocates for a run's child; a `Plan` can be run many times.
+
+use crate::error::Error;
+use crate::layers::filesystem::{self, FsPlan};
+use crate::layers::identity::{self, IdPlan};
+use crate::layers::namespaces::{self, NsPlan};
+use crate::layers::rlimit::{self, RlimitPlan};
+use crate::layers::uts::{self, UtsPlan};
+use crate::layers::{LayerReport, session};
+use crate::policy::{Policy, StdinMode};
+use crate::program::{self, ProgramPlan};
+use crate::sys;
+use std::ffi::CString;
+use std::fs::File;
+use std::os::fd::OwnedFd;
+
+/// The PATH used to find the program when the policy's environment sets none.
+pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// What to run: a program and its arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Job {
+    pub program: String,
+    pub args: Vec<String>,
+    /// Overrides the policy's `process.stdin`.
+    pub stdin: Option<StdinMode>,
+}
+
+impl Job {
+    /// A job running `program` (a path, or a name looked up in the jail's PATH).
+    pub fn new(program: impl Into<String>) -> Job {
+        Job { program: program.into(), args: Vec::new(), stdin: None }
+    }
+
+    /// Adds one argument.
+    pub fn arg(mut self, arg: impl Into<String>) -> Job {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// Adds arguments.
+    pub fn args<I, S>(mut self, args: I) -> Job
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+}
+
+/// A prepared run: fds open, C strings built, every check done. Reusable: each
+/// [`Plan::run`](crate::Plan::run) is an independent run.
+#[derive(Debug)]
+pub struct Plan {
+    pub(crate) policy: Policy,
+    pub(crate) ns: NsPlan,
+    pub(crate) id: IdPlan,
+    pub(crate) fs: FsPlan,
+    pub(crate) uts: UtsPlan,
+    pub(crate) rlimits: RlimitPlan,
+    pub(crate) program: ProgramPlan,
+    pub(crate) envp: Vec<CString>,
+    pub(crate) stdin: StdinMode,
+    pub(crate) dev_null: OwnedFd,
+}
+
+impl Plan {
+    /// Prepares every layer for `job` under `policy`. Touches the host read-only: resolves and
+    /// opens grants and the program, reads the caller's limits.
+    pub fn prepare(policy: &Policy, job: &Job) -> Result<Plan, Error> {
+        let ns = namespaces::prepare(&policy.namespaces);
+        let id = identity::prepare(policy)?;
+        let fs = filesystem::prepare(policy)?;
+        let uts = uts::prepare(policy);
+        let rlimits = rlimit::prepare(policy)?;
+        let env = environment(policy);
+        let path_var = env.iter().rev().find(|(k, _)| k == "PATH").map_or(DEFAULT_PATH, |(_, v)| v.as_str());
+        let mut program = program::prepare(&job.program, &job.args, path_var, &fs)?;
+        program.exe = renumber(program.exe, "renumber the program fd")?;
+        // Names and values were checked for NUL at validation; caller values may hold one: skip those.
+        let envp = env.iter().filter_map(|(k, v)| CString::new(format!("{k}={v}")).ok()).collect();
+        let dev_null = File::open("/dev/null").map_err(|e| Error::Supervisor {
+            what: "open /dev/null",
+            errno: sys::Errno(e.raw_os_error().unwrap_or(0)),
+        })?;
+        Ok(Plan {
+            policy: policy.clone(),
+            ns,
+            id,
+            fs,
+            uts,
+            rlimits,
+            program,
+            envp,
+            stdin: job.stdin.unwrap_or(policy.stdin),
+            dev_null: renumber(dev_null.into(), "renumber /dev/null")?,
+        })
+    }
+
+    /// The policy this plan was built from.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The argument vector the program will get.
+    pub fn argv(&self) -> &[String] {
+        &self.program.argv_display
+    }
+
+    /// The enforcement entries every successful start of this plan gets, in jail order.
+    pub fn layers(&self) -> Vec<LayerReport> {
+        let mut out = self.ns.report();
+        out.push(self.id.report());
+        out.push(self.fs.report());
+        out.push(self.uts.report());
+        out.push(session::report());
+        out.push(self.rlimits.report());
+        let env_names: Vec<&str> = self.envp.iter().filter_map(|e| e.to_str().ok()?.split('=').next()).collect();
+        let env = format!("cleared; set: {}", if env_names.is_empty() { "none".into() } else { env_names.join(", ") });
+        out.push(LayerReport::new("environment", &env, &env));
+        let fds = format!(
+            "fds 0-2 only; stdin {}",
+            match self.stdin {
+                StdinMode::Null => "/dev/null",
+                StdinMode::Inherit => "inherited",
+            }
+        );
+        out.push(LayerReport::new("fds", &fds, &fds));
+        out.push(self.lifecycle_report());
+        out
+    }
+
+    fn lifecycle_report(&self) -> LayerReport {
+        let asked = format!(
+            "kill every process of the run at {} ms or when the supervisor dies",
+            self.policy.wall_timeout.as_millis()
+        );
+        if self.policy.namespaces.pid {
+            LayerReport::new(
+                "lifecycle",
+                &asked,
+                "pid namespace: its init exits with the program, the kernel kills the rest",
+            )
+        } else {
+            LayerReport::new("lifecycle", &asked, "the program's init only").with_status(
+                crate::report::Enforcement::Partial,
+                "namespaces.pid = false: processes that leave the run's process tree can outlive it",
+            )
+        }
+    }
+}
+
+fn renumber(fd: OwnedFd, what: &'static str) -> Result<OwnedFd, Error> {
+    sys::above_stdio(fd).map_err(|errno| Error::Supervisor { what, errno })
+}
+
+/// The program's environment: the policy's pass-list from the caller, then its fixed values.
+fn environment(policy: &Policy) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = Vec::new();
+    let mut put = |k: &str, v: String| {
+        env.retain(|(name, _)| name != k);
+        env.push((k.to_string(), v));
+    };
+    for name in &policy.env_pass {
+        if let Some(v) = std::env::var_os(name) {
+            put(name, v.to_string_lossy().into_owned());
+        }
+    }
+    for (k, v) in &policy.env_set {
+        put(k, v.clone());
+    }
+    env
+}

@@ -1,0 +1,386 @@
+//! `PolicyFile`: the policy exactly as written in TOML (serde types, nothing checked yet).
+//!
+//! Every key is documented once, here, beside its type; `policies/README.md` repeats the table for
+//! readers of the files. Omitted keys take the strict default shown in `policies/default.toml`.
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+use std::fmt;
+
+/// A policy file, version 1.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PolicyFile {
+    /// Policy format version. Only `1` exists.
+    pub version: u32,
+    #[serde(default)]
+    pub namespaces: NamespacesFile,
+    #[serde(default)]
+    pub identity: IdentityFile,
+    #[serde(default)]
+    pub filesystem: FilesystemFile,
+    #[serde(default)]
+    pub limits: LimitsFile,
+    /// Resource limits (setrlimit), applied in the order written.
+    #[serde(default)]
+    pub rlimits: RlimitsFile,
+    #[serde(default)]
+    pub output: OutputFile,
+    #[serde(default)]
+    pub environment: EnvironmentFile,
+    #[serde(default)]
+    pub process: ProcessFile,
+}
+
+/// `[namespaces]`: each namespace is created fresh for the run unless set to `false`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct NamespacesFile {
+    pub user: bool,
+    pub pid: bool,
+    pub mount: bool,
+    pub net: bool,
+    pub ipc: bool,
+    pub uts: bool,
+    pub cgroup: bool,
+}
+
+impl Default for NamespacesFile {
+    fn default() -> Self {
+        NamespacesFile { user: true, pid: true, mount: true, net: true, ipc: true, uts: true, cgroup: true }
+    }
+}
+
+/// `[identity]`: who the program is, inside the jail and on the host.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct IdentityFile {
+    /// uid the program sees inside the jail.
+    pub uid: u32,
+    /// gid the program sees inside the jail.
+    pub gid: u32,
+    /// Host uid the jail's uid maps to when stockade runs as root (a normal user maps to itself).
+    pub host_uid: u32,
+    /// Host gid the jail's gid maps to when stockade runs as root.
+    pub host_gid: u32,
+}
+
+impl Default for IdentityFile {
+    fn default() -> Self {
+        IdentityFile { uid: 65534, gid: 65534, host_uid: 65534, host_gid: 65534 }
+    }
+}
+
+/// `[filesystem]`: the jail's root is an empty read-only tmpfs holding only these.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct FilesystemFile {
+    /// Host paths bound read-only (and executable) at the same path; each must exist.
+    pub read_only: Vec<String>,
+    /// Like `read-only`, but paths missing on this host are skipped.
+    pub read_only_if_present: Vec<String>,
+    /// Host paths bound writable at the same path; each must exist.
+    pub read_write: Vec<String>,
+    /// Whether files in writable places (`read-write` paths, `/tmp`) may be executed or mmapped
+    /// executable.
+    pub writable_exec: bool,
+    /// `/proc` inside: `pid-only` (processes of the run only), `full`, or `none`.
+    pub proc: ProcMode,
+    /// Whether `/dev` holds null, zero, full, random and urandom (otherwise no `/dev`).
+    pub dev: bool,
+    /// Size of the private `/tmp` tmpfs in bytes; 0 means no `/tmp`.
+    pub tmp_size_bytes: u64,
+    /// Working directory of the program, a path inside the jail.
+    pub cwd: String,
+}
+
+impl Default for FilesystemFile {
+    fn default() -> Self {
+        FilesystemFile {
+            read_only: vec!["/usr".into()],
+            read_only_if_present: ["/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32", "/etc/ld.so.cache"]
+                .map(String::from)
+                .to_vec(),
+            read_write: Vec::new(),
+            writable_exec: false,
+            proc: ProcMode::PidOnly,
+            dev: true,
+            tmp_size_bytes: 64 << 20,
+            cwd: "/tmp".into(),
+        }
+    }
+}
+
+/// What `/proc` shows inside the jail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProcMode {
+    /// A procfs of the run's pid namespace with only the per-process entries (`subset=pid`):
+    /// no `/proc/sys`, `/proc/kallsyms`, `/proc/timer_list` and the like.
+    PidOnly,
+    /// A procfs of the run's pid namespace with every entry.
+    Full,
+    /// No `/proc`.
+    None,
+}
+
+/// `[limits]`: limits the supervisor enforces.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct LimitsFile {
+    /// Wall-clock limit in milliseconds; the whole run is killed when it passes.
+    pub wall_timeout_ms: u64,
+}
+
+impl Default for LimitsFile {
+    fn default() -> Self {
+        LimitsFile { wall_timeout_ms: 10_000 }
+    }
+}
+
+/// One resource limit value: a number or `"unlimited"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    Value(u64),
+    Unlimited,
+}
+
+impl Serialize for Limit {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Limit::Value(v) => s.serialize_u64(*v),
+            Limit::Unlimited => s.serialize_str("unlimited"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Limit {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Limit;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a non-negative integer or \"unlimited\"")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Limit, E> {
+                Ok(Limit::Value(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Limit, E> {
+                u64::try_from(v).map(Limit::Value).map_err(|_| E::invalid_value(de::Unexpected::Signed(v), &self))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Limit, E> {
+                if v == "unlimited" {
+                    Ok(Limit::Unlimited)
+                } else {
+                    Err(E::invalid_value(de::Unexpected::Str(v), &self))
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The resource limits stockade knows, by their policy key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RlimitKey {
+    /// RLIMIT_AS, bytes.
+    AddressSpaceBytes,
+    /// RLIMIT_CORE, bytes.
+    CoreBytes,
+    /// RLIMIT_CPU, seconds of CPU time (SIGXCPU at the soft limit, SIGKILL at the hard one).
+    CpuSeconds,
+    /// RLIMIT_DATA, bytes.
+    DataBytes,
+    /// RLIMIT_FSIZE, bytes (SIGXFSZ past it).
+    FileSizeBytes,
+    /// RLIMIT_MEMLOCK, bytes.
+    LockedMemoryBytes,
+    /// RLIMIT_MSGQUEUE, bytes.
+    MessageQueueBytes,
+    /// RLIMIT_NICE, the ceiling `20 - nice` may reach.
+    NiceCeiling,
+    /// RLIMIT_NOFILE, count; the highest fd number is one less.
+    MaxOpenFiles,
+    /// RLIMIT_NPROC, count of processes/threads of the run's uid (counted per user namespace).
+    MaxProcesses,
+    /// RLIMIT_RTPRIO, priority.
+    RealtimePriority,
+    /// RLIMIT_RTTIME, microseconds.
+    RealtimeTimeoutUs,
+    /// RLIMIT_SIGPENDING, count.
+    MaxPendingSignals,
+    /// RLIMIT_STACK, bytes.
+    StackBytes,
+}
+
+impl RlimitKey {
+    /// The policy key, as written in TOML.
+    pub fn key(self) -> &'static str {
+        match self {
+            RlimitKey::AddressSpaceBytes => "address-space-bytes",
+            RlimitKey::CoreBytes => "core-bytes",
+            RlimitKey::CpuSeconds => "cpu-seconds",
+            RlimitKey::DataBytes => "data-bytes",
+            RlimitKey::FileSizeBytes => "file-size-bytes",
+            RlimitKey::LockedMemoryBytes => "locked-memory-bytes",
+            RlimitKey::MessageQueueBytes => "message-queue-bytes",
+            RlimitKey::NiceCeiling => "nice-ceiling",
+            RlimitKey::MaxOpenFiles => "max-open-files",
+            RlimitKey::MaxProcesses => "max-processes",
+            RlimitKey::RealtimePriority => "realtime-priority",
+            RlimitKey::RealtimeTimeoutUs => "realtime-timeout-us",
+            RlimitKey::MaxPendingSignals => "max-pending-signals",
+            RlimitKey::StackBytes => "stack-bytes",
+        }
+    }
+}
+
+/// `[rlimits]`: an ordered list of (key, value), in the order the file wrote them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RlimitsFile(pub Vec<(RlimitKey, Limit)>);
+
+impl Default for RlimitsFile {
+    fn default() -> Self {
+        RlimitsFile(vec![
+            (RlimitKey::CoreBytes, Limit::Value(0)),
+            (RlimitKey::MaxOpenFiles, Limit::Value(256)),
+            (RlimitKey::FileSizeBytes, Limit::Value(64 << 20)),
+            (RlimitKey::MaxProcesses, Limit::Value(64)),
+            (RlimitKey::LockedMemoryBytes, Limit::Value(0)),
+            (RlimitKey::MessageQueueBytes, Limit::Value(0)),
+        ])
+    }
+}
+
+impl Serialize for RlimitsFile {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for RlimitsFile {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RlimitsFile;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a table of resource limits")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RlimitsFile, A::Error> {
+                let mut out: Vec<(RlimitKey, Limit)> = Vec::new();
+                while let Some(key) = map.next_key::<RlimitKey>()? {
+                    if out.iter().any(|(k, _)| *k == key) {
+                        return Err(de::Error::custom(format_args!("duplicate key `{}`", key.key())));
+                    }
+                    out.push((key, map.next_value()?));
+                }
+                Ok(RlimitsFile(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// `[output]`: caps on what the supervisor reads from the program.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct OutputFile {
+    /// Bytes of stdout passed on; the rest is read and discarded, and the report says `truncated`.
+    pub stdout_max_bytes: Limit,
+    /// Bytes of stderr passed on, as for stdout.
+    pub stderr_max_bytes: Limit,
+}
+
+impl Default for OutputFile {
+    fn default() -> Self {
+        OutputFile { stdout_max_bytes: Limit::Value(1 << 20), stderr_max_bytes: Limit::Value(1 << 20) }
+    }
+}
+
+/// `[environment]`: the program's environment is built from these only.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct EnvironmentFile {
+    /// Names copied from the caller's environment when set there.
+    pub pass: Vec<String>,
+    /// Variables set to fixed values (applied after `pass`, so they win).
+    pub set: OrderedStrings,
+}
+
+impl Default for EnvironmentFile {
+    fn default() -> Self {
+        EnvironmentFile {
+            pass: Vec::new(),
+            set: OrderedStrings(vec![
+                ("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into()),
+                ("HOME".into(), "/tmp".into()),
+                ("LANG".into(), "C.UTF-8".into()),
+            ]),
+        }
+    }
+}
+
+/// A TOML table of strings kept in the order written.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OrderedStrings(pub Vec<(String, String)>);
+
+impl Serialize for OrderedStrings {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for OrderedStrings {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = OrderedStrings;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a table of strings")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<OrderedStrings, A::Error> {
+                let mut out = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, String>()? {
+                    out.push((k, v));
+                }
+                Ok(OrderedStrings(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// `[process]`: the program's process environment.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct ProcessFile {
+    /// Hostname inside the jail (needs the uts namespace).
+    pub hostname: String,
+    /// The program's stdin: `null` (`/dev/null`) or `inherit` (the caller's stdin).
+    pub stdin: StdinMode,
+}
+
+impl Default for ProcessFile {
+    fn default() -> Self {
+        ProcessFile { hostname: "stockade".into(), stdin: StdinMode::Null }
+    }
+}
+
+/// Where the program's stdin comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StdinMode {
+    Null,
+    Inherit,
+}

@@ -1,0 +1,309 @@
+//! Policies: `PolicyFile` (TOML, serde) -> `Policy` (validated). Nothing here touches the host
+//! beyond reading the policy file.
+
+mod file;
+mod validate;
+
+pub use file::{
+    EnvironmentFile, FilesystemFile, IdentityFile, Limit, LimitsFile, NamespacesFile, OrderedStrings, OutputFile,
+    PolicyFile, ProcMode, ProcessFile, RlimitKey, RlimitsFile, StdinMode,
+};
+pub use validate::{
+    Filesystem, Grant, Identity, MAX_WALL_TIMEOUT_MS, Namespaces, Policy, Problem, check_grant_path, check_inside_path,
+};
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The shipped default policy, embedded in the binary.
+pub const DEFAULT_POLICY_TOML: &str = include_str!("../../policies/default.toml");
+
+/// The name the embedded default policy goes by in messages and reports.
+pub const DEFAULT_POLICY_NAME: &str = "builtin:default";
+
+/// A policy that could not be read or is not valid.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// The file could not be read.
+    #[error("cannot read policy {}: {}", path.display(), crate::sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file was read but is not a valid policy; every problem found is listed.
+    #[error("{}", DisplayList(problems))]
+    Invalid { problems: Vec<LocatedProblem> },
+    /// A value given on the command line or through the API is not valid.
+    #[error("{flag}: {message}")]
+    Override { flag: String, message: String },
+}
+
+/// A problem with its place: `file:line:col: key: message`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocatedProblem {
+    pub file: String,
+    /// 1-based line and column, when the key is in the file.
+    pub position: Option<(usize, usize)>,
+    /// The key path, e.g. `limits.wall-timeout-ms` or `filesystem.read-only[2]`.
+    pub key: String,
+    pub message: String,
+}
+
+impl fmt::Display for LocatedProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some((line, col)) = self.position {
+            write!(f, ":{line}:{col}")?;
+        }
+        if self.key.is_empty() {
+            write!(f, ": {}", self.message)
+        } else {
+            write!(f, ": {}: {}", self.key, self.message)
+        }
+    }
+}
+
+struct DisplayList<'a>(&'a [LocatedProblem]);
+
+impl fmt::Display for DisplayList<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl Policy {
+    /// The shipped default policy (`policies/default.toml`, embedded at build time).
+    pub fn builtin() -> Policy {
+        match Policy::from_toml(DEFAULT_POLICY_TOML, DEFAULT_POLICY_NAME) {
+            Ok(p) => p,
+            // The embedded file is checked by a unit test; reaching this is a build defect.
+            Err(e) => unreachable!("the embedded default policy is invalid: {e}"),
+        }
+    }
+
+    /// Reads and validates a policy file.
+    pub fn load(path: &Path) -> Result<Policy, PolicyError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| PolicyError::Read { path: path.to_path_buf(), source })?;
+        Policy::from_toml(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates policy text; `name` is used in messages (usually the file path).
+    pub fn from_toml(text: &str, name: &str) -> Result<Policy, PolicyError> {
+        let file = parse(text, name)?;
+        validate::validate(file, name).map_err(|problems| PolicyError::Invalid {
+            problems: problems
+                .into_iter()
+                .map(|p| LocatedProblem {
+                    file: name.to_string(),
+                    position: locate(text, &p.key),
+                    key: p.key,
+                    message: p.message,
+                })
+                .collect(),
+        })
+    }
+
+    /// Grants a host path read-only (and executable) at the same path inside; `flag` names the
+    /// source in messages (`--ro`).
+    pub fn add_read_only(&mut self, path: &str, flag: &str) -> Result<(), PolicyError> {
+        self.add_grant(path, false, flag)
+    }
+
+    /// Grants a host path writable at the same path inside; `flag` names the source (`--rw`).
+    pub fn add_read_write(&mut self, path: &str, flag: &str) -> Result<(), PolicyError> {
+        self.add_grant(path, true, flag)
+    }
+
+    fn add_grant(&mut self, path: &str, writable: bool, flag: &str) -> Result<(), PolicyError> {
+        // Relative paths on the command line are relative to the caller's working directory.
+        let absolute = if Path::new(path).is_absolute() {
+            path.to_string()
+        } else {
+            let cwd = std::env::current_dir()
+                .map_err(|e| PolicyError::Override { flag: flag.into(), message: e.to_string() })?;
+            cwd.join(path).display().to_string()
+        };
+        let path = check_grant_path(&absolute)
+            .map_err(|message| PolicyError::Override { flag: format!("{flag} {path}"), message })?;
+        self.filesystem.grants.push(Grant { path, writable, optional: false, origin: flag.to_string() });
+        Ok(())
+    }
+
+    /// Sets the wall-clock limit.
+    pub fn set_wall_timeout(&mut self, timeout: Duration, flag: &str) -> Result<(), PolicyError> {
+        if timeout.is_zero() || timeout > Duration::from_millis(MAX_WALL_TIMEOUT_MS) {
+            return Err(PolicyError::Override {
+                flag: flag.into(),
+                message: format!("must be > 0 and <= {MAX_WALL_TIMEOUT_MS} ms"),
+            });
+        }
+        self.wall_timeout = timeout;
+        Ok(())
+    }
+
+    /// Sets the working directory inside the jail.
+    pub fn set_cwd(&mut self, cwd: &str, flag: &str) -> Result<(), PolicyError> {
+        check_inside_path(cwd).map_err(|message| PolicyError::Override { flag: flag.into(), message })?;
+        self.filesystem.cwd = PathBuf::from(cwd);
+        Ok(())
+    }
+}
+
+/// TOML -> `PolicyFile`, with the key path and position of the first type error.
+fn parse(text: &str, name: &str) -> Result<PolicyFile, PolicyError> {
+    let located = |position: Option<(usize, usize)>, key: String, message: String| PolicyError::Invalid {
+        problems: vec![LocatedProblem { file: name.to_string(), position, key, message }],
+    };
+    let de = toml::Deserializer::parse(text)
+        .map_err(|e| located(e.span().map(|s| line_col(text, s.start)), String::new(), first_line(e.message())))?;
+    serde_path_to_error::deserialize::<_, PolicyFile>(de).map_err(|e| {
+        let key = e.path().to_string();
+        let key = if key == "." { String::new() } else { key };
+        let inner = e.inner();
+        let position = inner.span().map(|s| line_col(text, s.start)).or_else(|| locate(text, &key));
+        located(position, key, first_line(inner.message()))
+    })
+}
+
+fn first_line(message: &str) -> String {
+    message.lines().next().unwrap_or("").trim().to_string()
+}
+
+/// 1-based (line, column) of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rfind('\n').map_or(before.chars().count(), |i| before[i + 1..].chars().count()) + 1;
+    (line, col)
+}
+
+/// Finds the value of a key path (`a.b[2].c`) in TOML text: its (line, column).
+fn locate(text: &str, key: &str) -> Option<(usize, usize)> {
+    use toml::de::{DeTable, DeValue};
+    if key.is_empty() {
+        return None;
+    }
+    let root = DeTable::parse(text).ok()?;
+    let mut table: &DeTable<'_> = root.get_ref();
+    let mut span = None;
+    let mut current: Option<&DeValue<'_>> = None;
+    for part in key.split('.') {
+        let (name, index) = match part.find('[') {
+            Some(i) => (&part[..i], part[i + 1..].trim_end_matches(']').parse::<usize>().ok()),
+            None => (part, None),
+        };
+        if let Some(DeValue::Table(t)) = current {
+            table = t;
+        }
+        let (_, value) = table.iter().find(|(k, _)| k.get_ref().as_ref() == name)?;
+        span = Some(value.span());
+        current = Some(value.get_ref());
+        if let (Some(i), Some(DeValue::Array(items))) = (index, current) {
+            let item = items.get(i)?;
+            span = Some(item.span());
+            current = Some(item.get_ref());
+        }
+    }
+    span.map(|s| line_col(text, s.start))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_default_is_valid_and_strict() {
+        let p = Policy::from_toml(DEFAULT_POLICY_TOML, DEFAULT_POLICY_NAME).expect("default policy");
+        let ns = p.namespaces;
+        assert!(ns.user && ns.pid && ns.mount && ns.net && ns.ipc && ns.uts && ns.cgroup);
+        assert_ne!(p.identity.host_uid, 0);
+        assert!(p.filesystem.grants.iter().all(|g| !g.writable));
+        assert_eq!(p.rlimits.first(), Some(&(RlimitKey::CoreBytes, Limit::Value(0))));
+    }
+
+    #[test]
+    fn omitted_keys_take_the_default_file_values() {
+        let minimal = Policy::from_toml("version = 1\n", "min.toml").expect("minimal");
+        let default = Policy::builtin();
+        assert_eq!(Policy { origin: default.origin.clone(), ..minimal }, default);
+    }
+
+    #[test]
+    fn rlimits_keep_document_order() {
+        let p = Policy::from_toml("version = 1\n[rlimits]\nstack-bytes = 1\ncore-bytes = 0\nmax-open-files = 9\n", "x")
+            .expect("valid");
+        let keys: Vec<_> = p.rlimits.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, [RlimitKey::StackBytes, RlimitKey::CoreBytes, RlimitKey::MaxOpenFiles]);
+    }
+
+    fn problems(text: &str) -> Vec<String> {
+        match Policy::from_toml(text, "p.toml") {
+            Ok(_) => panic!("expected an error for {text:?}"),
+            Err(PolicyError::Invalid { problems }) => problems.iter().map(ToString::to_string).collect(),
+            Err(e) => panic!("unexpected error kind: {e}"),
+        }
+    }
+
+    #[test]
+    fn errors_name_file_line_and_key() {
+        assert_eq!(
+            problems("version = 1\n[limits]\nwall-timeout-ms = 0\n"),
+            ["p.toml:3:19: limits.wall-timeout-ms: must be > 0"]
+        );
+        let unknown = problems("version = 1\n[limits]\nwall-timeout = 5\n");
+        assert_eq!(unknown.len(), 1);
+        assert_eq!(unknown[0], "p.toml:3:1: limits.wall-timeout: unknown field `wall-timeout`, expected `wall-timeout-ms`");
+        let wrong_type = problems("version = 1\n[limits]\nwall-timeout-ms = \"1s\"\n");
+        assert!(
+            wrong_type[0].starts_with("p.toml:3:19: limits.wall-timeout-ms: invalid type: string \"1s\""),
+            "{wrong_type:?}"
+        );
+        assert_eq!(
+            problems("version = 2\n"),
+            ["p.toml:1:11: version: unsupported version 2 (this stockade reads version 1)"]
+        );
+        assert!(problems("version = \n")[0].starts_with("p.toml:1:"));
+        assert!(problems("[limits]\n")[0].contains("missing field `version`"));
+    }
+
+    #[test]
+    fn all_problems_are_reported_at_once() {
+        let all = problems(
+            "version = 1\n[identity]\nhost-uid = 0\n[filesystem]\nread-only = [\"/usr\", \"rel\", \"/proc/1\"]\n\
+             [limits]\nwall-timeout-ms = 0\n[rlimits]\nmax-open-files = 1\n",
+        );
+        assert_eq!(all.len(), 5, "{all:?}");
+        assert!(all[0].starts_with("p.toml:3:12: identity.host-uid: must not be 0"));
+        assert!(all[1].starts_with("p.toml:5:22: filesystem.read-only[1]: \"rel\" must be an absolute path"));
+        assert!(all[2].contains("filesystem.read-only[2]: \"/proc/1\" is inside /proc"));
+        assert!(all[3].contains("limits.wall-timeout-ms: must be > 0"));
+        assert!(all[4].contains("rlimits.max-open-files: must be between 4"));
+    }
+
+    #[test]
+    fn grant_paths_are_checked() {
+        assert!(check_grant_path("/").is_err());
+        assert!(check_grant_path("/usr/../etc").is_err());
+        assert!(check_grant_path("/sys/fs").is_err());
+        assert!(check_grant_path("/device").is_ok());
+        assert_eq!(check_grant_path("/usr//lib/").expect("ok"), PathBuf::from("/usr/lib"));
+    }
+
+    #[test]
+    fn overrides_are_checked() {
+        let mut p = Policy::builtin();
+        assert!(p.add_read_only("/proc", "--ro").is_err());
+        assert!(p.set_wall_timeout(Duration::ZERO, "--timeout").is_err());
+        p.add_read_write("/srv/work", "--rw").expect("valid");
+        assert!(p.filesystem.grants.last().is_some_and(|g| g.writable && g.origin == "--rw"));
+    }
+}

@@ -1,0 +1,273 @@
+//! `PolicyFile` -> `Policy`: every value checked, every error collected with its key path.
+
+use super::file::{Limit, PolicyFile, ProcMode, RlimitKey, StdinMode};
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+/// The longest wall-clock limit a policy may set: one week.
+pub const MAX_WALL_TIMEOUT_MS: u64 = 7 * 24 * 3600 * 1000;
+
+/// A validated policy: what the jail will do, in typed form. Build it with [`Policy::builtin`],
+/// [`Policy::load`] or [`Policy::from_toml`]; adjust it with the `add_*`/`set_*` methods.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// Where this policy came from (a file path, or `builtin:default`), for messages.
+    pub origin: String,
+    pub namespaces: Namespaces,
+    pub identity: Identity,
+    pub filesystem: Filesystem,
+    pub wall_timeout: Duration,
+    /// Resource limits in the order they are applied.
+    pub rlimits: Vec<(RlimitKey, Limit)>,
+    pub stdout_max_bytes: Option<u64>,
+    pub stderr_max_bytes: Option<u64>,
+    pub env_pass: Vec<String>,
+    pub env_set: Vec<(String, String)>,
+    pub hostname: String,
+    pub stdin: StdinMode,
+}
+
+/// Which namespaces the run gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Namespaces {
+    pub user: bool,
+    pub pid: bool,
+    pub mount: bool,
+    pub net: bool,
+    pub ipc: bool,
+    pub uts: bool,
+    pub cgroup: bool,
+}
+
+/// Inside ids and the host ids they map to when stockade runs as root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identity {
+    pub uid: u32,
+    pub gid: u32,
+    pub host_uid: u32,
+    pub host_gid: u32,
+}
+
+/// The jail's filesystem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Filesystem {
+    pub grants: Vec<Grant>,
+    pub writable_exec: bool,
+    pub proc: ProcMode,
+    pub dev: bool,
+    /// `None`: no `/tmp`.
+    pub tmp_size_bytes: Option<u64>,
+    pub cwd: PathBuf,
+}
+
+/// One host path made visible inside the jail at the same path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    pub path: PathBuf,
+    pub writable: bool,
+    /// Skipped when missing on the host.
+    pub optional: bool,
+    /// The key or flag that asked for it, for messages: `filesystem.read-only[2]`, `--rw`.
+    pub origin: String,
+}
+
+/// One problem found in a policy: the key path, where it is in the file, and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub key: String,
+    pub message: String,
+}
+
+/// Checks a parsed policy file; returns every problem found, not just the first.
+pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> {
+    let mut problems = Vec::new();
+    let mut bad = |key: &str, message: String| problems.push(Problem { key: key.to_string(), message });
+
+    if file.version != 1 {
+        bad("version", format!("unsupported version {} (this stockade reads version 1)", file.version));
+    }
+
+    let ns = &file.namespaces;
+    let namespaces = Namespaces {
+        user: ns.user,
+        pid: ns.pid,
+        mount: ns.mount,
+        net: ns.net,
+        ipc: ns.ipc,
+        uts: ns.uts,
+        cgroup: ns.cgroup,
+    };
+
+    let id = &file.identity;
+    for (key, value) in [("identity.host-uid", id.host_uid), ("identity.host-gid", id.host_gid)] {
+        if value == 0 {
+            bad(key, "must not be 0: the jail never runs as host root".into());
+        }
+    }
+    for (key, value) in [
+        ("identity.uid", id.uid),
+        ("identity.gid", id.gid),
+        ("identity.host-uid", id.host_uid),
+        ("identity.host-gid", id.host_gid),
+    ] {
+        if value == u32::MAX {
+            bad(key, "4294967295 is not a valid id".into());
+        }
+    }
+
+    let fs = &file.filesystem;
+    let mut grants = Vec::new();
+    for (key, list, writable, optional) in [
+        ("filesystem.read-only", &fs.read_only, false, false),
+        ("filesystem.read-only-if-present", &fs.read_only_if_present, false, true),
+        ("filesystem.read-write", &fs.read_write, true, false),
+    ] {
+        for (i, p) in list.iter().enumerate() {
+            let key = format!("{key}[{i}]");
+            match check_grant_path(p) {
+                Ok(path) => grants.push(Grant { path, writable, optional, origin: key }),
+                Err(message) => bad(&key, message),
+            }
+        }
+    }
+    if let Err(message) = check_inside_path(&fs.cwd) {
+        bad("filesystem.cwd", message);
+    }
+    if namespaces.mount && fs.proc != ProcMode::None && !namespaces.pid {
+        bad(
+            "filesystem.proc",
+            "needs namespaces.pid = true (a procfs of the host's pid namespace would show host processes); \
+             set proc = \"none\""
+                .into(),
+        );
+    }
+
+    let timeout_ms = file.limits.wall_timeout_ms;
+    if timeout_ms == 0 {
+        bad("limits.wall-timeout-ms", "must be > 0".into());
+    } else if timeout_ms > MAX_WALL_TIMEOUT_MS {
+        bad("limits.wall-timeout-ms", format!("must be <= {MAX_WALL_TIMEOUT_MS} (one week)"));
+    }
+
+    for (k, v) in &file.rlimits.0 {
+        let key = format!("rlimits.{}", k.key());
+        if let Err(message) = check_rlimit(*k, *v) {
+            bad(&key, message);
+        }
+    }
+
+    for (i, name) in file.environment.pass.iter().enumerate() {
+        if let Err(message) = check_env_name(name) {
+            bad(&format!("environment.pass[{i}]"), message);
+        }
+    }
+    for (name, value) in &file.environment.set.0 {
+        let key = format!("environment.set.{name}");
+        if let Err(message) = check_env_name(name) {
+            bad(&key, message);
+        } else if value.contains('\0') {
+            bad(&key, "must not contain a NUL byte".into());
+        }
+    }
+
+    let hostname = &file.process.hostname;
+    if let Err(message) = check_hostname(hostname) {
+        bad("process.hostname", message);
+    }
+
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let cap = |l: Limit| match l {
+        Limit::Value(v) => Some(v),
+        Limit::Unlimited => None,
+    };
+    Ok(Policy {
+        origin: origin.to_string(),
+        namespaces,
+        identity: Identity { uid: id.uid, gid: id.gid, host_uid: id.host_uid, host_gid: id.host_gid },
+        filesystem: Filesystem {
+            grants,
+            writable_exec: fs.writable_exec,
+            proc: fs.proc,
+            dev: fs.dev,
+            tmp_size_bytes: (fs.tmp_size_bytes > 0).then_some(fs.tmp_size_bytes),
+            cwd: PathBuf::from(&fs.cwd),
+        },
+        wall_timeout: Duration::from_millis(timeout_ms),
+        rlimits: file.rlimits.0,
+        stdout_max_bytes: cap(file.output.stdout_max_bytes),
+        stderr_max_bytes: cap(file.output.stderr_max_bytes),
+        env_pass: file.environment.pass,
+        env_set: file.environment.set.0,
+        hostname: hostname.clone(),
+        stdin: file.process.stdin,
+    })
+}
+
+/// A path inside the jail: absolute, no `.` or `..`, no NUL.
+pub fn check_inside_path(p: &str) -> Result<(), String> {
+    if p.contains('\0') {
+        return Err("must not contain a NUL byte".into());
+    }
+    let path = Path::new(p);
+    if !path.is_absolute() {
+        return Err(format!("{p:?} must be an absolute path"));
+    }
+    if path.components().any(|c| matches!(c, Component::ParentDir | Component::CurDir)) {
+        return Err(format!("{p:?} must not contain `.` or `..` components"));
+    }
+    Ok(())
+}
+
+/// A host path to grant: as for inside paths, plus not `/` and not in the kernel's pseudo
+/// filesystems (the jail provides its own `/proc` and `/dev`; `/sys` is never shown).
+pub fn check_grant_path(p: &str) -> Result<PathBuf, String> {
+    check_inside_path(p)?;
+    let path: PathBuf = Path::new(p).components().collect();
+    if path == Path::new("/") {
+        return Err("granting \"/\" would show the whole host; grant the directories the program needs".into());
+    }
+    for reserved in ["/proc", "/sys", "/dev"] {
+        if path.starts_with(reserved) {
+            return Err(format!(
+                "{p:?} is inside {reserved}, which the jail provides itself (or not at all) and never binds from the host"
+            ));
+        }
+    }
+    Ok(path)
+}
+
+fn check_rlimit(key: RlimitKey, value: Limit) -> Result<(), String> {
+    let Limit::Value(v) = value else { return Ok(()) };
+    match key {
+        RlimitKey::MaxOpenFiles if !(4..=1 << 20).contains(&v) => {
+            Err("must be between 4 (stdin, stdout, stderr and one more) and 1048576".into())
+        }
+        RlimitKey::CpuSeconds if v == 0 => Err("must be > 0 (0 would kill the program at once)".into()),
+        RlimitKey::MaxProcesses if v == 0 => Err("must be > 0 (the program itself counts)".into()),
+        RlimitKey::NiceCeiling if v > 40 => Err("must be <= 40".into()),
+        RlimitKey::RealtimePriority if v > 99 => Err("must be <= 99".into()),
+        _ => Ok(()),
+    }
+}
+
+fn check_env_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("must not be empty".into());
+    }
+    if name.contains('=') || name.contains('\0') {
+        return Err(format!("{name:?} is not a valid variable name (no `=` or NUL)"));
+    }
+    Ok(())
+}
+
+fn check_hostname(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 64 {
+        return Err("must be 1 to 64 bytes long".into());
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.') {
+        return Err(format!("{name:?} may hold only letters, digits, `-` and `.`"));
+    }
+    Ok(())
+}

@@ -1,0 +1,220 @@
+//! The run report: how the run ended, what it used, and what each layer enforced.
+//! The JSON form is documented in `docs/report.md`; bump [`SCHEMA_VERSION`] on incompatible change.
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the JSON report format.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Exit code of `stockade run` when the wall-clock limit ended the run (as coreutils `timeout`).
+pub const EXIT_TIMEOUT: i32 = 124;
+/// Exit code when stockade itself failed: bad policy or arguments, or jail setup failed.
+pub const EXIT_SETUP_FAILED: i32 = 125;
+/// Exit code when the program was found but could not be executed.
+pub const EXIT_NOT_EXECUTABLE: i32 = 126;
+/// Exit code when the program does not exist (on the host, or inside the jail).
+pub const EXIT_NOT_FOUND: i32 = 127;
+
+/// Why the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// The program exited with code 0.
+    Ok,
+    /// The program exited with a non-zero code.
+    ExitedNonzero,
+    /// The program was killed by a signal it did not get from stockade.
+    Signaled,
+    /// The wall-clock limit passed; stockade killed every process of the run.
+    Timeout,
+    /// The jail could not be set up, or the program could not be started; nothing ran.
+    SetupFailed,
+}
+
+/// Whether a layer held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Enforcement {
+    Enforced,
+    Partial,
+    NotEnforced,
+}
+
+/// One isolation layer: what the policy asked, what the kernel applied, and the verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct LayerReport {
+    pub layer: String,
+    pub asked: String,
+    pub applied: String,
+    pub status: Enforcement,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl LayerReport {
+    /// An enforced layer.
+    pub fn new(layer: &str, asked: &str, applied: &str) -> Self {
+        LayerReport {
+            layer: layer.into(),
+            asked: asked.into(),
+            applied: applied.into(),
+            status: Enforcement::Enforced,
+            reason: None,
+        }
+    }
+
+    /// Replaces the verdict and gives the reason.
+    pub fn with_status(mut self, status: Enforcement, reason: &str) -> Self {
+        self.status = status;
+        self.reason = Some(reason.into());
+        self
+    }
+}
+
+/// What the program wrote on one stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct StreamReport {
+    /// Every byte the program wrote, including the ones past the cap.
+    pub bytes: u64,
+    /// True when `bytes` exceeded the cap and the rest was discarded.
+    pub truncated: bool,
+    /// The captured bytes (up to the cap), when output is embedded and is UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The captured bytes, base64 (standard alphabet), when output is embedded and not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base64: Option<String>,
+}
+
+/// The report of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Report {
+    pub schema_version: u32,
+    pub status: Status,
+    /// The program's exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that killed the program, when one did (SIGKILL after a timeout).
+    pub signal: Option<i32>,
+    /// The signal's name, e.g. `SIGSEGV`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal_name: Option<String>,
+    /// For `setup-failed`: what failed, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The exit code `stockade run` uses for this report.
+    pub stockade_exit_code: i32,
+    /// The policy in force (a path, or `builtin:default`).
+    pub policy: String,
+    /// The program as given, and the argument vector it got.
+    pub program: String,
+    pub argv: Vec<String>,
+    /// Wall-clock time from start to the last process's end, milliseconds (µs precision).
+    pub wall_ms: f64,
+    /// The wall-clock limit in force, milliseconds.
+    pub wall_timeout_ms: u64,
+    /// CPU time of every process of the run that was reaped, milliseconds.
+    pub cpu_user_ms: f64,
+    pub cpu_sys_ms: f64,
+    /// Largest resident set of any single process of the run, bytes.
+    pub max_rss_bytes: u64,
+    pub stdout: StreamReport,
+    pub stderr: StreamReport,
+    /// Each layer, in the order the jail applies them.
+    pub enforcement: Vec<LayerReport>,
+}
+
+impl Report {
+    /// Serializes to pretty JSON (with a final newline).
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+        s.push('\n');
+        s
+    }
+
+    /// Parses a report.
+    pub fn from_json(text: &str) -> Result<Report, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}
+
+/// The conventional name of a signal number.
+pub fn signal_name(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGSTKFLT => "SIGSTKFLT",
+        libc::SIGCHLD => "SIGCHLD",
+        libc::SIGCONT => "SIGCONT",
+        libc::SIGSTOP => "SIGSTOP",
+        libc::SIGTSTP => "SIGTSTP",
+        libc::SIGTTIN => "SIGTTIN",
+        libc::SIGTTOU => "SIGTTOU",
+        libc::SIGURG => "SIGURG",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGVTALRM => "SIGVTALRM",
+        libc::SIGPROF => "SIGPROF",
+        libc::SIGWINCH => "SIGWINCH",
+        libc::SIGIO => "SIGIO",
+        libc::SIGPWR => "SIGPWR",
+        libc::SIGSYS => "SIGSYS",
+        n if (libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&n) => return format!("SIGRTMIN+{}", n - libc::SIGRTMIN()),
+        n => return format!("SIG{n}"),
+    };
+    name.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_round_trips_through_json() {
+        let r = Report {
+            schema_version: SCHEMA_VERSION,
+            status: Status::Timeout,
+            exit_code: None,
+            signal: Some(9),
+            signal_name: Some(signal_name(9)),
+            error: None,
+            stockade_exit_code: EXIT_TIMEOUT,
+            policy: "builtin:default".into(),
+            program: "/bin/sh".into(),
+            argv: vec!["/bin/sh".into(), "-c".into(), "sleep 9".into()],
+            wall_ms: 300.25,
+            wall_timeout_ms: 300,
+            cpu_user_ms: 0.5,
+            cpu_sys_ms: 1.0,
+            max_rss_bytes: 4096,
+            stdout: StreamReport { bytes: 3, truncated: false, text: Some("hi\n".into()), base64: None },
+            stderr: StreamReport::default(),
+            enforcement: vec![LayerReport::new("namespace.user", "new", "new")],
+        };
+        let json = r.to_json();
+        assert!(json.contains("\"status\": \"timeout\""), "{json}");
+        assert!(json.contains("\"schema-version\": 1"), "{json}");
+        assert_eq!(Report::from_json(&json).expect("parses"), r);
+    }
+
+    #[test]
+    fn signal_names() {
+        assert_eq!(signal_name(libc::SIGSEGV), "SIGSEGV");
+        assert_eq!(signal_name(libc::SIGRTMIN() + 2), "SIGRTMIN+2");
+    }
+}

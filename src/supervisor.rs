@@ -1,0 +1,450 @@
+//! The parent side of a run: start the child in its namespaces, write its id maps, release it,
+//! pump its output under the caps, enforce the deadline, reap, and write the report.
+//!
+//! One thread, one `ppoll` loop: the pidfd (the run's init exiting), the output pipes, the report
+//! pipe, and the caller's output fds when forwarded data is waiting. The deadline is the `ppoll`
+//! timeout (nanosecond resolution), so a stalled reader of the caller's stdout can never hold
+//! the kill back: forwarding writes at most `PIPE_BUF` bytes when `POLLOUT` says they fit.
+
+use crate::child::{self, ChildArgs, Failure, MSG_LEN, Stage, TAG_EXIT, TAG_FAILURE};
+use crate::error::Error;
+use crate::layers::fds::ChildFds;
+use crate::plan::Plan;
+use crate::policy::StdinMode;
+use crate::report::{
+    EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_SETUP_FAILED, EXIT_TIMEOUT, Report, SCHEMA_VERSION, Status, StreamReport,
+    signal_name,
+};
+use crate::sys::{self, CStrArray, Errno, Forked};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+/// Where the program's stdout and stderr go.
+#[derive(Debug, Clone, Copy)]
+pub enum Output<'a> {
+    /// Kept (up to the caps) and embedded in the report.
+    Capture,
+    /// Passed on (up to the caps) to these fds as it arrives.
+    Forward { stdout: BorrowedFd<'a>, stderr: BorrowedFd<'a> },
+}
+
+const CHUNK: usize = 64 * 1024;
+/// A write of at most this many bytes to a pipe that polled writable never blocks.
+const PIPE_BUF: usize = 4096;
+
+enum Dest {
+    Capture(Vec<u8>),
+    Forward { fd: RawFd, pending: Vec<u8>, broken: bool },
+}
+
+/// One output stream: counts every byte, keeps or passes on up to the cap, drops the rest.
+struct Sink {
+    cap: Option<u64>,
+    total: u64,
+    dest: Dest,
+}
+
+impl Sink {
+    fn new(cap: Option<u64>, forward: Option<RawFd>) -> Sink {
+        let dest = match forward {
+            Some(fd) => Dest::Forward { fd, pending: Vec::new(), broken: false },
+            None => Dest::Capture(Vec::new()),
+        };
+        Sink { cap, total: 0, dest }
+    }
+
+    fn push(&mut self, data: &[u8]) {
+        let room = self.cap.map_or(u64::MAX, |c| c.saturating_sub(self.total));
+        let take = data.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        self.total += data.len() as u64;
+        match &mut self.dest {
+            Dest::Capture(buf) => buf.extend_from_slice(&data[..take]),
+            Dest::Forward { pending, broken: false, .. } => pending.extend_from_slice(&data[..take]),
+            Dest::Forward { .. } => {}
+        }
+    }
+
+    /// The caller's fd to poll for POLLOUT, when data waits for it.
+    fn wants_write(&self) -> Option<RawFd> {
+        match &self.dest {
+            Dest::Forward { fd, pending, broken: false } if !pending.is_empty() => Some(*fd),
+            _ => None,
+        }
+    }
+
+    fn write_some(&mut self, limit: usize) {
+        if let Dest::Forward { fd, pending, broken } = &mut self.dest {
+            let n = pending.len().min(limit);
+            match sys::write(*fd, &pending[..n]) {
+                Ok(k) => {
+                    pending.drain(..k);
+                }
+                Err(Errno(libc::EAGAIN)) => {}
+                Err(_) => {
+                    *broken = true;
+                    pending.clear();
+                }
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        while self.wants_write().is_some() {
+            self.write_some(CHUNK);
+        }
+    }
+
+    fn report(self) -> StreamReport {
+        let truncated = self.cap.is_some_and(|c| self.total > c);
+        let mut r = StreamReport { bytes: self.total, truncated, text: None, base64: None };
+        if let Dest::Capture(buf) = self.dest {
+            match String::from_utf8(buf) {
+                Ok(s) => r.text = Some(s),
+                Err(e) => {
+                    use base64::Engine;
+                    r.base64 = Some(base64::engine::general_purpose::STANDARD.encode(e.into_bytes()));
+                }
+            }
+        }
+        r
+    }
+}
+
+struct Stream {
+    fd: Option<OwnedFd>,
+    sink: Sink,
+}
+
+impl Plan {
+    /// Runs the plan once: starts the jail, waits for the program (at most the wall-clock
+    /// limit), and reports. `Err` means nothing was started; a failure inside the jail comes back
+    /// as a report with status `setup-failed`.
+    pub fn run(&self, output: Output<'_>) -> Result<Report, Error> {
+        let sv = |what: &'static str| move |errno: Errno| Error::Supervisor { what, errno };
+        let (sync_parent, sync_child) = sys::socketpair().map_err(sv("create the release channel"))?;
+        let (report_r, report_w) = sys::pipe().map_err(sv("create the report pipe"))?;
+        let (out_r, out_w) = sys::pipe().map_err(sv("create the stdout pipe"))?;
+        let (err_r, err_w) = sys::pipe().map_err(sv("create the stderr pipe"))?;
+        let sync_child = sys::above_stdio(sync_child).map_err(sv("renumber an fd"))?;
+        let report_w = sys::above_stdio(report_w).map_err(sv("renumber an fd"))?;
+        let out_w = sys::above_stdio(out_w).map_err(sv("renumber an fd"))?;
+        let err_w = sys::above_stdio(err_w).map_err(sv("renumber an fd"))?;
+        let stdin_dup: Option<OwnedFd> = match self.stdin {
+            StdinMode::Null => None,
+            StdinMode::Inherit => std::io::stdin().as_fd().try_clone_to_owned().ok(),
+        };
+        let stdin_dup = stdin_dup.map(sys::above_stdio).transpose().map_err(sv("renumber an fd"))?;
+        let stdin_fd = stdin_dup.as_ref().map_or(self.dev_null.as_raw_fd(), AsRawFd::as_raw_fd);
+
+        let mut keep: Vec<RawFd> = vec![sync_child.as_raw_fd(), report_w.as_raw_fd(), self.program.exe.as_raw_fd()];
+        keep.sort_unstable();
+        keep.dedup();
+        let argv = CStrArray::new(&self.program.argv);
+        let envp = CStrArray::new(&self.envp);
+        let args = ChildArgs {
+            fds: ChildFds { stdin: stdin_fd, stdout: out_w.as_raw_fd(), stderr: err_w.as_raw_fd(), keep: &keep },
+            sync: sync_child.as_raw_fd(),
+            report: report_w.as_raw_fd(),
+            fs: &self.fs,
+            uts: &self.uts,
+            rlimits: &self.rlimits,
+            id: &self.id,
+            exe: self.program.exe.as_raw_fd(),
+            argv: &argv,
+            envp: &envp,
+        };
+
+        let start = Instant::now();
+        let (pid, pidfd) = match sys::clone3(self.ns.clone_flags, None) {
+            Ok(Forked::Child) => child::enter(&args),
+            Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
+            Err(errno) => return Err(self.clone_error(errno)),
+        };
+        // The child has its copies; ours would keep the pipes from ever reaching end of file.
+        drop((sync_child, report_w, out_w, err_w, stdin_dup));
+
+        if let Err(e) = self.id.write_maps(pid) {
+            let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
+            let _ = sys::waitid_pidfd(pidfd.as_fd());
+            return Err(e.into());
+        }
+        // The child may already have failed and gone; its report says why.
+        let _ = sys::send_nosignal(sync_parent.as_fd(), &[1]);
+
+        let forward = |fd: Option<BorrowedFd<'_>>| fd.map(|f| f.as_raw_fd());
+        let (fwd_out, fwd_err) = match output {
+            Output::Capture => (None, None),
+            Output::Forward { stdout, stderr } => (forward(Some(stdout)), forward(Some(stderr))),
+        };
+        let mut streams = [
+            Stream { fd: Some(out_r), sink: Sink::new(self.policy.stdout_max_bytes, fwd_out) },
+            Stream { fd: Some(err_r), sink: Sink::new(self.policy.stderr_max_bytes, fwd_err) },
+        ];
+        let deadline = start + self.policy.wall_timeout;
+        let outcome = pump(&pidfd, report_r, &mut streams, deadline)?;
+        let wall = outcome.reaped_at.duration_since(start);
+        drop(sync_parent);
+        for s in &mut streams {
+            s.sink.flush();
+        }
+        let [out, err] = streams;
+        Ok(self.build_report(outcome, wall, out.sink.report(), err.sink.report()))
+    }
+
+    fn clone_error(&self, errno: Errno) -> Error {
+        let names: Vec<&str> = [
+            (libc::CLONE_NEWUSER, "user"),
+            (libc::CLONE_NEWPID, "pid"),
+            (libc::CLONE_NEWNS, "mount"),
+            (libc::CLONE_NEWNET, "net"),
+            (libc::CLONE_NEWIPC, "ipc"),
+            (libc::CLONE_NEWUTS, "uts"),
+            (libc::CLONE_NEWCGROUP, "cgroup"),
+        ]
+        .iter()
+        .filter(|(f, _)| self.ns.clone_flags & (*f as u64) != 0)
+        .map(|(_, n)| *n)
+        .collect();
+        let userns = self.ns.clone_flags & libc::CLONE_NEWUSER as u64 != 0;
+        let hint = match errno.0 {
+            libc::ENOSPC | libc::EUSERS if userns => {
+                "; the host's namespace limit is reached or zero (sysctl user.max_user_namespaces and the other \
+                 user.max_*_namespaces)"
+            }
+            libc::EPERM | libc::EACCES | libc::EINVAL if userns => {
+                "; unprivileged user namespaces look disabled on this host (sysctl kernel.unprivileged_userns_clone, \
+                 user.max_user_namespaces, AppArmor's kernel.apparmor_restrict_unprivileged_userns, or a container's \
+                 seccomp profile); enable them, or run as root with namespaces.user = false"
+            }
+            libc::EPERM => "; creating namespaces needs root or a user namespace (namespaces.user = true)",
+            _ => "",
+        };
+        Error::Namespaces { flags: names.join(", "), errno, hint }
+    }
+
+    fn build_report(&self, o: Outcome, wall: Duration, stdout: StreamReport, stderr: StreamReport) -> Report {
+        let mut status;
+        let mut exit_code = None;
+        let mut signal = None;
+        let mut error = None;
+        let stockade_exit_code;
+        if let Some(f) = o.failure {
+            status = Status::SetupFailed;
+            error = Some(self.describe_failure(f));
+            stockade_exit_code = match f.stage {
+                Stage::Exec if f.errno.0 == libc::ENOENT => EXIT_NOT_FOUND,
+                Stage::Exec => EXIT_NOT_EXECUTABLE,
+                _ => EXIT_SETUP_FAILED,
+            };
+        } else if let Some(ws) = o.exit_status {
+            if libc::WIFEXITED(ws) {
+                let code = libc::WEXITSTATUS(ws);
+                exit_code = Some(code);
+                status = if code == 0 { Status::Ok } else { Status::ExitedNonzero };
+                stockade_exit_code = code;
+            } else {
+                let sig = libc::WTERMSIG(ws);
+                signal = Some(sig);
+                status = Status::Signaled;
+                stockade_exit_code = 128 + sig;
+            }
+        } else if o.timed_out {
+            status = Status::Timeout;
+            signal = Some(libc::SIGKILL);
+            stockade_exit_code = EXIT_TIMEOUT;
+        } else {
+            // init ended without reporting: something outside the run killed it.
+            status = Status::Signaled;
+            let sig = if o.reaped.code == libc::CLD_EXITED { None } else { Some(o.reaped.status) };
+            signal = sig;
+            stockade_exit_code = sig.map_or(EXIT_SETUP_FAILED, |s| 128 + s);
+            error = Some(match sig {
+                Some(s) => format!("the run's init process was killed by {} from outside the run", signal_name(s)),
+                None => format!("the run's init process exited with {} without reporting", o.reaped.status),
+            });
+        }
+        if o.timed_out && o.exit_status.is_none() && o.failure.is_none() {
+            status = Status::Timeout;
+        }
+        Report {
+            schema_version: SCHEMA_VERSION,
+            status,
+            exit_code,
+            signal,
+            signal_name: signal.map(signal_name),
+            error,
+            stockade_exit_code,
+            policy: self.policy.origin.clone(),
+            program: self.program.name.clone(),
+            argv: self.program.argv_display.clone(),
+            wall_ms: ms(wall),
+            wall_timeout_ms: u64::try_from(self.policy.wall_timeout.as_millis()).unwrap_or(u64::MAX),
+            cpu_user_ms: ms(o.reaped.user),
+            cpu_sys_ms: ms(o.reaped.system),
+            max_rss_bytes: o.reaped.max_rss_bytes,
+            stdout,
+            stderr,
+            enforcement: self.layers(),
+        }
+    }
+
+    /// A child failure in words: `jail setup failed at filesystem (stage 4: bind /usr): ...`.
+    pub(crate) fn describe_failure(&self, f: Failure) -> String {
+        use crate::layers::{identity, session};
+        let detail = match f.stage {
+            Stage::Filesystem => self.fs.ops.get(f.detail as usize).map(|op| op.describe()),
+            Stage::Rlimits => Some(format!("rlimits.{}", self.rlimits.key_at(f.detail))),
+            Stage::Identity => Some(
+                match f.detail {
+                    identity::STEP_GROUPS => "setgroups",
+                    identity::STEP_GID => "setresgid",
+                    _ => "setresuid",
+                }
+                .into(),
+            ),
+            Stage::Session => {
+                Some(if f.detail == session::STEP_SETSID { "setsid" } else { "new session keyring" }.into())
+            }
+            Stage::Exec => {
+                return format!(
+                    "cannot execute {}: {}",
+                    self.program.argv_display.first().map_or("?", String::as_str),
+                    f.errno
+                );
+            }
+            _ => None,
+        };
+        match detail {
+            Some(d) => format!("jail setup failed at {} (stage {}: {d}): {}", f.stage.name(), f.stage as u32, f.errno),
+            None => format!("jail setup failed at {} (stage {}): {}", f.stage.name(), f.stage as u32, f.errno),
+        }
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_micros() as f64) / 1000.0
+}
+
+/// What the loop saw.
+struct Outcome {
+    reaped: sys::Reaped,
+    reaped_at: Instant,
+    failure: Option<Failure>,
+    exit_status: Option<i32>,
+    timed_out: bool,
+}
+
+/// The event loop: until init is reaped and every pipe reached end of file.
+fn pump(pidfd: &OwnedFd, report: OwnedFd, streams: &mut [Stream; 2], deadline: Instant) -> Result<Outcome, Error> {
+    let sv = |what: &'static str| move |errno: Errno| Error::Supervisor { what, errno };
+    let mut report = Some(report);
+    let mut msgs: Vec<u8> = Vec::new();
+    let mut failure = None;
+    let mut exit_status = None;
+    let mut reaped: Option<(sys::Reaped, Instant)> = None;
+    let mut killed = false;
+    let mut timed_out = false;
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let inputs_open = report.is_some() || streams.iter().any(|s| s.fd.is_some());
+        if reaped.is_some() && !inputs_open {
+            break;
+        }
+        let now = Instant::now();
+        if reaped.is_some() && now >= deadline {
+            // Only without a pid namespace can a process outlive init and hold a pipe open.
+            break;
+        }
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(7);
+        let mut roles: Vec<Role> = Vec::with_capacity(7);
+        let mut add = |fd: RawFd, events: libc::c_short, role: Role| {
+            fds.push(libc::pollfd { fd, events, revents: 0 });
+            roles.push(role);
+        };
+        if reaped.is_none() {
+            add(pidfd.as_raw_fd(), libc::POLLIN, Role::Pidfd);
+        }
+        if let Some(r) = &report {
+            add(r.as_raw_fd(), libc::POLLIN, Role::Report);
+        }
+        for (i, s) in streams.iter().enumerate() {
+            if let Some(fd) = &s.fd {
+                add(fd.as_raw_fd(), libc::POLLIN, Role::Read(i));
+            }
+            if let Some(fd) = s.sink.wants_write() {
+                add(fd, libc::POLLOUT, Role::Write(i));
+            }
+        }
+        let timeout = if killed { None } else { Some(deadline.saturating_duration_since(now)) };
+        let n = match sys::ppoll(&mut fds, timeout) {
+            Ok(n) => n,
+            Err(Errno(libc::EINTR)) => continue,
+            Err(e) => return Err(sv("poll")(e)),
+        };
+        if n == 0 {
+            if !killed && reaped.is_none() && Instant::now() >= deadline {
+                // The run's init is PID 1 of its namespace: killing it kills every process in it.
+                sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL).map_err(sv("kill the run"))?;
+                killed = true;
+                timed_out = true;
+            }
+            continue;
+        }
+        for (p, role) in fds.iter().zip(roles.iter()) {
+            if p.revents == 0 {
+                continue;
+            }
+            match *role {
+                Role::Pidfd => {
+                    let r = sys::waitid_pidfd(pidfd.as_fd()).map_err(sv("reap the run"))?;
+                    reaped = Some((r, Instant::now()));
+                }
+                Role::Report => {
+                    let fd = report.as_ref().map(AsRawFd::as_raw_fd).unwrap_or(-1);
+                    match sys::read(fd, &mut buf) {
+                        Ok(0) | Err(_) => report = None,
+                        Ok(k) => {
+                            msgs.extend_from_slice(&buf[..k]);
+                            while msgs.len() >= MSG_LEN {
+                                let m: Vec<u8> = msgs.drain(..MSG_LEN).collect();
+                                let word = |i: usize| u32::from_ne_bytes([m[i], m[i + 1], m[i + 2], m[i + 3]]);
+                                match word(0) {
+                                    TAG_FAILURE if failure.is_none() => {
+                                        if let Some(stage) = Stage::from_u32(word(4)) {
+                                            failure =
+                                                Some(Failure { stage, detail: word(8), errno: Errno(word(12) as i32) });
+                                        }
+                                    }
+                                    TAG_EXIT => exit_status = Some(word(12) as i32),
+                                    _ => {}
+                                }
+                            }
+                        }
+                    }
+                }
+                Role::Read(i) => {
+                    let s = &mut streams[i];
+                    let fd = s.fd.as_ref().map(AsRawFd::as_raw_fd).unwrap_or(-1);
+                    match sys::read(fd, &mut buf) {
+                        Ok(0) | Err(_) => s.fd = None,
+                        Ok(k) => s.sink.push(&buf[..k]),
+                    }
+                }
+                Role::Write(i) => streams[i].sink.write_some(PIPE_BUF),
+            }
+        }
+    }
+    let (reaped, reaped_at) = match reaped {
+        Some(r) => r,
+        None => return Err(Error::Supervisor { what: "reap the run", errno: Errno(libc::ECHILD) }),
+    };
+    Ok(Outcome { reaped, reaped_at, failure, exit_status, timed_out })
+}
+
+#[derive(Clone, Copy)]
+enum Role {
+    Pidfd,
+    Report,
+    Read(usize),
+    Write(usize),
+}

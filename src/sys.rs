@@ -1,0 +1,630 @@
+//! Every `unsafe` block in stockade lives here: thin wrappers, one system call each.
+//!
+//! Two kinds of wrappers:
+//! - **child-safe** ones (the first half of the file) are called between fork and exec. They take only
+//!   references to data built before fork (`&CStr`, slices, integers), make one raw system call, and
+//!   return [`Errno`]. They never allocate, panic or take a lock, so they are async-signal-safe even when
+//!   the supervisor was multithreaded at fork time.
+//! - **parent-side** ones (the second half) may allocate and return owned values.
+//!
+//! Raw `syscall(2)` is used instead of glibc wrappers where glibc would do more than the call (its
+//! `fork` runs atfork handlers that take locks) or has no wrapper (clone3, pivot_root, mount_setattr).
+
+// Syscall results are bounded by the kernel (fd numbers, pids, byte counts no larger than the
+// buffer passed in), so narrowing them cannot lose information on Linux x86_64.
+#![allow(clippy::cast_possible_truncation)]
+
+use std::ffi::{CStr, CString, c_char, c_int, c_long, c_uint, c_ulong};
+use std::marker::PhantomData;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr;
+use std::time::Duration;
+
+/// An `errno` value from a failed system call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    fn last() -> Self {
+        // SAFETY: __errno_location returns a valid pointer to this thread's errno.
+        Errno(unsafe { *libc::__errno_location() })
+    }
+
+    /// The `std::io::Error` for this errno (for messages; allocates).
+    pub fn io(self) -> std::io::Error {
+        std::io::Error::from_raw_os_error(self.0)
+    }
+}
+
+impl std::fmt::Display for Errno {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", describe_errno(self.0))
+    }
+}
+
+/// The lowercase description of an errno, without the "(os error N)" suffix std adds.
+pub fn describe_errno(errno: i32) -> String {
+    let text = std::io::Error::from_raw_os_error(errno).to_string();
+    let text = match text.find(" (os error") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    };
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(c) => c.to_lowercase().collect::<String>() + chars.as_str(),
+        None => text,
+    }
+}
+
+fn check(rc: c_long) -> Result<c_long, Errno> {
+    if rc < 0 { Err(Errno::last()) } else { Ok(rc) }
+}
+
+fn check_int(rc: c_int) -> Result<c_int, Errno> {
+    if rc < 0 { Err(Errno::last()) } else { Ok(rc) }
+}
+
+// Constants that are not (or not on every libc version) exported by the libc crate.
+pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
+pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
+const AT_RECURSIVE: c_uint = 0x8000;
+const P_PIDFD: libc::idtype_t = 3;
+const KEYCTL_JOIN_SESSION_KEYRING: c_long = 1;
+const CLOSE_RANGE_CLOEXEC: c_uint = 1 << 2;
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child-safe wrappers: no allocation, no panics, no locks.
+// ---------------------------------------------------------------------------------------------
+
+/// A NULL-terminated array of C string pointers for `execveat`, built in the parent.
+///
+/// It borrows the `CString`s it points into, so they outlive it.
+#[derive(Debug)]
+pub struct CStrArray<'a> {
+    ptrs: Vec<*const c_char>,
+    _strings: PhantomData<&'a CString>,
+}
+
+impl<'a> CStrArray<'a> {
+    pub fn new(strings: &'a [CString]) -> Self {
+        let mut ptrs: Vec<*const c_char> = strings.iter().map(|s| s.as_ptr()).collect();
+        ptrs.push(ptr::null());
+        CStrArray { ptrs, _strings: PhantomData }
+    }
+}
+
+/// `dup2(old, new)`; when both are the same fd, clears its close-on-exec flag instead.
+pub fn dup2(old: RawFd, new: RawFd) -> Result<(), Errno> {
+    if old == new {
+        // SAFETY: fcntl on an integer fd; no pointers.
+        check_int(unsafe { libc::fcntl(old, libc::F_SETFD, 0) })?;
+        return Ok(());
+    }
+    // SAFETY: dup3 on integer fds; no pointers.
+    check_int(unsafe { libc::dup3(old, new, 0) })?;
+    Ok(())
+}
+
+/// `dup3(old, new, O_CLOEXEC)`.
+pub fn dup_cloexec(old: RawFd, new: RawFd) -> Result<(), Errno> {
+    // SAFETY: dup3 on integer fds; no pointers.
+    check_int(unsafe { libc::dup3(old, new, libc::O_CLOEXEC) })?;
+    Ok(())
+}
+
+/// `close_range(first, last, 0)`: closes every fd in the range.
+pub fn close_range(first: u32, last: u32) -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_close_range, first, last, 0 as c_uint) })?;
+    Ok(())
+}
+
+/// `close_range(first, ~0, CLOSE_RANGE_CLOEXEC)`: marks every fd from `first` up close-on-exec.
+pub fn cloexec_from(first: u32) -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) })?;
+    Ok(())
+}
+
+/// `close(fd)`, ignoring errors (the fd is gone either way).
+pub fn close(fd: RawFd) {
+    // SAFETY: closing an integer fd the caller owns.
+    unsafe { libc::close(fd) };
+}
+
+/// `read(2)`, retried on EINTR.
+pub fn read(fd: RawFd, buf: &mut [u8]) -> Result<usize, Errno> {
+    loop {
+        // SAFETY: buf is a valid writable slice of buf.len() bytes.
+        let rc = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        match check(rc as c_long) {
+            Err(Errno(libc::EINTR)) => continue,
+            other => return other.map(|n| n as usize),
+        }
+    }
+}
+
+/// `write(2)`, retried on EINTR.
+pub fn write(fd: RawFd, buf: &[u8]) -> Result<usize, Errno> {
+    loop {
+        // SAFETY: buf is a valid readable slice of buf.len() bytes.
+        let rc = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        match check(rc as c_long) {
+            Err(Errno(libc::EINTR)) => continue,
+            other => return other.map(|n| n as usize),
+        }
+    }
+}
+
+/// True when the read end `fd` reports hang-up right now (every writer is gone).
+pub fn peer_gone(fd: RawFd) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd, zero timeout.
+    let rc = unsafe { libc::poll(&mut p, 1, 0) };
+    rc > 0 && p.revents & libc::POLLHUP != 0
+}
+
+fn opt_ptr(s: Option<&CStr>) -> *const c_char {
+    s.map_or(ptr::null(), CStr::as_ptr)
+}
+
+/// `mount(2)`.
+pub fn mount(
+    source: Option<&CStr>,
+    target: &CStr,
+    fstype: Option<&CStr>,
+    flags: c_ulong,
+    data: Option<&CStr>,
+) -> Result<(), Errno> {
+    // SAFETY: every pointer is NULL or a NUL-terminated string that outlives the call.
+    check_int(unsafe { libc::mount(opt_ptr(source), target.as_ptr(), opt_ptr(fstype), flags, opt_ptr(data).cast()) })?;
+    Ok(())
+}
+
+/// `mount_setattr(AT_FDCWD, target, recursive ? AT_RECURSIVE : 0, {set, clr})`.
+pub fn mount_setattr(target: &CStr, recursive: bool, set: u64, clr: u64) -> Result<(), Errno> {
+    let attr = MountAttr { attr_set: set, attr_clr: clr, propagation: 0, userns_fd: 0 };
+    let flags = if recursive { AT_RECURSIVE } else { 0 };
+    // SAFETY: target is NUL-terminated; attr is a valid struct of the size passed.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })?;
+    Ok(())
+}
+
+/// `mkdir(path, mode)`; an existing directory is not an error.
+pub fn mkdir(path: &CStr, mode: u32) -> Result<(), Errno> {
+    // SAFETY: path is NUL-terminated.
+    match check_int(unsafe { libc::mkdir(path.as_ptr(), mode) }) {
+        Ok(_) | Err(Errno(libc::EEXIST)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Creates an empty regular file (a mount point for a file bind).
+pub fn create_file(path: &CStr, mode: u32) -> Result<(), Errno> {
+    let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+    // SAFETY: path is NUL-terminated.
+    let fd = check_int(unsafe { libc::open(path.as_ptr(), flags, mode) })?;
+    close(fd);
+    Ok(())
+}
+
+/// `symlink(target, link)`.
+pub fn symlink(target: &CStr, link: &CStr) -> Result<(), Errno> {
+    // SAFETY: both are NUL-terminated.
+    check_int(unsafe { libc::symlink(target.as_ptr(), link.as_ptr()) })?;
+    Ok(())
+}
+
+/// `pivot_root(new_root, put_old)`.
+pub fn pivot_root(new_root: &CStr, put_old: &CStr) -> Result<(), Errno> {
+    // SAFETY: both are NUL-terminated.
+    check(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })?;
+    Ok(())
+}
+
+/// `umount2(target, flags)`.
+pub fn umount2(target: &CStr, flags: c_int) -> Result<(), Errno> {
+    // SAFETY: target is NUL-terminated.
+    check_int(unsafe { libc::umount2(target.as_ptr(), flags) })?;
+    Ok(())
+}
+
+/// `chdir(path)`.
+pub fn chdir(path: &CStr) -> Result<(), Errno> {
+    // SAFETY: path is NUL-terminated.
+    check_int(unsafe { libc::chdir(path.as_ptr()) })?;
+    Ok(())
+}
+
+/// `sethostname(name)`.
+pub fn sethostname(name: &[u8]) -> Result<(), Errno> {
+    // SAFETY: name is a valid slice; the kernel reads name.len() bytes.
+    check_int(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) })?;
+    Ok(())
+}
+
+/// `setdomainname(name)`.
+pub fn setdomainname(name: &[u8]) -> Result<(), Errno> {
+    // SAFETY: name is a valid slice; the kernel reads name.len() bytes.
+    check_int(unsafe { libc::setdomainname(name.as_ptr().cast(), name.len()) })?;
+    Ok(())
+}
+
+/// `setsid()`.
+pub fn setsid() -> Result<(), Errno> {
+    // SAFETY: no arguments.
+    check_int(unsafe { libc::setsid() })?;
+    Ok(())
+}
+
+/// `keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL)`: a fresh anonymous session keyring.
+pub fn join_new_session_keyring() -> Result<(), Errno> {
+    // SAFETY: a NULL name asks for a new anonymous keyring.
+    check(unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, ptr::null::<c_char>()) })?;
+    Ok(())
+}
+
+/// `prlimit64(0, resource, {value, value}, NULL)`: sets soft and hard limit.
+pub fn setrlimit(resource: c_int, soft: u64, hard: u64) -> Result<(), Errno> {
+    let lim = libc::rlimit64 { rlim_cur: soft, rlim_max: hard };
+    // SAFETY: lim is a valid struct; old limit pointer is NULL.
+    check(unsafe { libc::syscall(libc::SYS_prlimit64, 0, resource, &lim as *const _, ptr::null_mut::<u8>()) })?;
+    Ok(())
+}
+
+/// `setgroups(0, NULL)`: drops every supplementary group.
+pub fn clear_groups() -> Result<(), Errno> {
+    // SAFETY: a zero-length list with a NULL pointer.
+    check(unsafe { libc::syscall(libc::SYS_setgroups, 0, ptr::null::<libc::gid_t>()) })?;
+    Ok(())
+}
+
+/// `setresgid(gid, gid, gid)` as a raw syscall (glibc's wrapper signals every thread).
+pub fn setresgid(gid: u32) -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) })?;
+    Ok(())
+}
+
+/// `setresuid(uid, uid, uid)` as a raw syscall (glibc's wrapper signals every thread).
+pub fn setresuid(uid: u32) -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) })?;
+    Ok(())
+}
+
+/// `prctl(PR_SET_PDEATHSIG, sig)`.
+pub fn set_parent_death_signal(sig: c_int) -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check_int(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as c_ulong, 0, 0, 0) })?;
+    Ok(())
+}
+
+/// `prctl(PR_SET_DUMPABLE, 0)`: /proc/PID of this process becomes unreadable to its peers.
+pub fn set_not_dumpable() -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check_int(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as c_ulong, 0, 0, 0) })?;
+    Ok(())
+}
+
+/// Unblocks every signal and resets every handler to its default, so the program starts clean
+/// (an ignored SIGPIPE, for one, would otherwise survive exec).
+pub fn reset_signals() -> Result<(), Errno> {
+    // SAFETY: sigset_t is plain data; an all-zero set is the empty set for the raw syscall.
+    let empty: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: empty is a valid set; the old-set pointer is NULL; 8 is the kernel's sigset size.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &empty as *const libc::sigset_t,
+            ptr::null_mut::<libc::sigset_t>(),
+            8usize,
+        )
+    })?;
+    #[repr(C)]
+    struct KernelSigaction {
+        handler: usize,
+        flags: c_ulong,
+        restorer: usize,
+        mask: u64,
+    }
+    let dfl = KernelSigaction { handler: 0, flags: 0, restorer: 0, mask: 0 };
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: dfl is a valid kernel sigaction (SIG_DFL); the old-action pointer is NULL.
+        let _ = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig,
+                &dfl as *const KernelSigaction,
+                ptr::null_mut::<KernelSigaction>(),
+                8usize,
+            )
+        };
+    }
+    Ok(())
+}
+
+/// A raw `fork`: `clone(SIGCHLD)` without glibc's atfork handlers. Returns 0 in the child.
+pub fn fork() -> Result<i32, Errno> {
+    // SAFETY: without CLONE_VM the child gets a copy of the address space and stack, so returning
+    // from this call on both sides is sound, as with fork(2).
+    let rc =
+        check(unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as c_ulong, 0usize, 0usize, 0usize, 0usize) })?;
+    Ok(rc as i32)
+}
+
+/// `wait4(-1, &status, 0, NULL)`: returns (pid, raw wait status).
+pub fn wait_any() -> Result<(i32, i32), Errno> {
+    let mut status: c_int = 0;
+    loop {
+        // SAFETY: status is a valid int; rusage pointer is NULL.
+        let rc = unsafe { libc::wait4(-1, &mut status, 0, ptr::null_mut()) };
+        match check_int(rc) {
+            Err(Errno(libc::EINTR)) => continue,
+            Err(e) => return Err(e),
+            Ok(pid) => return Ok((pid, status)),
+        }
+    }
+}
+
+/// `execveat(fd, "", argv, envp, AT_EMPTY_PATH)`. Returns only on failure.
+pub fn execveat(fd: RawFd, argv: &CStrArray<'_>, envp: &CStrArray<'_>) -> Errno {
+    const EMPTY: &CStr = c"";
+    // SAFETY: argv and envp are NULL-terminated arrays of NUL-terminated strings kept alive by
+    // the CStrArray borrows; the path is an empty C string.
+    unsafe {
+        libc::syscall(
+            libc::SYS_execveat,
+            fd,
+            EMPTY.as_ptr(),
+            argv.ptrs.as_ptr(),
+            envp.ptrs.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    Errno::last()
+}
+
+/// `exit_group(code)`: leaves at once, without running atexit handlers or flushing stdio.
+pub fn exit(code: i32) -> ! {
+    // SAFETY: _exit never returns and touches no user-space state.
+    unsafe { libc::_exit(code) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parent-side wrappers (may allocate).
+// ---------------------------------------------------------------------------------------------
+
+/// What `clone3` returned on this side of the fork.
+#[derive(Debug)]
+pub enum Forked {
+    /// This is the new process.
+    Child,
+    /// This is the caller; the child's pid (as seen by the caller) and a pidfd for it.
+    Parent { pid: i32, pidfd: OwnedFd },
+}
+
+/// `clone3` with `CLONE_PIDFD` and the given namespace flags, no exit signal (so a caller's
+/// `waitpid(-1)` reaper or `SIGCHLD = SIG_IGN` cannot take the child's status from us).
+///
+/// The child continues on a copy of the caller's stack, as after `fork(2)`.
+pub fn clone3(flags: u64, cgroup_fd: Option<RawFd>) -> Result<Forked, Errno> {
+    let mut pidfd: c_int = -1;
+    // SAFETY: clone_args is plain data; all-zero is a valid starting value.
+    let mut args: libc::clone_args = unsafe { std::mem::zeroed() };
+    args.flags = flags | libc::CLONE_PIDFD as u64;
+    args.pidfd = &mut pidfd as *mut c_int as u64;
+    args.exit_signal = 0;
+    if let Some(fd) = cgroup_fd {
+        args.flags |= CLONE_INTO_CGROUP;
+        args.cgroup = fd as u64;
+    }
+    // SAFETY: args is a valid clone_args of the size passed; stack is 0, so the child gets a
+    // copy-on-write copy of this stack and returns here, as with fork(2).
+    let rc = check(unsafe {
+        libc::syscall(libc::SYS_clone3, &args as *const libc::clone_args, std::mem::size_of::<libc::clone_args>())
+    })?;
+    if rc == 0 {
+        return Ok(Forked::Child);
+    }
+    // SAFETY: the kernel stored a fresh pidfd that nothing else owns.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+    Ok(Forked::Parent { pid: rc as i32, pidfd })
+}
+
+/// `pipe2(O_CLOEXEC)`: (read end, write end).
+pub fn pipe() -> Result<(OwnedFd, OwnedFd), Errno> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: fds is a valid array of two ints.
+    check_int(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: pipe2 returned two fresh fds that nothing else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Sets or clears O_NONBLOCK on an fd.
+pub fn set_nonblocking(fd: BorrowedFd<'_>, on: bool) -> Result<(), Errno> {
+    // SAFETY: fcntl on a valid fd; no pointers.
+    let flags = check_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) })?;
+    let flags = if on { flags | libc::O_NONBLOCK } else { flags & !libc::O_NONBLOCK };
+    // SAFETY: as above.
+    check_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags) })?;
+    Ok(())
+}
+
+/// `ppoll` with an optional timeout (None waits forever). Returns the number of ready fds.
+pub fn ppoll(fds: &mut [libc::pollfd], timeout: Option<Duration>) -> Result<usize, Errno> {
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let ts_ptr = ts.as_ref().map_or(ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: fds is a valid slice of pollfd; ts_ptr is NULL or points to a live timespec.
+    let rc = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ts_ptr, ptr::null()) };
+    check_int(rc).map(|n| n as usize)
+}
+
+/// `pidfd_send_signal(pidfd, sig, NULL, 0)`.
+pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: c_int) -> Result<(), Errno> {
+    // SAFETY: integer arguments and a NULL siginfo.
+    check(unsafe {
+        libc::syscall(libc::SYS_pidfd_send_signal, pidfd.as_raw_fd(), sig, ptr::null::<u8>(), 0 as c_uint)
+    })?;
+    Ok(())
+}
+
+/// How a reaped process ended, with its (and its reaped descendants') resource usage.
+#[derive(Clone, Copy, Debug)]
+pub struct Reaped {
+    /// `si_code`: CLD_EXITED, CLD_KILLED or CLD_DUMPED.
+    pub code: i32,
+    /// The exit code, or the signal number.
+    pub status: i32,
+    pub user: Duration,
+    pub system: Duration,
+    pub max_rss_bytes: u64,
+}
+
+/// `waitid(P_PIDFD, pidfd, WEXITED | __WALL, &rusage)`: reaps the child behind the pidfd.
+pub fn waitid_pidfd(pidfd: BorrowedFd<'_>) -> Result<Reaped, Errno> {
+    // SAFETY: siginfo_t and rusage are plain data; all-zero is valid.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: info and ru are valid out-pointers; the raw syscall takes rusage as 5th arg.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_waitid,
+                P_PIDFD,
+                pidfd.as_raw_fd(),
+                &mut info as *mut libc::siginfo_t,
+                libc::WEXITED | libc::__WALL,
+                &mut ru as *mut libc::rusage,
+            )
+        };
+        match check(rc) {
+            Err(Errno(libc::EINTR)) => continue,
+            Err(e) => return Err(e),
+            Ok(_) => break,
+        }
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1000);
+    Ok(Reaped {
+        code: info.si_code,
+        // SAFETY: for a CLD_* siginfo the kernel filled si_status.
+        status: unsafe { info.si_status() },
+        user: tv(ru.ru_utime),
+        system: tv(ru.ru_stime),
+        max_rss_bytes: (ru.ru_maxrss.max(0) as u64) * 1024,
+    })
+}
+
+/// `prlimit64(0, resource, NULL, &old)`: (soft, hard).
+pub fn getrlimit(resource: c_int) -> Result<(u64, u64), Errno> {
+    let mut old = libc::rlimit64 { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: old is a valid out-pointer; the new-limit pointer is NULL.
+    check(unsafe {
+        libc::syscall(libc::SYS_prlimit64, 0, resource, ptr::null::<libc::rlimit64>(), &mut old as *mut _)
+    })?;
+    Ok((old.rlim_cur, old.rlim_max))
+}
+
+/// The caller's effective uid.
+pub fn geteuid() -> u32 {
+    // SAFETY: no arguments; cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The caller's effective gid.
+pub fn getegid() -> u32 {
+    // SAFETY: no arguments; cannot fail.
+    unsafe { libc::getegid() }
+}
+
+/// `fstatvfs(fd).f_flag`: the ST_* mount flags of the mount an fd lives on.
+pub fn mount_flags(fd: BorrowedFd<'_>) -> Result<u64, Errno> {
+    // SAFETY: statvfs is plain data; all-zero is valid.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: st is a valid out-pointer; fd is open.
+    check_int(unsafe { libc::fstatvfs(fd.as_raw_fd(), &mut st) })?;
+    Ok(st.f_flag)
+}
+
+/// `fstatfs(fd).f_type`: the filesystem magic number.
+pub fn fs_magic(fd: BorrowedFd<'_>) -> Result<i64, Errno> {
+    // SAFETY: statfs is plain data; all-zero is valid.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: st is a valid out-pointer; fd is open.
+    check_int(unsafe { libc::fstatfs(fd.as_raw_fd(), &mut st) })?;
+    Ok(st.f_type)
+}
+
+/// Returns an fd numbered 3 or higher (close-on-exec) for the same file: the child dups its
+/// stdio onto 0-2, which must not clobber an fd it still needs.
+pub fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, Errno> {
+    if fd.as_raw_fd() >= 3 {
+        return Ok(fd);
+    }
+    // SAFETY: fcntl on a valid fd; no pointers.
+    let new = check_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) })?;
+    // SAFETY: F_DUPFD_CLOEXEC returned a fresh fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// `socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC)`.
+pub fn socketpair() -> Result<(OwnedFd, OwnedFd), Errno> {
+    let mut fds = [0 as c_int; 2];
+    // SAFETY: fds is a valid array of two ints.
+    check_int(unsafe {
+        libc::socketpair(libc::AF_UNIX, libc::SOCK_SEQPACKET | libc::SOCK_CLOEXEC, 0, fds.as_mut_ptr())
+    })?;
+    // SAFETY: socketpair returned two fresh fds that nothing else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// `send(fd, buf, MSG_NOSIGNAL)`: a gone peer is EPIPE, never SIGPIPE to the caller's process.
+pub fn send_nosignal(fd: BorrowedFd<'_>, buf: &[u8]) -> Result<usize, Errno> {
+    // SAFETY: buf is a valid readable slice of buf.len() bytes.
+    let rc = unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
+    check(rc as c_long).map(|n| n as usize)
+}
+
+/// `prctl(PR_SET_SECUREBITS, bits)`.
+pub fn set_securebits(bits: c_ulong) -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check_int(unsafe { libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) })?;
+    Ok(())
+}
+
+/// `stat(path)`: (device, inode), following symlinks.
+pub fn stat_ids(path: &CStr) -> Result<(u64, u64), Errno> {
+    // SAFETY: stat is plain data; all-zero is valid.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: path is NUL-terminated; st is a valid out-pointer.
+    check_int(unsafe { libc::stat(path.as_ptr(), &mut st) })?;
+    Ok((st.st_dev, st.st_ino))
+}
