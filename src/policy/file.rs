@@ -214,7 +214,42 @@ pub enum RlimitKey {
     StackBytes,
 }
 
+/// Every rlimit key, for "expected one of" messages.
+pub(crate) const RLIMIT_KEYS: &[&str] = &[
+    "address-space-bytes",
+    "core-bytes",
+    "cpu-seconds",
+    "data-bytes",
+    "file-size-bytes",
+    "locked-memory-bytes",
+    "message-queue-bytes",
+    "nice-ceiling",
+    "max-open-files",
+    "max-processes",
+    "realtime-priority",
+    "realtime-timeout-us",
+    "max-pending-signals",
+    "stack-bytes",
+];
+
 impl RlimitKey {
+    pub const ALL: [RlimitKey; 14] = [
+        RlimitKey::AddressSpaceBytes,
+        RlimitKey::CoreBytes,
+        RlimitKey::CpuSeconds,
+        RlimitKey::DataBytes,
+        RlimitKey::FileSizeBytes,
+        RlimitKey::LockedMemoryBytes,
+        RlimitKey::MessageQueueBytes,
+        RlimitKey::NiceCeiling,
+        RlimitKey::MaxOpenFiles,
+        RlimitKey::MaxProcesses,
+        RlimitKey::RealtimePriority,
+        RlimitKey::RealtimeTimeoutUs,
+        RlimitKey::MaxPendingSignals,
+        RlimitKey::StackBytes,
+    ];
+
     /// The policy key, as written in TOML.
     pub fn key(self) -> &'static str {
         match self {
@@ -274,9 +309,13 @@ impl<'de> Deserialize<'de> for RlimitsFile {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RlimitsFile, A::Error> {
                 let mut out: Vec<(RlimitKey, Limit)> = Vec::new();
-                while let Some(key) = map.next_key::<RlimitKey>()? {
+                // Keys are read as strings so error paths name them (`rlimits.stack-bytes`).
+                while let Some(name) = map.next_key::<String>()? {
+                    let Some(key) = RlimitKey::ALL.iter().copied().find(|k| k.key() == name) else {
+                        return Err(de::Error::unknown_field(&name, RLIMIT_KEYS));
+                    };
                     if out.iter().any(|(k, _)| *k == key) {
-                        return Err(de::Error::custom(format_args!("duplicate key `{}`", key.key())));
+                        return Err(de::Error::custom(format_args!("duplicate key `{name}`")));
                     }
                     out.push((key, map.next_value()?));
                 }

@@ -104,7 +104,7 @@ impl Policy {
                 .into_iter()
                 .map(|p| LocatedProblem {
                     file: name.to_string(),
-                    position: locate(text, &p.key),
+                    position: locate(text, &p.key, false),
                     key: p.key,
                     message: p.message,
                 })
@@ -167,9 +167,17 @@ fn parse(text: &str, name: &str) -> Result<PolicyFile, PolicyError> {
         .map_err(|e| located(e.span().map(|s| line_col(text, s.start)), String::new(), first_line(e.message())))?;
     serde_path_to_error::deserialize::<_, PolicyFile>(de).map_err(|e| {
         let key = e.path().to_string();
-        let key = if key == "." { String::new() } else { key };
+        let mut key = if key == "." { String::new() } else { key };
         let inner = e.inner();
-        let position = inner.span().map(|s| line_col(text, s.start)).or_else(|| locate(text, &key));
+        let mut position = inner.span().map(|s| line_col(text, s.start));
+        // An unknown key in a map-typed table: the path stops at the table; name the key itself.
+        if let Some(name) = inner.message().strip_prefix("unknown field `").and_then(|m| m.split('`').next())
+            && !key.ends_with(name)
+        {
+            key = if key.is_empty() { name.to_string() } else { format!("{key}.{name}") };
+            position = locate(text, &key, true).or(position);
+        }
+        let position = position.or_else(|| locate(text, &key, false));
         located(position, key, first_line(inner.message()))
     })
 }
@@ -186,8 +194,9 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     (line, col)
 }
 
-/// Finds the value of a key path (`a.b[2].c`) in TOML text: its (line, column).
-fn locate(text: &str, key: &str) -> Option<(usize, usize)> {
+/// Finds a key path (`a.b[2].c`) in TOML text: the (line, column) of its value, or of the key
+/// itself with `at_key`.
+fn locate(text: &str, key: &str, at_key: bool) -> Option<(usize, usize)> {
     use toml::de::{DeTable, DeValue};
     if key.is_empty() {
         return None;
@@ -204,8 +213,8 @@ fn locate(text: &str, key: &str) -> Option<(usize, usize)> {
         if let Some(DeValue::Table(t)) = current {
             table = t;
         }
-        let (_, value) = table.iter().find(|(k, _)| k.get_ref().as_ref() == name)?;
-        span = Some(value.span());
+        let (k, value) = table.iter().find(|(k, _)| k.get_ref().as_ref() == name)?;
+        span = Some(if at_key { k.span() } else { value.span() });
         current = Some(value.get_ref());
         if let (Some(i), Some(DeValue::Array(items))) = (index, current) {
             let item = items.get(i)?;
@@ -238,6 +247,19 @@ mod tests {
     }
 
     #[test]
+    fn rlimit_key_list_matches_the_enum() {
+        let names: Vec<&str> = RlimitKey::ALL.iter().map(|k| k.key()).collect();
+        assert_eq!(names, file::RLIMIT_KEYS);
+        assert_eq!(
+            problems("version = 1\n[rlimits]\ncore = 0\n")[0],
+            "p.toml:3:1: rlimits.core: unknown field `core`, expected one of `address-space-bytes`, `core-bytes`, \
+             `cpu-seconds`, `data-bytes`, `file-size-bytes`, `locked-memory-bytes`, `message-queue-bytes`, \
+             `nice-ceiling`, `max-open-files`, `max-processes`, `realtime-priority`, `realtime-timeout-us`, \
+             `max-pending-signals`, `stack-bytes`"
+        );
+    }
+
+    #[test]
     fn rlimits_keep_document_order() {
         let p = Policy::from_toml("version = 1\n[rlimits]\nstack-bytes = 1\ncore-bytes = 0\nmax-open-files = 9\n", "x")
             .expect("valid");
@@ -261,7 +283,10 @@ mod tests {
         );
         let unknown = problems("version = 1\n[limits]\nwall-timeout = 5\n");
         assert_eq!(unknown.len(), 1);
-        assert_eq!(unknown[0], "p.toml:3:1: limits.wall-timeout: unknown field `wall-timeout`, expected `wall-timeout-ms`");
+        assert_eq!(
+            unknown[0],
+            "p.toml:3:1: limits.wall-timeout: unknown field `wall-timeout`, expected `wall-timeout-ms`"
+        );
         let wrong_type = problems("version = 1\n[limits]\nwall-timeout-ms = \"1s\"\n");
         assert!(
             wrong_type[0].starts_with("p.toml:3:19: limits.wall-timeout-ms: invalid type: string \"1s\""),

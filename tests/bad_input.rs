@@ -1,0 +1,162 @@
+//! Bad input gets a clear error naming the file, key or path, and leaves nothing behind.
+
+mod common;
+
+use common::*;
+
+struct Refusal {
+    code: Option<i32>,
+    stderr: String,
+}
+
+/// Runs stockade, checking that no mount appeared and no process of the run is left.
+fn refused(args: &[&str]) -> Refusal {
+    let mounts = mount_count();
+    let out = stockade().args(args).output().expect("spawn");
+    assert_eq!(mount_count(), mounts, "a mount was left behind");
+    Refusal { code: out.status.code(), stderr: String::from_utf8_lossy(&out.stderr).into_owned() }
+}
+
+fn policy_file(text: &str) -> tempfile::NamedTempFile {
+    let f = tempfile::Builder::new().suffix(".toml").tempfile().expect("tmp");
+    std::fs::write(f.path(), text).expect("write");
+    f
+}
+
+#[test]
+fn unreadable_policy() {
+    let r = refused(&["run", "--policy", "/nonexistent/p.toml", "--", "/bin/true"]);
+    assert_eq!(r.code, Some(125));
+    assert_eq!(r.stderr, "stockade: cannot read policy /nonexistent/p.toml: no such file or directory\n");
+    let r = refused(&["run", "--policy", "/usr", "--", "/bin/true"]);
+    assert_eq!(r.code, Some(125));
+    assert!(r.stderr.contains("cannot read policy /usr: is a directory"), "{}", r.stderr);
+}
+
+#[test]
+fn malformed_policy_names_file_and_line() {
+    let f = policy_file("version = 1\n[limits\nwall-timeout-ms = 5\n");
+    let p = f.path().display().to_string();
+    let r = refused(&["run", "--policy", &p, "--", "/bin/true"]);
+    assert_eq!(r.code, Some(125));
+    assert!(r.stderr.starts_with(&format!("stockade: {p}:2:")), "{}", r.stderr);
+}
+
+#[test]
+fn unknown_key_and_out_of_range_values_name_the_key() {
+    let f = policy_file("version = 1\n[namespaces]\nnett = false\n");
+    let p = f.path().display().to_string();
+    let r = refused(&["run", "--policy", &p, "--", "/bin/true"]);
+    assert_eq!(r.code, Some(125));
+    assert!(r.stderr.contains(&format!("{p}:3:1: namespaces.nett: unknown field `nett`")), "{}", r.stderr);
+
+    let f = policy_file("version = 1\n[limits]\nwall-timeout-ms = 0\n[identity]\nhost-uid = 0\n");
+    let p = f.path().display().to_string();
+    let r = refused(&["run", "--policy", &p, "--", "/bin/true"]);
+    assert_eq!(r.code, Some(125));
+    assert!(r.stderr.contains(&format!("{p}:3:19: limits.wall-timeout-ms: must be > 0")), "{}", r.stderr);
+    assert!(r.stderr.contains(&format!("{p}:5:12: identity.host-uid: must not be 0")), "{}", r.stderr);
+
+    let f = policy_file("version = 3\n");
+    let p = f.path().display().to_string();
+    let r = refused(&["run", "--policy", &p, "--", "/bin/true"]);
+    assert!(r.stderr.contains("version: unsupported version 3"), "{}", r.stderr);
+}
+
+#[test]
+fn missing_program() {
+    let r = refused(&["run"]);
+    assert_eq!(r.code, Some(125));
+    assert!(r.stderr.contains("required arguments were not provided"), "{}", r.stderr);
+    let r = refused(&["run", "--", "no-such-program-stockade"]);
+    assert_eq!(r.code, Some(127));
+    assert!(r.stderr.contains("program \"no-such-program-stockade\" not found in the jail's PATH"), "{}", r.stderr);
+    let r = refused(&["run", "--", "/nonexistent/prog"]);
+    assert_eq!(r.code, Some(127));
+    assert_eq!(r.stderr, "stockade: program /nonexistent/prog: no such file or directory\n");
+}
+
+#[test]
+fn program_outside_the_visible_paths() {
+    let r = refused(&["run", "--", "/etc/passwd"]);
+    assert_eq!(r.code, Some(127));
+    assert!(r.stderr.contains("program /etc/passwd is not visible inside the jail"), "{}", r.stderr);
+    // A script whose interpreter is not visible is refused the same way, naming the interpreter.
+    let dir = tempfile::tempdir().expect("tmp");
+    let script = dir.path().join("s");
+    std::fs::write(&script, "#!/opt/nonexistent-interp/bin/x\n").expect("write");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    let d = dir.path().display().to_string();
+    let s = script.display().to_string();
+    let r = refused(&["run", "--ro", &d, "--", &s]);
+    assert_eq!(r.code, Some(127));
+    assert!(r.stderr.contains("/opt/nonexistent-interp/bin/x: no such file or directory"), "{}", r.stderr);
+    // Not executable.
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o644)).expect("chmod");
+    let r = refused(&["run", "--ro", &d, "--", &s]);
+    assert_eq!(r.code, Some(126));
+    assert!(r.stderr.contains("has no execute permission"), "{}", r.stderr);
+}
+
+#[test]
+fn grant_paths_that_do_not_exist_or_are_refused() {
+    let r = refused(&["run", "--ro", "/nonexistent/dir", "--", "/bin/true"]);
+    assert_eq!(r.code, Some(125));
+    assert_eq!(r.stderr, "stockade: --ro /nonexistent/dir: no such file or directory\n");
+    let r = refused(&["run", "--rw", "/proc/self", "--", "/bin/true"]);
+    assert_eq!(r.code, Some(125));
+    assert!(r.stderr.contains("--rw /proc/self: \"/proc/self\" is inside /proc"), "{}", r.stderr);
+    let r = refused(&["run", "--ro", "/", "--", "/bin/true"]);
+    assert!(r.stderr.contains("would show the whole host"), "{}", r.stderr);
+    let r = refused(&["run", "--timeout", "0", "--", "/bin/true"]);
+    assert_eq!(r.code, Some(125));
+}
+
+#[test]
+fn a_failure_inside_the_jail_names_the_stage_and_step() {
+    let r = refused(&["run", "--cwd", "/nonexistent", "--", "/bin/true"]);
+    assert_eq!(r.code, Some(125));
+    assert_eq!(
+        r.stderr,
+        "stockade: jail setup failed at filesystem (stage 5: chdir /nonexistent): no such file or directory\n"
+    );
+}
+
+#[test]
+fn user_namespaces_disabled() {
+    // Inside a user namespace of our own, set the namespace limit to 0 and try.
+    let bin = env!("CARGO_BIN_EXE_stockade");
+    let mounts = mount_count();
+    let out = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "/bin/sh", "-c"])
+        .arg(format!("echo 0 > /proc/sys/user/max_user_namespaces && exec {bin} run -- /bin/true"))
+        .output();
+    let Ok(out) = out else {
+        eprintln!("skip: unshare(1) is not available");
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("unshare failed") {
+        eprintln!("skip: this host does not allow the test's own user namespace: {stderr}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(
+        stderr.contains("cannot create the run's namespaces (user, pid, mount, net, ipc, uts, cgroup)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("user.max_user_namespaces"), "{stderr}");
+    assert_eq!(mount_count(), mounts);
+}
+
+#[test]
+fn policy_check_reports_every_file() {
+    let good = policy_file("version = 1\n");
+    let bad = policy_file("version = 1\n[rlimits]\nmax-open-files = 1\ncore-bytes = -1\n");
+    let out = stockade().args(["policy", "check"]).arg(good.path()).arg(bad.path()).output().expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stdout.contains(&format!("{}: ok", good.path().display())), "{stdout}");
+    assert!(stderr.contains(&format!("{}:4:14: rlimits.core-bytes", bad.path().display())), "{stderr}");
+}

@@ -1,0 +1,301 @@
+//! The jail, observed from outside: run the built binary and check the host.
+
+mod common;
+
+use common::*;
+use std::io::Read;
+use std::net::TcpListener;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::process::CommandExt;
+use std::time::{Duration, Instant};
+use stockade::{Enforcement, Status};
+
+#[test]
+fn shell_and_python_run_on_the_default_policy_and_output_reaches_the_caller() {
+    let out = run(&["--", "/bin/sh", "-c", "echo hi; echo oops >&2"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "hi\n");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "oops\n");
+    if python3().is_some() {
+        let out = run(&["--", "/usr/bin/python3", "-c", "print(1)"]);
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "1\n");
+    }
+}
+
+#[test]
+fn exit_codes_follow_the_program_and_signals() {
+    let (r, out) = run_report(&["--", "/bin/sh", "-c", "exit 7"]);
+    assert_eq!((r.status, r.exit_code, out.status.code()), (Status::ExitedNonzero, Some(7), Some(7)));
+    let (r, out) = run_report(&["--", "/bin/sh", "-c", "kill -SEGV $$"]);
+    assert_eq!((r.status, r.signal, out.status.code()), (Status::Signaled, Some(11), Some(128 + 11)));
+    assert_eq!(r.signal_name.as_deref(), Some("SIGSEGV"));
+    // The program is not PID 1, so a signal it sends itself has its normal effect.
+    let (r, _) = run_report(&["--", "/bin/sh", "-c", "kill -TERM $$; sleep 5"]);
+    assert_eq!(r.signal, Some(libc::SIGTERM));
+}
+
+#[test]
+fn a_file_outside_rw_stays_unchanged() {
+    let work = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(work.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).expect("chmod");
+    let outside = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(outside.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).expect("chmod");
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, "original").expect("write");
+    let w = work.path().display().to_string();
+    let v = victim.display().to_string();
+    let script = format!(
+        "echo pwned > {v}; echo pwned > /usr/stockade-test; ln -s {v} {w}/link; echo pwned > {w}/link; \
+         ln {v} {w}/hard; echo written > {w}/ok"
+    );
+    let (r, _) = run_report(&["--rw", &w, "--", "/bin/sh", "-c", &script]);
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(stdout_of(&r).is_empty());
+    assert_eq!(std::fs::read_to_string(&victim).expect("read"), "original");
+    assert!(!std::path::Path::new("/usr/stockade-test").exists());
+    assert_eq!(std::fs::read_to_string(work.path().join("ok")).expect("ok written"), "written\n");
+    // The planted symlink points at a path that does not exist inside: the write created nothing
+    // on the host side either.
+    assert_eq!(std::fs::read_dir(outside.path()).expect("ls").count(), 1);
+}
+
+#[test]
+fn files_the_program_writes_are_owned_by_an_unprivileged_host_uid() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let w = work.path().display().to_string();
+    std::fs::set_permissions(work.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).expect("chmod");
+    let (r, _) = run_report(&["--rw", &w, "--", "/bin/sh", "-c", &format!("echo x > {w}/f")]);
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    let meta = std::fs::metadata(work.path().join("f")).expect("written");
+    assert_ne!(meta.uid(), 0, "the program ran as host root");
+    assert_ne!(meta.gid(), 0);
+    if is_root() {
+        assert_eq!((meta.uid(), meta.gid()), (65534, 65534));
+    }
+}
+
+#[test]
+fn no_host_path_outside_the_grants_is_reachable() {
+    let script = "for p in /etc/passwd /../../etc/passwd /proc/1/root/etc/passwd /proc/self/cwd/../../etc/passwd \
+                  /proc/self/root/../etc/passwd /dev/../etc/passwd; do cat $p 2>/dev/null; done; ls /root /home 2>&1; \
+                  ls /proc/sys /proc/kallsyms 2>&1; echo done";
+    let (r, _) = run_report(&["--", "/bin/sh", "-c", script]);
+    let out = stdout_of(&r);
+    assert!(out.ends_with("done\n"), "{out}");
+    assert!(!out.contains("root:x:0:0"), "host /etc/passwd leaked: {out}");
+}
+
+#[test]
+fn a_loopback_listener_gets_no_connection() {
+    let Some(py) = python3() else { return };
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let port = listener.local_addr().expect("addr").port();
+    let code = format!(
+        "import socket\ntry:\n socket.create_connection(('127.0.0.1', {port}), timeout=1); print('connected')\n\
+         except OSError as e: print('refused', e)"
+    );
+    let (r, _) = run_report(&["--", py.to_str().expect("utf8"), "-c", &code]);
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the listener received a connection: {other:?}"),
+    }
+    // Calibration: the same program outside the jail does connect.
+    let out = std::process::Command::new(&py).arg("-c").arg(&code).output().expect("python");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("connected"));
+    assert!(listener.accept().is_ok(), "calibration: unjailed connect not received");
+}
+
+#[test]
+fn background_and_daemonised_children_are_gone_when_run_returns() {
+    let a = marker_sleep();
+    let b = marker_sleep();
+    let script = format!("sleep {a} & setsid sh -c 'sleep {b} & exit 0' & sleep 0.2; exit 0");
+    let (r, _) = run_report(&["--", "/bin/sh", "-c", &script]);
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(processes_with(&format!("sleep {a}")).is_empty(), "background child survived");
+    assert!(processes_with(&format!("sleep {b}")).is_empty(), "setsid grandchild survived");
+}
+
+#[test]
+fn a_300ms_timeout_returns_on_time_and_leaves_nothing() {
+    let s = marker_sleep();
+    let script = format!("sleep {s} & setsid sleep {s} & trap '' TERM; while :; do :; done");
+    let start = Instant::now();
+    let (r, out) = run_report(&["--timeout", "300ms", "--", "/bin/sh", "-c", &script]);
+    let took = start.elapsed();
+    assert_eq!(r.status, Status::Timeout, "{r:?}");
+    assert_eq!(out.status.code(), Some(124));
+    assert!(took >= Duration::from_millis(300) && took < Duration::from_millis(400), "took {took:?}");
+    assert!((300.0..360.0).contains(&r.wall_ms), "wall-ms {}", r.wall_ms);
+    assert!(processes_with(&format!("sleep {s}")).is_empty(), "a process of the run survived the timeout");
+}
+
+#[test]
+fn killing_the_supervisor_kills_the_run() {
+    let s = marker_sleep();
+    let mut child =
+        stockade().args(["run", "--", "/bin/sh", "-c", &format!("sleep {s}; echo never")]).spawn().expect("spawn");
+    let pattern = format!("sleep {s}");
+    assert!(
+        wait_for(Duration::from_secs(5), || processes_with(&pattern).iter().any(|p| *p != child.id() as i32)),
+        "the run did not start"
+    );
+    child.kill().expect("SIGKILL the supervisor");
+    child.wait().expect("reap");
+    assert!(
+        wait_for(Duration::from_secs(2), || processes_with(&pattern).is_empty()),
+        "the run outlived its supervisor"
+    );
+}
+
+#[test]
+fn an_inherited_fd_without_cloexec_is_not_visible_inside() {
+    // A careless caller: a shell opens fd 7 on a host directory (not close-on-exec) and execs us.
+    let check = "if [ -e /proc/self/fd/7 ]; then echo OPEN; else echo CLOSED; fi";
+    let bin = env!("CARGO_BIN_EXE_stockade");
+    let out = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!("exec 7</etc; exec {bin} run --report - -- /bin/sh -c '{check}'"))
+        .output()
+        .expect("run");
+    let r = stockade::Report::from_json(&String::from_utf8_lossy(&out.stdout)).expect("report");
+    assert_eq!(stdout_of(&r), "CLOSED\n");
+    // Calibration: without the jail the fd is there.
+    let out = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!("exec 7</etc; exec /bin/sh -c '{check}'"))
+        .output()
+        .expect("sh");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "OPEN\n");
+}
+
+#[test]
+fn the_callers_environment_is_not_visible_even_through_proc() {
+    let secret = marker("stockadesecret");
+    let out = stockade()
+        .env("STOCKADE_TEST_SECRET", &secret)
+        .args([
+            "run",
+            "--report",
+            "-",
+            "--",
+            "/bin/sh",
+            "-c",
+            "env; cat /proc/1/environ /proc/*/environ 2>/dev/null; echo end",
+        ])
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("end"), "{text}");
+    assert!(!text.contains(&secret), "the caller's secret leaked: {text}");
+}
+
+#[test]
+fn the_program_has_no_controlling_terminal_and_its_own_session() {
+    let s = marker_sleep();
+    let mut child = stockade().args(["run", "--", "/bin/sh", "-c", &format!("sleep {s}")]).spawn().expect("spawn");
+    let pattern = format!("sleep {s}");
+    let mut pid = None;
+    assert!(wait_for(Duration::from_secs(5), || {
+        pid = processes_with(&pattern).into_iter().find(|p| *p != child.id() as i32);
+        pid.is_some()
+    }));
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.expect("pid"))).expect("stat");
+    let fields: Vec<&str> = stat.rsplit_once(") ").expect("stat format").1.split(' ').collect();
+    let (session, tty) = (fields[3], fields[4]);
+    assert_eq!(tty, "0", "the program has a controlling terminal");
+    let my_stat = std::fs::read_to_string("/proc/self/stat").expect("stat");
+    let my_session = my_stat.rsplit_once(") ").expect("format").1.split(' ').nth(3).expect("sid").to_string();
+    assert_ne!(session, my_session, "the program shares the caller's session");
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+}
+
+#[test]
+fn the_report_lists_every_layer_and_output_caps_hold() {
+    let policy = tempfile::NamedTempFile::new().expect("tmp");
+    std::fs::write(policy.path(), "version = 1\n[output]\nstdout-max-bytes = 1000\n").expect("write");
+    let p = policy.path().display().to_string();
+    let (r, _) = run_report(&["--policy", &p, "--", "/bin/sh", "-c", "head -c 5000000 /dev/zero"]);
+    assert_eq!(r.stdout.bytes, 5_000_000);
+    assert!(r.stdout.truncated);
+    assert_eq!(r.stdout.text.as_deref().map(str::len), Some(1000));
+    let layers: Vec<&str> = r.enforcement.iter().map(|l| l.layer.as_str()).collect();
+    for l in ["namespace.user", "namespace.pid", "namespace.net", "identity", "filesystem", "rlimits", "lifecycle"] {
+        assert!(layers.contains(&l), "missing layer {l}: {layers:?}");
+    }
+    assert!(r.enforcement.iter().all(|l| l.status == Enforcement::Enforced), "{:?}", r.enforcement);
+    // Forwarded output is capped the same way.
+    let out = stockade()
+        .args(["run", "--policy", &p, "--", "/bin/sh", "-c", "head -c 5000000 /dev/zero"])
+        .output()
+        .expect("run");
+    assert_eq!(out.stdout.len(), 1000);
+}
+
+#[test]
+fn rlimits_and_hostname_apply_inside() {
+    let (r, _) = run_report(&["--", "/bin/sh", "-c", "ulimit -c; ulimit -n; hostname"]);
+    assert_eq!(stdout_of(&r), "0\n256\nstockade\n");
+}
+
+#[test]
+fn several_runs_at_once_do_not_hold_each_other() {
+    // A long run must not keep a short one's pipes open (each child closes fds it inherited).
+    let long = std::thread::spawn(|| run_report(&["--", "/bin/sh", "-c", "sleep 3"]));
+    std::thread::sleep(Duration::from_millis(100));
+    let start = Instant::now();
+    let handles: Vec<_> = (0..4)
+        .map(|i| std::thread::spawn(move || run_report(&["--", "/bin/sh", "-c", &format!("echo {i}")])))
+        .collect();
+    for (i, h) in handles.into_iter().enumerate() {
+        let (r, _) = h.join().expect("thread");
+        assert_eq!(stdout_of(&r), format!("{i}\n"));
+    }
+    assert!(start.elapsed() < Duration::from_secs(2), "short runs waited for the long one");
+    assert_eq!(long.join().expect("thread").0.status, Status::Ok);
+}
+
+#[test]
+fn stdin_is_null_unless_asked() {
+    let mut c = stockade();
+    c.args(["run", "--", "/bin/sh", "-c", "cat; echo end"]).stdin(std::process::Stdio::piped());
+    c.stdout(std::process::Stdio::piped());
+    let mut child = c.spawn().expect("spawn");
+    use std::io::Write;
+    child.stdin.take().expect("stdin").write_all(b"secret-input\n").expect("write");
+    let mut s = String::new();
+    child.stdout.take().expect("stdout").read_to_string(&mut s).expect("read");
+    child.wait().expect("wait");
+    assert_eq!(s, "end\n");
+    let mut c = stockade();
+    c.args(["run", "--stdin", "--", "/bin/sh", "-c", "cat"]).stdin(std::process::Stdio::piped());
+    c.stdout(std::process::Stdio::piped());
+    let mut child = c.spawn().expect("spawn");
+    child.stdin.take().expect("stdin").write_all(b"passed\n").expect("write");
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "passed\n");
+}
+
+#[test]
+fn an_unprivileged_caller_maps_to_itself() {
+    if !is_root() {
+        eprintln!("skip: needs root to start stockade as another user");
+        return;
+    }
+    let work = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(work.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).expect("chmod");
+    let w = work.path().display().to_string();
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_stockade"));
+    c.args(["run", "--rw", &w, "--report", "-", "--", "/bin/sh", "-c", &format!("id -u; echo x > {w}/f")]);
+    c.uid(4242).gid(4242);
+    let out = c.output().expect("run as 4242");
+    let r = stockade::Report::from_json(&String::from_utf8_lossy(&out.stdout))
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(stdout_of(&r), "65534\n");
+    assert_eq!(std::fs::metadata(work.path().join("f")).expect("f").uid(), 4242);
+}
