@@ -130,19 +130,24 @@ pub struct ChildArgs<'a> {
     pub envp: &'a CStrArray<'a>,
 }
 
-/// The jail, in order. Never returns.
-pub fn enter(a: &ChildArgs<'_>) -> ! {
+/// Bytes of stack for the program's process between its clone and its exec.
+pub const SPAWN_STACK_BYTES: usize = 64 * 1024;
+
+/// The jail, in order. Never returns. `spawn_stack` is this process's own (copy-on-write) buffer
+/// for the program's stack until its exec.
+pub fn enter(a: &ChildArgs<'_>, spawn_stack: &mut [u8]) -> ! {
     IN_CHILD.store(true, Ordering::Relaxed);
     if let Err(f) = setup(a) {
         send(a.report, TAG_FAILURE, f.stage as u32, f.detail, f.errno.0);
         sys::exit(EXIT_SETUP_FAILED);
     }
-    match sys::fork() {
+    // The program shares init's memory until its exec (init waits meanwhile): no page tables
+    // are copied, and nothing it touches before exec is seen by anyone but init.
+    match sys::spawn_shared(spawn_stack, program, a) {
         Err(e) => {
             send(a.report, TAG_FAILURE, Stage::Spawn as u32, 0, e.0);
             sys::exit(EXIT_SETUP_FAILED)
         }
-        Ok(0) => program(a),
         Ok(pid) => init(a.report, pid),
     }
 }

@@ -154,9 +154,10 @@ impl Plan {
             envp: &envp,
         };
 
+        let mut spawn_stack = vec![0u8; child::SPAWN_STACK_BYTES];
         let start = Instant::now();
         let (pid, pidfd) = match sys::clone3(self.ns.clone_flags, None) {
-            Ok(Forked::Child) => child::enter(&args),
+            Ok(Forked::Child) => child::enter(&args, &mut spawn_stack),
             Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
             Err(errno) => return Err(self.clone_error(errno)),
         };

@@ -368,15 +368,6 @@ pub fn reset_signals() -> Result<(), Errno> {
     Ok(())
 }
 
-/// A raw `fork`: `clone(SIGCHLD)` without glibc's atfork handlers. Returns 0 in the child.
-pub fn fork() -> Result<i32, Errno> {
-    // SAFETY: without CLONE_VM the child gets a copy of the address space and stack, so returning
-    // from this call on both sides is sound, as with fork(2).
-    let rc =
-        check(unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as c_ulong, 0usize, 0usize, 0usize, 0usize) })?;
-    Ok(rc as i32)
-}
-
 /// `wait4(-1, &status, 0, NULL)`: returns (pid, raw wait status).
 pub fn wait_any() -> Result<(i32, i32), Errno> {
     let mut status: c_int = 0;
@@ -627,4 +618,37 @@ pub fn stat_ids(path: &CStr) -> Result<(u64, u64), Errno> {
     // SAFETY: path is NUL-terminated; st is a valid out-pointer.
     check_int(unsafe { libc::stat(path.as_ptr(), &mut st) })?;
     Ok((st.st_dev, st.st_ino))
+}
+
+struct SharedCall<'a, T> {
+    f: fn(&T) -> !,
+    arg: &'a T,
+}
+
+extern "C" fn shared_call_trampoline<T>(p: *mut std::ffi::c_void) -> c_int {
+    // SAFETY: `p` is the `SharedCall<T>` that `spawn_shared` passed; the caller is suspended
+    // (CLONE_VFORK) until this process execs or exits, so it is alive and unchanged.
+    let call = unsafe { &*(p as *const SharedCall<'_, T>) };
+    (call.f)(call.arg)
+}
+
+/// Starts `f(arg)` in a new process that shares this one's memory until it execs or exits
+/// (`clone(CLONE_VM | CLONE_VFORK)`, as `posix_spawn` does): no page tables are copied. This
+/// process is suspended until then. `f` must only exec or `exit`; `stack` is its stack.
+pub fn spawn_shared<T>(stack: &mut [u8], f: fn(&T) -> !, arg: &T) -> Result<i32, Errno> {
+    let call = SharedCall { f, arg };
+    let end = stack.as_mut_ptr_range().end as usize;
+    let top = (end & !15) as *mut std::ffi::c_void;
+    // SAFETY: `top` is the 16-byte aligned end of a live, exclusively borrowed buffer used as
+    // the child's stack; `call` outlives the child's use of it because CLONE_VFORK suspends us
+    // until the child execs or exits; the trampoline never returns into this frame.
+    let rc = unsafe {
+        libc::clone(
+            shared_call_trampoline::<T>,
+            top,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            &call as *const SharedCall<'_, T> as *mut std::ffi::c_void,
+        )
+    };
+    check_int(rc)
 }

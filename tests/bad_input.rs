@@ -113,12 +113,13 @@ fn grant_paths_that_do_not_exist_or_are_refused() {
 }
 
 #[test]
-fn a_failure_inside_the_jail_names_the_stage_and_step() {
+fn a_working_directory_missing_inside_is_refused_before_start() {
     let r = refused(&["run", "--cwd", "/nonexistent", "--", "/bin/true"]);
     assert_eq!(r.code, Some(125));
     assert_eq!(
         r.stderr,
-        "stockade: jail setup failed at filesystem (stage 5: chdir /nonexistent): no such file or directory\n"
+        "stockade: working directory /nonexistent does not exist inside the jail (use /tmp, a granted directory, or \
+         one inside it)\n"
     );
 }
 

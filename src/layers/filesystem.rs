@@ -63,6 +63,11 @@ pub enum FsError {
     },
     #[error("{origin} {}: {reason}", path.display())]
     Refused { origin: String, path: PathBuf, reason: String },
+    #[error(
+        "working directory {} does not exist inside the jail (use /tmp, a granted directory, or one inside it)",
+        path.display()
+    )]
+    Cwd { path: PathBuf },
     #[error("cannot open {}: {}", path.display(), sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
     Device {
         path: PathBuf,
@@ -327,6 +332,9 @@ pub fn prepare(policy: &Policy) -> Result<FsPlan, FsError> {
     plan.ops.push(MountOp::PivotRoot { new_root: cstring(Path::new(STAGE)) });
     plan.ops.push(MountOp::Chdir { path: cstring(&fs.cwd) });
 
+    if plan.resolve_inside(&fs.cwd).is_none() {
+        return Err(FsError::Cwd { path: fs.cwd.clone() });
+    }
     let ro = plan.binds.iter().filter(|(_, w)| !w).count();
     let rw = plan.binds.len() - ro;
     plan.summary = format!(

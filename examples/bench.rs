@@ -1,0 +1,156 @@
+//! The benchmark behind `cargo xtask bench`: every configuration interleaved round-robin in one
+//! process, medians and ratios against bare fork+exec measured in the same run.
+//!
+//! Usage: bench --true PATH --stockade PATH [--rounds N] [--spaced-ms MS]
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use stockade::{Job, Output, Plan, Policy, Status};
+
+struct Config {
+    name: &'static str,
+    run: Box<dyn FnMut() -> bool>,
+    samples: Vec<Duration>,
+}
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+}
+
+fn spawn_ok(cmd: &mut Command) -> bool {
+    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+    cmd.status().map(|s| s.success()).unwrap_or(false)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let truth = arg(&args, "--true").expect("--true PATH");
+    let stockade_bin = arg(&args, "--stockade").expect("--stockade PATH");
+    let rounds: usize = arg(&args, "--rounds").map_or(200, |r| r.parse().expect("rounds"));
+    let spaced = arg(&args, "--spaced-ms").map(|m| Duration::from_millis(m.parse().expect("ms")));
+    let dir = std::path::Path::new(&truth).parent().expect("dir").display().to_string();
+
+    let mut policy = Policy::builtin();
+    policy.add_read_only(&dir, "bench").expect("grant");
+    let plan = Plan::prepare(&policy, &Job::new(truth.clone())).expect("plan");
+    let first = plan.run(Output::Capture).expect("run");
+    assert_eq!(first.status, Status::Ok, "{first:?}");
+
+    let mut configs: Vec<Config> = Vec::new();
+    let t = truth.clone();
+    configs.push(Config {
+        name: "bare fork+exec",
+        run: Box::new(move || spawn_ok(&mut Command::new(&t))),
+        samples: vec![],
+    });
+    configs.push(Config {
+        name: "stockade library (Plan::run)",
+        run: Box::new(move || plan.run(Output::Capture).map(|r| r.status == Status::Ok).unwrap_or(false)),
+        samples: vec![],
+    });
+    let (s, t, d) = (stockade_bin.clone(), truth.clone(), dir.clone());
+    configs.push(Config {
+        name: "stockade run (CLI)",
+        run: Box::new(move || spawn_ok(Command::new(&s).args(["run", "--ro", &d, "--", &t]))),
+        samples: vec![],
+    });
+    if let Ok(bwrap) = which("bwrap") {
+        let t = truth.clone();
+        let d = dir.clone();
+        configs.push(Config {
+            name: "bwrap --unshare-all (ro binds, new /proc /dev /tmp)",
+            run: Box::new(move || {
+                spawn_ok(Command::new(&bwrap).args([
+                    "--unshare-all",
+                    "--die-with-parent",
+                    "--new-session",
+                    "--clearenv",
+                    "--ro-bind",
+                    "/usr",
+                    "/usr",
+                    "--symlink",
+                    "usr/lib",
+                    "/lib",
+                    "--symlink",
+                    "usr/lib64",
+                    "/lib64",
+                    "--symlink",
+                    "usr/bin",
+                    "/bin",
+                    "--ro-bind",
+                    &d,
+                    &d,
+                    "--proc",
+                    "/proc",
+                    "--dev",
+                    "/dev",
+                    "--tmpfs",
+                    "/tmp",
+                    "--",
+                    &t,
+                ]))
+            }),
+            samples: vec![],
+        });
+    } else {
+        println!("bwrap not installed: skipped (apt-get install bubblewrap)");
+    }
+    for c in &mut configs {
+        for _ in 0..5 {
+            assert!((c.run)(), "{} failed during warm-up", c.name);
+        }
+    }
+    for _ in 0..rounds {
+        for c in &mut configs {
+            if let Some(gap) = spaced {
+                std::thread::sleep(gap);
+            }
+            let start = Instant::now();
+            let ok = (c.run)();
+            c.samples.push(start.elapsed());
+            assert!(ok, "{} failed", c.name);
+        }
+    }
+    let median = |v: &mut Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let p90 = |v: &Vec<Duration>| v[v.len() * 9 / 10];
+    let mut rows = Vec::new();
+    for c in &mut configs {
+        let m = median(&mut c.samples);
+        rows.push((c.name, m, p90(&c.samples)));
+    }
+    let bare = rows[0].1.as_secs_f64();
+    println!(
+        "rounds: {rounds}, interleaved round-robin{}",
+        spaced.map_or(String::new(), |g| format!(", {} ms apart", g.as_millis()))
+    );
+    println!("{:<55} {:>10} {:>10} {:>8} {:>12}", "config", "median ms", "p90 ms", "x bare", "over bare ms");
+    for (name, m, p) in &rows {
+        let ms = m.as_secs_f64() * 1000.0;
+        println!(
+            "{:<55} {:>10.3} {:>10.3} {:>8.2} {:>12.3}",
+            name,
+            ms,
+            p.as_secs_f64() * 1000.0,
+            m.as_secs_f64() / bare,
+            ms - bare * 1000.0
+        );
+    }
+    if let Some(bw) = rows.iter().find(|r| r.0.starts_with("bwrap")) {
+        for r in rows.iter().filter(|r| r.0.starts_with("stockade")) {
+            println!("{} / bwrap: {:.2}", r.0, r.1.as_secs_f64() / bw.1.as_secs_f64());
+        }
+    }
+}
+
+fn which(name: &str) -> Result<String, ()> {
+    for dir in std::env::var("PATH").unwrap_or_default().split(':') {
+        let p = std::path::Path::new(dir).join(name);
+        if p.is_file() {
+            return Ok(p.display().to_string());
+        }
+    }
+    Err(())
+}
