@@ -21,9 +21,18 @@ use crate::layers::uts::{self, UtsPlan};
 use crate::report::{EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_SETUP_FAILED};
 use crate::sys::{self, CStrArray, Errno};
 use std::os::fd::RawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 static IN_CHILD: AtomicBool = AtomicBool::new(false);
+
+/// The signal the supervisor sends the run's init at the deadline (with a pid namespace): init
+/// kills every process of the run and reaps the program, so its CPU time is accounted. SIGKILL
+/// follows if init does not exit promptly.
+pub const DEADLINE_SIGNAL: i32 = libc::SIGUSR1;
+
+/// What init's deadline handler kills: -1 (everything in the pid namespace but init), set before
+/// the handler is installed.
+static KILL_TARGET: AtomicI32 = AtomicI32::new(0);
 
 /// True in a forked jail child before exec. Test allocators use it to prove the child never
 /// allocates.
@@ -128,6 +137,8 @@ pub struct ChildArgs<'a> {
     pub exe: RawFd,
     pub argv: &'a CStrArray<'a>,
     pub envp: &'a CStrArray<'a>,
+    /// The run has its own pid namespace (init is PID 1 of it).
+    pub pid_namespace: bool,
 }
 
 /// Bytes of stack for the program's process between its clone and its exec.
@@ -148,7 +159,7 @@ pub fn enter(a: &ChildArgs<'_>, spawn_stack: &mut [u8]) -> ! {
             send(a.report, TAG_FAILURE, Stage::Spawn as u32, 0, e.0);
             sys::exit(EXIT_SETUP_FAILED)
         }
-        Ok(pid) => init(a.report, pid),
+        Ok(pid) => init(a.report, pid, a.pid_namespace),
     }
 }
 
@@ -205,9 +216,23 @@ fn program(a: &ChildArgs<'_>) -> ! {
     sys::exit(if errno.0 == libc::ENOENT { EXIT_NOT_FOUND } else { EXIT_NOT_EXECUTABLE })
 }
 
+extern "C" fn on_deadline(_sig: libc::c_int) {
+    let target = KILL_TARGET.load(Ordering::Relaxed);
+    if target != 0 {
+        sys::kill(target, libc::SIGKILL);
+    }
+}
+
 /// PID 1: keep only the report pipe, reap everything, report the program's status when it
 /// exits, then exit (the kernel then kills what is left in the namespace).
-fn init(report: RawFd, program: i32) -> ! {
+fn init(report: RawFd, program: i32, pid_namespace: bool) -> ! {
+    if pid_namespace {
+        // kill(-1) from a namespace's init reaches every process in it but init. Without a pid
+        // namespace -1 would mean every process of the uid on the host: never used then.
+        KILL_TARGET.store(-1, Ordering::Relaxed);
+        // If this fails, the supervisor's SIGKILL still ends the run (without CPU accounting).
+        let _ = sys::set_handler(DEADLINE_SIGNAL, on_deadline);
+    }
     if report > 0 {
         let _ = sys::close_range(0, (report - 1) as u32);
     }

@@ -152,6 +152,7 @@ impl Plan {
             exe: self.program.exe.as_raw_fd(),
             argv: &argv,
             envp: &envp,
+            pid_namespace: self.policy.namespaces.pid,
         };
 
         let mut spawn_stack = vec![0u8; child::SPAWN_STACK_BYTES];
@@ -182,7 +183,7 @@ impl Plan {
             Stream { fd: Some(err_r), sink: Sink::new(self.policy.stderr_max_bytes, fwd_err) },
         ];
         let deadline = start + self.policy.wall_timeout;
-        let outcome = pump(&pidfd, report_r, &mut streams, deadline)?;
+        let outcome = pump(&pidfd, report_r, &mut streams, deadline, self.policy.namespaces.pid)?;
         let wall = outcome.reaped_at.duration_since(start);
         drop(sync_parent);
         for s in &mut streams {
@@ -224,7 +225,7 @@ impl Plan {
     }
 
     fn build_report(&self, o: Outcome, wall: Duration, stdout: StreamReport, stderr: StreamReport) -> Report {
-        let mut status;
+        let status;
         let mut exit_code = None;
         let mut signal = None;
         let mut error = None;
@@ -237,7 +238,8 @@ impl Plan {
                 Stage::Exec => EXIT_NOT_EXECUTABLE,
                 _ => EXIT_SETUP_FAILED,
             };
-        } else if let Some(ws) = o.exit_status {
+        } else if let Some(ws) = o.exit_status.filter(|ws| !(o.timed_out && killed_by_sigkill(*ws))) {
+            // The program's own end (also when it ended on its own just as the deadline passed).
             if libc::WIFEXITED(ws) {
                 let code = libc::WEXITSTATUS(ws);
                 exit_code = Some(code);
@@ -254,18 +256,15 @@ impl Plan {
             signal = Some(libc::SIGKILL);
             stockade_exit_code = EXIT_TIMEOUT;
         } else {
-            // init ended without reporting: something outside the run killed it.
-            status = Status::Signaled;
+            // init ended without reporting: killed from outside the run, or it failed itself.
             let sig = if o.reaped.code == libc::CLD_EXITED { None } else { Some(o.reaped.status) };
+            status = if sig.is_some() { Status::Signaled } else { Status::SetupFailed };
             signal = sig;
             stockade_exit_code = sig.map_or(EXIT_SETUP_FAILED, |s| 128 + s);
             error = Some(match sig {
                 Some(s) => format!("the run's init process was killed by {} from outside the run", signal_name(s)),
                 None => format!("the run's init process exited with {} without reporting", o.reaped.status),
             });
-        }
-        if o.timed_out && o.exit_status.is_none() && o.failure.is_none() {
-            status = Status::Timeout;
         }
         Report {
             schema_version: SCHEMA_VERSION,
@@ -322,6 +321,10 @@ impl Plan {
     }
 }
 
+fn killed_by_sigkill(ws: i32) -> bool {
+    libc::WIFSIGNALED(ws) && libc::WTERMSIG(ws) == libc::SIGKILL
+}
+
 fn ms(d: Duration) -> f64 {
     (d.as_micros() as f64) / 1000.0
 }
@@ -335,8 +338,17 @@ struct Outcome {
     timed_out: bool,
 }
 
+/// How long init gets, after the deadline signal, to kill and reap the run before SIGKILL.
+const KILL_GRACE: Duration = Duration::from_millis(50);
+
 /// The event loop: until init is reaped and every pipe reached end of file.
-fn pump(pidfd: &OwnedFd, report: OwnedFd, streams: &mut [Stream; 2], deadline: Instant) -> Result<Outcome, Error> {
+fn pump(
+    pidfd: &OwnedFd,
+    report: OwnedFd,
+    streams: &mut [Stream; 2],
+    deadline: Instant,
+    pid_namespace: bool,
+) -> Result<Outcome, Error> {
     let sv = |what: &'static str| move |errno: Errno| Error::Supervisor { what, errno };
     let mut report = Some(report);
     let mut msgs: Vec<u8> = Vec::new();
@@ -345,6 +357,9 @@ fn pump(pidfd: &OwnedFd, report: OwnedFd, streams: &mut [Stream; 2], deadline: I
     let mut reaped: Option<(sys::Reaped, Instant)> = None;
     let mut killed = false;
     let mut timed_out = false;
+    // With a pid namespace, init first gets the deadline signal (it kills and reaps the run, so
+    // CPU time is accounted); SIGKILL to init at `kill_at` is the backstop.
+    let mut kill_at = deadline;
     let mut buf = vec![0u8; CHUNK];
     loop {
         let inputs_open = report.is_some() || streams.iter().any(|s| s.fd.is_some());
@@ -376,18 +391,25 @@ fn pump(pidfd: &OwnedFd, report: OwnedFd, streams: &mut [Stream; 2], deadline: I
                 add(fd, libc::POLLOUT, Role::Write(i));
             }
         }
-        let timeout = if killed { None } else { Some(deadline.saturating_duration_since(now)) };
+        let timeout = if killed { None } else { Some(kill_at.saturating_duration_since(now)) };
         let n = match sys::ppoll(&mut fds, timeout) {
             Ok(n) => n,
             Err(Errno(libc::EINTR)) => continue,
             Err(e) => return Err(sv("poll")(e)),
         };
         if n == 0 {
-            if !killed && reaped.is_none() && Instant::now() >= deadline {
-                // The run's init is PID 1 of its namespace: killing it kills every process in it.
-                sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL).map_err(sv("kill the run"))?;
-                killed = true;
-                timed_out = true;
+            let now = Instant::now();
+            if !killed && reaped.is_none() && now >= kill_at {
+                if pid_namespace && !timed_out {
+                    timed_out = true;
+                    kill_at = now + KILL_GRACE;
+                    let _ = sys::pidfd_send_signal(pidfd.as_fd(), child::DEADLINE_SIGNAL);
+                } else {
+                    // The run's init is PID 1 of its namespace: killing it kills every process in it.
+                    sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL).map_err(sv("kill the run"))?;
+                    killed = true;
+                    timed_out = true;
+                }
             }
             continue;
         }

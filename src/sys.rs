@@ -652,3 +652,23 @@ pub fn spawn_shared<T>(stack: &mut [u8], f: fn(&T) -> !, arg: &T) -> Result<i32,
     };
     check_int(rc)
 }
+
+/// Installs `handler` for `sig` with `libc::sigaction` (async-signal-safe), all signals blocked
+/// while it runs.
+pub fn set_handler(sig: c_int, handler: extern "C" fn(c_int)) -> Result<(), Errno> {
+    // SAFETY: sigaction is plain data; all-zero is a valid starting value.
+    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+    sa.sa_sigaction = handler as usize;
+    sa.sa_flags = libc::SA_RESTART;
+    // SAFETY: sa.sa_mask is a valid sigset_t to fill.
+    unsafe { libc::sigfillset(&mut sa.sa_mask) };
+    // SAFETY: sa is a valid sigaction; the old-action pointer is NULL.
+    check_int(unsafe { libc::sigaction(sig, &sa, ptr::null_mut()) })?;
+    Ok(())
+}
+
+/// `kill(pid, sig)`; errors are ignored (the target may be gone).
+pub fn kill(pid: i32, sig: c_int) {
+    // SAFETY: integer arguments only.
+    unsafe { libc::kill(pid, sig) };
+}

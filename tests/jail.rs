@@ -130,7 +130,26 @@ fn a_300ms_timeout_returns_on_time_and_leaves_nothing() {
     assert_eq!(out.status.code(), Some(124));
     assert!(took >= Duration::from_millis(300) && took < Duration::from_millis(400), "took {took:?}");
     assert!((300.0..360.0).contains(&r.wall_ms), "wall-ms {}", r.wall_ms);
+    // The spinner's CPU time is accounted even though the run was killed.
+    assert!(r.cpu_user_ms + r.cpu_sys_ms > 150.0, "cpu {} + {}", r.cpu_user_ms, r.cpu_sys_ms);
     assert!(processes_with(&format!("sleep {s}")).is_empty(), "a process of the run survived the timeout");
+}
+
+#[test]
+fn the_timeout_holds_without_a_pid_namespace_too() {
+    let policy = tempfile::NamedTempFile::new().expect("tmp");
+    std::fs::write(policy.path(), "version = 1\n[namespaces]\npid = false\n[filesystem]\nproc = \"none\"\n")
+        .expect("write");
+    let p = policy.path().display().to_string();
+    let start = Instant::now();
+    let (r, _) =
+        run_report(&["--policy", &p, "--timeout", "300ms", "--", "/bin/sh", "-c", "trap '' TERM; while :; do :; done"]);
+    assert_eq!(r.status, Status::Timeout, "{r:?}");
+    assert!(start.elapsed() < Duration::from_millis(400), "took {:?}", start.elapsed());
+    let lifecycle = r.enforcement.iter().find(|l| l.layer == "lifecycle").expect("lifecycle layer");
+    assert_eq!(lifecycle.status, Enforcement::Partial);
+    let pid = r.enforcement.iter().find(|l| l.layer == "namespace.pid").expect("pid layer");
+    assert_eq!(pid.status, Enforcement::NotEnforced);
 }
 
 #[test]
