@@ -318,3 +318,39 @@ fn an_unprivileged_caller_maps_to_itself() {
     assert_eq!(stdout_of(&r), "65534\n");
     assert_eq!(std::fs::metadata(work.path().join("f")).expect("f").uid(), 4242);
 }
+
+#[test]
+fn the_callers_session_keyring_is_out_of_reach() {
+    let Some(py) = python3() else { return };
+    let name = marker("stockade-key-");
+    let desc = std::ffi::CString::new(name.clone()).expect("cstring");
+    let secret = b"keyring-secret";
+    // SAFETY: add_key with valid NUL-terminated strings and a payload slice; -3 is the session keyring.
+    let id = unsafe {
+        libc::syscall(
+            libc::SYS_add_key,
+            c"user".as_ptr(),
+            desc.as_ptr(),
+            secret.as_ptr(),
+            secret.len(),
+            -3i32 as libc::c_long,
+        )
+    };
+    if id < 0 {
+        eprintln!("skip: cannot add a key to this process's session keyring: {}", std::io::Error::last_os_error());
+        return;
+    }
+    // KEYCTL_SEARCH (10) in the session keyring (-3) for the key by description.
+    let search = format!(
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n\
+         r = libc.syscall(250, 10, -3, b'user', b'{name}', 0)\nprint('found' if r > 0 else 'absent')"
+    );
+    let (r, _) = run_report(&["--", py.to_str().expect("utf8"), "-c", &search]);
+    let inside = stdout_of(&r).to_string();
+    // Calibration: a plain child of this process finds it.
+    let out = std::process::Command::new(&py).arg("-c").arg(&search).output().expect("python");
+    // SAFETY: KEYCTL_INVALIDATE (21) on the key we created.
+    unsafe { libc::syscall(libc::SYS_keyctl, 21, id) };
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "found\n", "calibration failed");
+    assert_eq!(inside, "absent\n", "{r:?}");
+}
