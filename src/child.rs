@@ -241,6 +241,12 @@ fn init(report: RawFd, program: i32, pid_namespace: bool) -> ! {
         match sys::wait_any() {
             Ok((pid, status)) if pid == program => {
                 send(report, TAG_EXIT, 0, 0, status);
+                if !pid_namespace {
+                    // No namespace for the kernel to empty: take down our process group (the
+                    // session init created), this process included. Only processes that left it
+                    // with setsid survive; the report calls this layer partial.
+                    sys::kill(0, libc::SIGKILL);
+                }
                 sys::exit(0);
             }
             Ok(_) => {}

@@ -146,7 +146,8 @@ impl Plan {
         } else {
             LayerReport::new("lifecycle", &asked, "the program's init only").with_status(
                 crate::report::Enforcement::Partial,
-                "namespaces.pid = false: processes that leave the run's process tree can outlive it",
+                "namespaces.pid = false: the run's process group is killed at the end, but processes that \
+                 started their own session (setsid) can outlive it",
             )
         }
     }

@@ -183,7 +183,7 @@ impl Plan {
             Stream { fd: Some(err_r), sink: Sink::new(self.policy.stderr_max_bytes, fwd_err) },
         ];
         let deadline = start + self.policy.wall_timeout;
-        let outcome = pump(&pidfd, report_r, &mut streams, deadline, self.policy.namespaces.pid)?;
+        let outcome = pump(pid, &pidfd, report_r, &mut streams, deadline, self.policy.namespaces.pid)?;
         let wall = outcome.reaped_at.duration_since(start);
         drop(sync_parent);
         for s in &mut streams {
@@ -343,6 +343,7 @@ const KILL_GRACE: Duration = Duration::from_millis(50);
 
 /// The event loop: until init is reaped and every pipe reached end of file.
 fn pump(
+    pid: i32,
     pidfd: &OwnedFd,
     report: OwnedFd,
     streams: &mut [Stream; 2],
@@ -405,7 +406,11 @@ fn pump(
                     kill_at = now + KILL_GRACE;
                     let _ = sys::pidfd_send_signal(pidfd.as_fd(), child::DEADLINE_SIGNAL);
                 } else {
-                    // The run's init is PID 1 of its namespace: killing it kills every process in it.
+                    // With a pid namespace, init is its PID 1: killing it kills every process in
+                    // it. Without one, kill init's process group (its session) first.
+                    if !pid_namespace {
+                        sys::kill(-pid, libc::SIGKILL);
+                    }
                     sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL).map_err(sv("kill the run"))?;
                     killed = true;
                     timed_out = true;

@@ -141,11 +141,19 @@ fn the_timeout_holds_without_a_pid_namespace_too() {
     std::fs::write(policy.path(), "version = 1\n[namespaces]\npid = false\n[filesystem]\nproc = \"none\"\n")
         .expect("write");
     let p = policy.path().display().to_string();
+    let s = marker_sleep();
+    let script = format!("sleep {s} & trap '' TERM; while :; do :; done");
     let start = Instant::now();
-    let (r, _) =
-        run_report(&["--policy", &p, "--timeout", "300ms", "--", "/bin/sh", "-c", "trap '' TERM; while :; do :; done"]);
+    let (r, _) = run_report(&["--policy", &p, "--timeout", "300ms", "--", "/bin/sh", "-c", &script]);
     assert_eq!(r.status, Status::Timeout, "{r:?}");
     assert!(start.elapsed() < Duration::from_millis(400), "took {:?}", start.elapsed());
+    assert!(processes_with(&format!("sleep {s}")).is_empty(), "a process of the run survived");
+    assert!(processes_with(&script).is_empty(), "the spinner survived the timeout");
+    // On a normal end too, the run's process group goes with it.
+    let t = marker_sleep();
+    let (r, _) = run_report(&["--policy", &p, "--", "/bin/sh", "-c", &format!("sleep {t} & exit 0")]);
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(processes_with(&format!("sleep {t}")).is_empty(), "a background child survived");
     let lifecycle = r.enforcement.iter().find(|l| l.layer == "lifecycle").expect("lifecycle layer");
     assert_eq!(lifecycle.status, Enforcement::Partial);
     let pid = r.enforcement.iter().find(|l| l.layer == "namespace.pid").expect("pid layer");

@@ -32,6 +32,24 @@ pub struct PolicyFile {
     pub process: ProcessFile,
 }
 
+impl PolicyFile {
+    /// Version 1 with every key at its default: the same policy as `policies/default.toml` (a
+    /// unit test checks they agree), without parsing TOML.
+    pub fn strict_default() -> PolicyFile {
+        PolicyFile {
+            version: 1,
+            namespaces: NamespacesFile::default(),
+            identity: IdentityFile::default(),
+            filesystem: FilesystemFile::default(),
+            limits: LimitsFile::default(),
+            rlimits: RlimitsFile::default(),
+            output: OutputFile::default(),
+            environment: EnvironmentFile::default(),
+            process: ProcessFile::default(),
+        }
+    }
+}
+
 /// `[namespaces]`: each namespace is created fresh for the run unless set to `false`.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
