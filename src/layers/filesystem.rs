@@ -499,13 +499,22 @@ fn walk<E>(
 /// Returns None for an optional grant that does not exist.
 fn resolve_grant(path: &Path, writable: bool, optional: bool, origin: &str) -> Result<Option<Resolved>, FsError> {
     let io_err = |source: std::io::Error| FsError::Grant { origin: origin.into(), path: path.to_path_buf(), source };
+    let refused = |reason: String| FsError::Refused { origin: origin.into(), path: path.to_path_buf(), reason };
+    let caller = sys::geteuid();
     let mut links = Vec::new();
+    let mut untrusted: Option<(PathBuf, u32)> = None;
     let walked = walk(
         path,
         |next| {
             let meta = std::fs::symlink_metadata(next)?;
             if !meta.file_type().is_symlink() {
                 return Ok(None);
+            }
+            // A link owned by someone else (a jailed uid, say, in a directory an earlier run could
+            // write) is not followed: the grant would show whatever that user chose.
+            if meta.uid() != 0 && meta.uid() != caller {
+                untrusted = Some((next.to_path_buf(), meta.uid()));
+                return Err(std::io::Error::from_raw_os_error(libc::EPERM));
             }
             let to = std::fs::read_link(next)?;
             links.push((next.to_path_buf(), to.clone()));
@@ -515,10 +524,16 @@ fn resolve_grant(path: &Path, writable: bool, optional: bool, origin: &str) -> R
     );
     let cur = match walked {
         Ok(p) => p,
+        Err(_) if untrusted.is_some() => {
+            let (link, uid) = untrusted.unwrap_or_default();
+            return Err(refused(format!(
+                "crosses the symlink {} owned by uid {uid}; only links owned by root or the caller are followed",
+                link.display()
+            )));
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && optional => return Ok(None),
         Err(e) => return Err(io_err(e)),
     };
-    let refused = |reason: String| FsError::Refused { origin: origin.into(), path: path.to_path_buf(), reason };
     if cur == Path::new("/") {
         return Err(refused("resolves to \"/\", which would show the whole host".into()));
     }
@@ -642,6 +657,22 @@ mod tests {
         assert_eq!(plan.binds.iter().filter(|(p, _)| p.starts_with(&canon)).count(), 1);
         let plan = plan_for(&[d], &[s]);
         assert_eq!(plan.binds.iter().filter(|(p, _)| p.starts_with(&canon)).count(), 2);
+    }
+
+    #[test]
+    fn symlinks_planted_by_another_user_are_not_followed() {
+        if sys::geteuid() != 0 {
+            eprintln!("skip: needs root to create a symlink owned by another uid");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let link = dir.path().join("data");
+        std::os::unix::fs::symlink("/etc", &link).expect("symlink");
+        std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).expect("lchown");
+        let mut p = Policy::builtin();
+        p.add_read_only(link.to_str().expect("utf8"), "--ro").expect("syntax ok");
+        let err = prepare(&p).expect_err("planted link").to_string();
+        assert!(err.contains("owned by uid 65534; only links owned by root or the caller are followed"), "{err}");
     }
 
     #[test]
