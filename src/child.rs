@@ -15,7 +15,10 @@
 use crate::layers::fds::{self, ChildFds};
 use crate::layers::filesystem::{self, FsPlan};
 use crate::layers::identity::{self, IdPlan};
+use crate::layers::landlock::{self, LandlockPlan};
+use crate::layers::privileges::{self, PrivPlan};
 use crate::layers::rlimit::{self, RlimitPlan};
+use crate::layers::seccomp::{self, SeccompPlan};
 use crate::layers::session;
 use crate::layers::uts::{self, UtsPlan};
 use crate::report::{EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_SETUP_FAILED};
@@ -61,18 +64,24 @@ pub enum Stage {
     Session = 7,
     /// Resource limits.
     Rlimits = 8,
+    /// Every capability dropped, securebits locked, no_new_privs.
+    Privileges = 9,
+    /// Rules for the jail's own objects added, ruleset enforced.
+    Landlock = 10,
+    /// Filters installed, listener handed to the supervisor.
+    Seccomp = 11,
     /// Parent-death signal re-armed (changing ids cleared it), parent still alive, not dumpable.
-    Watch = 9,
+    Watch = 12,
     /// Signal mask and handlers reset.
-    Signals = 10,
-    /// init forks the program.
-    Spawn = 11,
+    Signals = 13,
+    /// init starts the program.
+    Spawn = 14,
     /// `execveat` of the prepared fd.
-    Exec = 12,
+    Exec = 15,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 12] = [
+    pub const ALL: [Stage; 15] = [
         Stage::ParentDeath,
         Stage::Fds,
         Stage::Release,
@@ -81,6 +90,9 @@ impl Stage {
         Stage::Hostname,
         Stage::Session,
         Stage::Rlimits,
+        Stage::Privileges,
+        Stage::Landlock,
+        Stage::Seccomp,
         Stage::Watch,
         Stage::Signals,
         Stage::Spawn,
@@ -101,6 +113,9 @@ impl Stage {
             Stage::Session => "session",
             Stage::Rlimits => "rlimits",
             Stage::Identity => "identity",
+            Stage::Privileges => "privileges",
+            Stage::Landlock => "landlock",
+            Stage::Seccomp => "seccomp",
             Stage::Watch => "supervisor watch",
             Stage::Signals => "signals",
             Stage::Spawn => "spawn",
@@ -134,6 +149,12 @@ pub struct ChildArgs<'a> {
     pub uts: &'a UtsPlan,
     pub rlimits: &'a RlimitPlan,
     pub id: &'a IdPlan,
+    pub privileges: &'a PrivPlan,
+    pub landlock: &'a LandlockPlan,
+    /// This run's Landlock ruleset, built by the parent.
+    pub ruleset: Option<RawFd>,
+    pub seccomp: &'a SeccompPlan,
+    /// The prepared fd of the file to execute.
     pub exe: RawFd,
     pub argv: &'a CStrArray<'a>,
     pub envp: &'a CStrArray<'a>,
@@ -184,6 +205,12 @@ fn setup(a: &ChildArgs<'_>) -> Result<(), Failure> {
     uts::apply(a.uts).map_err(at(Stage::Hostname))?;
     session::apply().map_err(at_step(Stage::Session))?;
     rlimit::apply(a.rlimits).map_err(at_step(Stage::Rlimits))?;
+    // Mounts and the hostname needed the namespace's capabilities; from here on there are none.
+    privileges::apply(a.privileges).map_err(at_step(Stage::Privileges))?;
+    // After the mounts (a restricted process cannot mount) and no_new_privs (which it needs).
+    landlock::apply(a.landlock, a.ruleset).map_err(at_step(Stage::Landlock))?;
+    // Last: from here until exec only calls the filters allow are made.
+    seccomp::apply(a.seccomp, a.sync).map_err(at_step(Stage::Seccomp))?;
     watch_parent(a.sync)?;
     sys::reset_signals().map_err(at(Stage::Signals))
 }

@@ -4,7 +4,9 @@
 
 use crate::layers::filesystem::FsError;
 use crate::layers::identity::IdentityError;
+use crate::layers::landlock::LandlockError;
 use crate::layers::rlimit::RlimitError;
+use crate::layers::seccomp::SeccompError;
 use crate::policy::PolicyError;
 use crate::program::ProgramError;
 use crate::report::EXIT_SETUP_FAILED;
@@ -21,6 +23,10 @@ pub enum Error {
     Identity(#[from] IdentityError),
     #[error(transparent)]
     Rlimit(#[from] RlimitError),
+    #[error(transparent)]
+    Landlock(#[from] LandlockError),
+    #[error(transparent)]
+    Seccomp(#[from] SeccompError),
     #[error(transparent)]
     Program(#[from] ProgramError),
     /// `clone3` refused the namespaces.

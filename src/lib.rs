@@ -83,6 +83,7 @@ pub fn refused_report(policy: &str, job: &Job, error: &Error) -> Report {
         signal: None,
         signal_name: None,
         error: Some(error.to_string()),
+        seccomp_violation: None,
         stockade_exit_code: error.exit_code(),
         policy: policy.to_string(),
         program: job.program.clone(),

@@ -4,8 +4,11 @@
 use crate::error::Error;
 use crate::layers::filesystem::{self, FsPlan};
 use crate::layers::identity::{self, IdPlan};
+use crate::layers::landlock::{self, LandlockPlan};
 use crate::layers::namespaces::{self, NsPlan};
+use crate::layers::privileges::{self, PrivPlan};
 use crate::layers::rlimit::{self, RlimitPlan};
+use crate::layers::seccomp::{self, SeccompPlan};
 use crate::layers::uts::{self, UtsPlan};
 use crate::layers::{LayerReport, session};
 use crate::policy::{Policy, StdinMode};
@@ -60,6 +63,9 @@ pub struct Plan {
     pub(crate) fs: FsPlan,
     pub(crate) uts: UtsPlan,
     pub(crate) rlimits: RlimitPlan,
+    pub(crate) privileges: PrivPlan,
+    pub(crate) landlock: LandlockPlan,
+    pub(crate) seccomp: SeccompPlan,
     pub(crate) program: ProgramPlan,
     pub(crate) envp: Vec<CString>,
     pub(crate) stdin: StdinMode,
@@ -75,6 +81,9 @@ impl Plan {
         let fs = filesystem::prepare(policy)?;
         let uts = uts::prepare(policy);
         let rlimits = rlimit::prepare(policy)?;
+        let privileges = privileges::prepare();
+        let landlock = landlock::prepare(policy, &fs)?;
+        let seccomp = seccomp::prepare(policy)?;
         let env = environment(policy);
         let path_var = env.iter().rev().find(|(k, _)| k == "PATH").map_or(DEFAULT_PATH, |(_, v)| v.as_str());
         let mut program = program::prepare(&job.program, &job.args, path_var, &fs)?;
@@ -92,6 +101,9 @@ impl Plan {
             fs,
             uts,
             rlimits,
+            privileges,
+            landlock,
+            seccomp,
             program,
             envp,
             stdin: job.stdin.unwrap_or(policy.stdin),
@@ -117,6 +129,9 @@ impl Plan {
         out.push(self.uts.report());
         out.push(session::report());
         out.push(self.rlimits.report());
+        out.push(self.privileges.report());
+        out.push(self.landlock.report());
+        out.push(self.seccomp.report());
         let env_names: Vec<&str> = self.envp.iter().filter_map(|e| e.to_str().ok()?.split('=').next()).collect();
         let env = format!("cleared; set: {}", if env_names.is_empty() { "none".into() } else { env_names.join(", ") });
         out.push(LayerReport::new("environment", &env, &env));

@@ -14,6 +14,9 @@ pub const EXIT_SETUP_FAILED: i32 = 125;
 pub const EXIT_NOT_EXECUTABLE: i32 = 126;
 /// Exit code when the program does not exist (on the host, or inside the jail).
 pub const EXIT_NOT_FOUND: i32 = 127;
+/// Exit code when a seccomp `kill` group was violated: 128 + SIGSYS, as the kernel's own
+/// seccomp kill would give.
+pub const EXIT_SECCOMP_VIOLATION: i32 = 128 + libc::SIGSYS;
 
 /// Why the run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,6 +32,21 @@ pub enum Status {
     Timeout,
     /// The jail could not be set up, or the program could not be started; nothing ran.
     SetupFailed,
+    /// The program made a system call in a seccomp group whose action is `kill`: the whole run
+    /// was killed. `seccomp-violation` names the call.
+    SeccompViolation,
+}
+
+/// The system call that ended a run with status `seccomp-violation`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Violation {
+    /// The system call's name, e.g. `ptrace`.
+    pub syscall: String,
+    /// Its number on x86-64.
+    pub number: i32,
+    /// The policy group it belongs to, e.g. `ptrace` (in `seccomp.kill`).
+    pub group: String,
 }
 
 /// Whether a layer held.
@@ -104,6 +122,9 @@ pub struct Report {
     /// For `setup-failed`: what failed, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// For `seccomp-violation`: the system call that ended the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seccomp_violation: Option<Violation>,
     /// The exit code `stockade run` uses for this report.
     pub stockade_exit_code: i32,
     /// The policy in force (a path, or `builtin:default`).
@@ -193,6 +214,7 @@ mod tests {
             signal: Some(9),
             signal_name: Some(signal_name(9)),
             error: None,
+            seccomp_violation: None,
             stockade_exit_code: EXIT_TIMEOUT,
             policy: "builtin:default".into(),
             program: "/bin/sh".into(),

@@ -9,12 +9,15 @@
 use crate::child::{self, ChildArgs, Failure, MSG_LEN, Stage, TAG_EXIT, TAG_FAILURE};
 use crate::error::Error;
 use crate::layers::fds::ChildFds;
+use crate::layers::seccomp::{self, ExecGuard, SeccompPlan};
 use crate::plan::Plan;
 use crate::policy::StdinMode;
+use crate::policy::SyscallGroup;
 use crate::report::{
     EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_SETUP_FAILED, EXIT_TIMEOUT, Report, SCHEMA_VERSION, Status, StreamReport,
     signal_name,
 };
+use crate::report::{EXIT_SECCOMP_VIOLATION, Violation};
 use crate::sys::{self, CStrArray, Errno, Forked};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
@@ -136,7 +139,12 @@ impl Plan {
         let stdin_dup = stdin_dup.map(sys::above_stdio).transpose().map_err(sv("renumber an fd"))?;
         let stdin_fd = stdin_dup.as_ref().map_or(self.dev_null.as_raw_fd(), AsRawFd::as_raw_fd);
 
-        let mut keep: Vec<RawFd> = vec![sync_child.as_raw_fd(), report_w.as_raw_fd(), self.program.exe.as_raw_fd()];
+        let ruleset = self.landlock.build_ruleset(&self.fs, self.policy.filesystem.writable_exec)?;
+        let ruleset = ruleset.map(sys::above_stdio).transpose().map_err(sv("renumber an fd"))?;
+        let exe = self.program.exe.as_raw_fd();
+
+        let mut keep: Vec<RawFd> = vec![sync_child.as_raw_fd(), report_w.as_raw_fd(), exe];
+        keep.extend(ruleset.as_ref().map(AsRawFd::as_raw_fd));
         keep.sort_unstable();
         keep.dedup();
         let argv = CStrArray::new(&self.program.argv);
@@ -149,7 +157,11 @@ impl Plan {
             uts: &self.uts,
             rlimits: &self.rlimits,
             id: &self.id,
-            exe: self.program.exe.as_raw_fd(),
+            privileges: &self.privileges,
+            landlock: &self.landlock,
+            ruleset: ruleset.as_ref().map(AsRawFd::as_raw_fd),
+            seccomp: &self.seccomp,
+            exe,
             argv: &argv,
             envp: &envp,
             pid_namespace: self.policy.namespaces.pid,
@@ -163,7 +175,7 @@ impl Plan {
             Err(errno) => return Err(self.clone_error(errno)),
         };
         // The child has its copies; ours would keep the pipes from ever reaching end of file.
-        drop((sync_child, report_w, out_w, err_w, stdin_dup));
+        drop((sync_child, report_w, out_w, err_w, stdin_dup, ruleset));
 
         if let Err(e) = self.id.write_maps(pid) {
             let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
@@ -183,7 +195,18 @@ impl Plan {
             Stream { fd: Some(err_r), sink: Sink::new(self.policy.stderr_max_bytes, fwd_err) },
         ];
         let deadline = start + self.policy.wall_timeout;
-        let outcome = pump(pid, &pidfd, report_r, &mut streams, deadline, self.policy.namespaces.pid)?;
+        let outcome = pump(
+            Run {
+                pid,
+                pidfd: &pidfd,
+                sync: &sync_parent,
+                seccomp: &self.seccomp,
+                pid_namespace: self.policy.namespaces.pid,
+            },
+            report_r,
+            &mut streams,
+            deadline,
+        )?;
         let wall = outcome.reaped_at.duration_since(start);
         drop(sync_parent);
         for s in &mut streams {
@@ -238,6 +261,10 @@ impl Plan {
                 Stage::Exec => EXIT_NOT_EXECUTABLE,
                 _ => EXIT_SETUP_FAILED,
             };
+        } else if o.violation.is_some() {
+            status = Status::SeccompViolation;
+            signal = Some(libc::SIGKILL);
+            stockade_exit_code = EXIT_SECCOMP_VIOLATION;
         } else if let Some(ws) = o.exit_status.filter(|ws| !(o.timed_out && killed_by_sigkill(*ws))) {
             // The program's own end (also when it ended on its own just as the deadline passed).
             if libc::WIFEXITED(ws) {
@@ -273,6 +300,7 @@ impl Plan {
             signal,
             signal_name: signal.map(signal_name),
             error,
+            seccomp_violation: o.violation,
             stockade_exit_code,
             policy: self.policy.origin.clone(),
             program: self.program.name.clone(),
@@ -305,6 +333,9 @@ impl Plan {
             Stage::Session => {
                 Some(if f.detail == session::STEP_SETSID { "setsid" } else { "new session keyring" }.into())
             }
+            Stage::Privileges => Some(crate::layers::privileges::step_name(f.detail).into()),
+            Stage::Landlock => Some(self.landlock.step_name(f.detail)),
+            Stage::Seccomp => Some(format!("filter {}", f.detail + 1)),
             Stage::Exec => {
                 return format!(
                     "cannot execute {}: {}",
@@ -336,20 +367,29 @@ struct Outcome {
     failure: Option<Failure>,
     exit_status: Option<i32>,
     timed_out: bool,
+    violation: Option<Violation>,
 }
 
 /// How long init gets, after the deadline signal, to kill and reap the run before SIGKILL.
 const KILL_GRACE: Duration = Duration::from_millis(50);
 
 /// The event loop: until init is reaped and every pipe reached end of file.
-fn pump(
+/// The run being supervised.
+struct Run<'a> {
     pid: i32,
-    pidfd: &OwnedFd,
-    report: OwnedFd,
-    streams: &mut [Stream; 2],
-    deadline: Instant,
+    pidfd: &'a OwnedFd,
+    /// The release channel; the child sends the seccomp listener over it.
+    sync: &'a OwnedFd,
+    seccomp: &'a SeccompPlan,
     pid_namespace: bool,
-) -> Result<Outcome, Error> {
+}
+
+fn pump(run: Run<'_>, report: OwnedFd, streams: &mut [Stream; 2], deadline: Instant) -> Result<Outcome, Error> {
+    let Run { pid, pidfd, sync, seccomp: sc, pid_namespace } = run;
+    let mut want_listener = sc.has_listener();
+    let mut listener: Option<OwnedFd> = None;
+    let mut exec_seen = false;
+    let mut violation: Option<Violation> = None;
     let sv = |what: &'static str| move |errno: Errno| Error::Supervisor { what, errno };
     let mut report = Some(report);
     let mut msgs: Vec<u8> = Vec::new();
@@ -380,6 +420,12 @@ fn pump(
         };
         if reaped.is_none() {
             add(pidfd.as_raw_fd(), libc::POLLIN, Role::Pidfd);
+        }
+        if want_listener {
+            add(sync.as_raw_fd(), libc::POLLIN, Role::Sync);
+        }
+        if let Some(l) = &listener {
+            add(l.as_raw_fd(), libc::POLLIN, Role::Listener);
         }
         if let Some(r) = &report {
             add(r.as_raw_fd(), libc::POLLIN, Role::Report);
@@ -459,6 +505,47 @@ fn pump(
                     }
                 }
                 Role::Write(i) => streams[i].sink.write_some(PIPE_BUF),
+                Role::Sync => {
+                    want_listener = false;
+                    if p.revents & libc::POLLIN != 0 {
+                        listener = sys::recv_fd(sync.as_fd()).ok().flatten();
+                    }
+                }
+                Role::Listener => {
+                    if p.revents & libc::POLLIN == 0 {
+                        // Every process the filter applied to is gone.
+                        listener = None;
+                        continue;
+                    }
+                    let Some(l) = &listener else { continue };
+                    let Ok(n) = sys::seccomp_notif_recv(l.as_fd()) else { continue };
+                    let (name, group) = seccomp::syscall_name(n.nr).unwrap_or(("unknown", SyscallGroup::Admin));
+                    let first_exec = group == SyscallGroup::Exec
+                        && sc.exec == ExecGuard::Supervised
+                        && !std::mem::replace(&mut exec_seen, true);
+                    if first_exec {
+                        // The exec that starts the program: it runs before any of its code.
+                        let _ = sys::seccomp_notif_send(l.as_fd(), n.id, Ok(()));
+                    } else if sc.kills(group) {
+                        let _ = sys::seccomp_notif_send(l.as_fd(), n.id, Err(libc::EPERM));
+                        if violation.is_none() {
+                            violation = Some(Violation {
+                                syscall: name.to_string(),
+                                number: n.nr,
+                                group: group.name().to_string(),
+                            });
+                        }
+                        if !killed && reaped.is_none() {
+                            if !pid_namespace {
+                                sys::kill(-pid, libc::SIGKILL);
+                            }
+                            sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL).map_err(sv("kill the run"))?;
+                            killed = true;
+                        }
+                    } else {
+                        let _ = sys::seccomp_notif_send(l.as_fd(), n.id, Err(libc::EPERM));
+                    }
+                }
             }
         }
     }
@@ -466,11 +553,13 @@ fn pump(
         Some(r) => r,
         None => return Err(Error::Supervisor { what: "reap the run", errno: Errno(libc::ECHILD) }),
     };
-    Ok(Outcome { reaped, reaped_at, failure, exit_status, timed_out })
+    Ok(Outcome { reaped, reaped_at, failure, exit_status, timed_out, violation })
 }
 
 #[derive(Clone, Copy)]
 enum Role {
+    Sync,
+    Listener,
     Pidfd,
     Report,
     Read(usize),

@@ -116,13 +116,6 @@ pub fn dup2(old: RawFd, new: RawFd) -> Result<(), Errno> {
     Ok(())
 }
 
-/// `dup3(old, new, O_CLOEXEC)`.
-pub fn dup_cloexec(old: RawFd, new: RawFd) -> Result<(), Errno> {
-    // SAFETY: dup3 on integer fds; no pointers.
-    check_int(unsafe { libc::dup3(old, new, libc::O_CLOEXEC) })?;
-    Ok(())
-}
-
 /// `close_range(first, last, 0)`: closes every fd in the range.
 pub fn close_range(first: u32, last: u32) -> Result<(), Errno> {
     // SAFETY: integer arguments only.
@@ -671,4 +664,220 @@ pub fn set_handler(sig: c_int, handler: extern "C" fn(c_int)) -> Result<(), Errn
 pub fn kill(pid: i32, sig: c_int) {
     // SAFETY: integer arguments only.
     unsafe { libc::kill(pid, sig) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Privileges, Landlock, seccomp (child-safe unless marked).
+// ---------------------------------------------------------------------------------------------
+
+/// `prctl(PR_CAPBSET_DROP, cap)`.
+pub fn drop_bounding_cap(cap: u32) -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check_int(unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as c_ulong, 0, 0, 0) })?;
+    Ok(())
+}
+
+/// `prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)`.
+pub fn clear_ambient_caps() -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check_int(unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as c_ulong, 0, 0, 0) })?;
+    Ok(())
+}
+
+/// `capset`: empty effective, permitted and inheritable sets (version 3, 64 capabilities).
+pub fn clear_caps() -> Result<(), Errno> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: c_int,
+    }
+    #[repr(C)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    let header = Header { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    let data =
+        [Data { effective: 0, permitted: 0, inheritable: 0 }, Data { effective: 0, permitted: 0, inheritable: 0 }];
+    // SAFETY: header and the two data words are valid for the v3 layout the version names.
+    check(unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) })?;
+    Ok(())
+}
+
+/// `prctl(PR_SET_NO_NEW_PRIVS, 1)`.
+pub fn set_no_new_privs() -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check_int(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as c_ulong, 0, 0, 0) })?;
+    Ok(())
+}
+
+const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
+const LANDLOCK_RULE_PATH_BENEATH: c_int = 1;
+
+/// The kernel's Landlock ABI version; 0 when Landlock is missing or disabled. (Parent side.)
+pub fn landlock_abi() -> u32 {
+    // SAFETY: a NULL attribute with size 0 and the VERSION flag only queries the ABI.
+    let rc = unsafe {
+        libc::syscall(libc::SYS_landlock_create_ruleset, ptr::null::<u8>(), 0usize, LANDLOCK_CREATE_RULESET_VERSION)
+    };
+    u32::try_from(rc).unwrap_or(0)
+}
+
+/// `open(path, O_PATH | O_CLOEXEC)`.
+pub fn open_path(path: &CStr) -> Result<RawFd, Errno> {
+    // SAFETY: path is NUL-terminated.
+    check_int(unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) })
+}
+
+/// `landlock_add_rule(ruleset, PATH_BENEATH, {access, parent_fd})`.
+pub fn landlock_add_path_rule(ruleset: RawFd, parent: RawFd, access: u64) -> Result<(), Errno> {
+    #[repr(C, packed)]
+    struct PathBeneath {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    let attr = PathBeneath { allowed_access: access, parent_fd: parent };
+    // SAFETY: attr is a valid landlock_path_beneath_attr (packed, as the UAPI declares it).
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneath,
+            0u32,
+        )
+    })?;
+    Ok(())
+}
+
+/// `landlock_restrict_self(ruleset, 0)`.
+pub fn landlock_restrict_self(ruleset: RawFd) -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) })?;
+    Ok(())
+}
+
+/// A compiled classic-BPF seccomp program, as the kernel takes it.
+pub type SockFilter = seccompiler::sock_filter;
+
+/// `seccomp(SECCOMP_SET_MODE_FILTER, flags, prog)`: returns the listener fd when `listener`.
+pub fn seccomp_install(prog: &[SockFilter], listener: bool) -> Result<Option<RawFd>, Errno> {
+    #[repr(C)]
+    struct SockFprog {
+        len: u16,
+        filter: *const SockFilter,
+    }
+    let fprog = SockFprog { len: u16::try_from(prog.len()).unwrap_or(u16::MAX), filter: prog.as_ptr() };
+    let flags: c_ulong = if listener { libc::SECCOMP_FILTER_FLAG_NEW_LISTENER as c_ulong } else { 0 };
+    // SAFETY: fprog points at `prog`, which outlives the call; the kernel copies it.
+    let rc = check(unsafe {
+        libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, flags, &fprog as *const SockFprog)
+    })?;
+    Ok(listener.then_some(rc as RawFd))
+}
+
+/// Sends one fd over a unix socket (`SCM_RIGHTS`), with a one-byte payload.
+pub fn send_fd(sock: RawFd, fd: RawFd) -> Result<(), Errno> {
+    #[repr(C)]
+    struct Cmsg {
+        len: usize,
+        level: c_int,
+        kind: c_int,
+        fd: c_int,
+        _pad: c_int,
+    }
+    let mut byte = [b'F'];
+    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+    let mut cmsg = Cmsg { len: 20, level: libc::SOL_SOCKET, kind: libc::SCM_RIGHTS, fd, _pad: 0 };
+    // SAFETY: msghdr is plain data; all-zero is a valid starting value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = (&mut cmsg as *mut Cmsg).cast();
+    msg.msg_controllen = std::mem::size_of::<Cmsg>();
+    // SAFETY: msg points at live iov and control buffers laid out as CMSG_SPACE(sizeof(int)).
+    check(unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) } as c_long)?;
+    Ok(())
+}
+
+/// Receives one fd sent with [`send_fd`]; `Ok(None)` at end of stream. (Parent side.)
+pub fn recv_fd(sock: BorrowedFd<'_>) -> Result<Option<OwnedFd>, Errno> {
+    let mut byte = [0u8];
+    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+    let mut control = [0u64; 4];
+    // SAFETY: msghdr is plain data; all-zero is a valid starting value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control);
+    // SAFETY: msg points at live buffers of the sizes given.
+    let n = check(unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) } as c_long)?;
+    if n == 0 {
+        return Ok(None);
+    }
+    // SAFETY: the kernel filled `control`; CMSG_FIRSTHDR/CMSG_DATA walk within msg_controllen.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null() || (*cmsg).cmsg_level != libc::SOL_SOCKET || (*cmsg).cmsg_type != libc::SCM_RIGHTS {
+            return Err(Errno(libc::EPROTO));
+        }
+        let fd = ptr::read_unaligned(libc::CMSG_DATA(cmsg) as *const c_int);
+        Ok(Some(OwnedFd::from_raw_fd(fd)))
+    }
+}
+
+/// A seccomp user notification (`struct seccomp_notif`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct SeccompNotif {
+    pub id: u64,
+    pub pid: u32,
+    pub flags: u32,
+    pub nr: i32,
+    pub arch: u32,
+    pub instruction_pointer: u64,
+    pub args: [u64; 6],
+}
+
+#[repr(C)]
+struct SeccompNotifResp {
+    id: u64,
+    val: i64,
+    error: i32,
+    flags: u32,
+}
+
+const SECCOMP_IOCTL_NOTIF_RECV: c_ulong = 0xc050_2100;
+const SECCOMP_IOCTL_NOTIF_SEND: c_ulong = 0xc018_2101;
+const SECCOMP_USER_NOTIF_FLAG_CONTINUE: u32 = 1;
+
+/// Receives a pending seccomp notification. (Parent side.)
+pub fn seccomp_notif_recv(listener: BorrowedFd<'_>) -> Result<SeccompNotif, Errno> {
+    // SAFETY: SeccompNotif is plain data; the kernel requires it zeroed.
+    let mut n: SeccompNotif = unsafe { std::mem::zeroed() };
+    // SAFETY: n is a valid, zeroed seccomp_notif of the size the ioctl number encodes.
+    check_int(unsafe { libc::ioctl(listener.as_raw_fd(), SECCOMP_IOCTL_NOTIF_RECV, &mut n as *mut SeccompNotif) })?;
+    Ok(n)
+}
+
+/// Answers a notification: `Ok(())` lets the system call run, `Err(errno)` fails it. (Parent.)
+pub fn seccomp_notif_send(listener: BorrowedFd<'_>, id: u64, answer: Result<(), i32>) -> Result<(), Errno> {
+    let resp = match answer {
+        Ok(()) => SeccompNotifResp { id, val: 0, error: 0, flags: SECCOMP_USER_NOTIF_FLAG_CONTINUE },
+        Err(e) => SeccompNotifResp { id, val: 0, error: -e, flags: 0 },
+    };
+    // SAFETY: resp is a valid seccomp_notif_resp of the size the ioctl number encodes.
+    check_int(unsafe {
+        libc::ioctl(listener.as_raw_fd(), SECCOMP_IOCTL_NOTIF_SEND, &resp as *const SeccompNotifResp)
+    })?;
+    Ok(())
+}
+
+/// Whether this kernel has seccomp (`prctl(PR_GET_SECCOMP)` answers). (Parent side.)
+pub fn seccomp_available() -> bool {
+    // SAFETY: integer arguments only.
+    unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 }
 }

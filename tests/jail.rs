@@ -49,7 +49,8 @@ fn a_file_outside_rw_stays_unchanged() {
         "echo pwned > {v}; echo pwned > /usr/stockade-test; ln -s {v} {w}/link; echo pwned > {w}/link; \
          ln {v} {w}/hard; echo written > {w}/ok"
     );
-    let (r, _) = run_report(&["--rw", &w, "--", "/bin/sh", "-c", &script]);
+    let p = exec_policy();
+    let (r, _) = run_report(&["--policy", &path_of(&p), "--rw", &w, "--", "/bin/sh", "-c", &script]);
     assert_eq!(r.status, Status::Ok, "{r:?}");
     assert!(stdout_of(&r).is_empty());
     assert_eq!(std::fs::read_to_string(&victim).expect("read"), "original");
@@ -80,7 +81,8 @@ fn no_host_path_outside_the_grants_is_reachable() {
     let script = "for p in /etc/passwd /../../etc/passwd /proc/1/root/etc/passwd /proc/self/cwd/../../etc/passwd \
                   /proc/self/root/../etc/passwd /dev/../etc/passwd; do cat $p 2>/dev/null; done; ls /root /home 2>&1; \
                   ls /proc/sys /proc/kallsyms 2>&1; echo done";
-    let (r, _) = run_report(&["--", "/bin/sh", "-c", script]);
+    let p = exec_policy();
+    let (r, _) = run_report(&["--policy", &path_of(&p), "--", "/bin/sh", "-c", script]);
     let out = stdout_of(&r);
     assert!(out.ends_with("done\n"), "{out}");
     assert!(!out.contains("root:x:0:0"), "host /etc/passwd leaked: {out}");
@@ -113,7 +115,8 @@ fn background_and_daemonised_children_are_gone_when_run_returns() {
     let a = marker_sleep();
     let b = marker_sleep();
     let script = format!("sleep {a} & setsid sh -c 'sleep {b} & exit 0' & sleep 0.2; exit 0");
-    let (r, _) = run_report(&["--", "/bin/sh", "-c", &script]);
+    let p = exec_policy();
+    let (r, _) = run_report(&["--policy", &path_of(&p), "--", "/bin/sh", "-c", &script]);
     assert_eq!(r.status, Status::Ok, "{r:?}");
     assert!(processes_with(&format!("sleep {a}")).is_empty(), "background child survived");
     assert!(processes_with(&format!("sleep {b}")).is_empty(), "setsid grandchild survived");
@@ -124,7 +127,8 @@ fn a_300ms_timeout_returns_on_time_and_leaves_nothing() {
     let s = marker_sleep();
     let script = format!("sleep {s} & setsid sleep {s} & trap '' TERM; while :; do :; done");
     let start = Instant::now();
-    let (r, out) = run_report(&["--timeout", "300ms", "--", "/bin/sh", "-c", &script]);
+    let p = exec_policy();
+    let (r, out) = run_report(&["--policy", &path_of(&p), "--timeout", "300ms", "--", "/bin/sh", "-c", &script]);
     let took = start.elapsed();
     assert_eq!(r.status, Status::Timeout, "{r:?}");
     assert_eq!(out.status.code(), Some(124));
@@ -138,8 +142,11 @@ fn a_300ms_timeout_returns_on_time_and_leaves_nothing() {
 #[test]
 fn the_timeout_holds_without_a_pid_namespace_too() {
     let policy = tempfile::NamedTempFile::new().expect("tmp");
-    std::fs::write(policy.path(), "version = 1\n[namespaces]\npid = false\n[filesystem]\nproc = \"none\"\n")
-        .expect("write");
+    std::fs::write(
+        policy.path(),
+        "version = 1\n[namespaces]\npid = false\n[filesystem]\nproc = \"none\"\n[seccomp]\nallow = [\"exec\"]\n",
+    )
+    .expect("write");
     let p = policy.path().display().to_string();
     let s = marker_sleep();
     let script = format!("sleep {s} & trap '' TERM; while :; do :; done");
@@ -163,8 +170,11 @@ fn the_timeout_holds_without_a_pid_namespace_too() {
 #[test]
 fn killing_the_supervisor_kills_the_run() {
     let s = marker_sleep();
-    let mut child =
-        stockade().args(["run", "--", "/bin/sh", "-c", &format!("sleep {s}; echo never")]).spawn().expect("spawn");
+    let p = exec_policy();
+    let mut child = stockade()
+        .args(["run", "--policy", &path_of(&p), "--", "/bin/sh", "-c", &format!("sleep {s}; echo never")])
+        .spawn()
+        .expect("spawn");
     let pattern = format!("sleep {s}");
     assert!(
         wait_for(Duration::from_secs(5), || processes_with(&pattern).iter().any(|p| *p != child.id() as i32)),
@@ -202,10 +212,13 @@ fn an_inherited_fd_without_cloexec_is_not_visible_inside() {
 #[test]
 fn the_callers_environment_is_not_visible_even_through_proc() {
     let secret = marker("stockadesecret");
+    let p = exec_policy();
     let out = stockade()
         .env("STOCKADE_TEST_SECRET", &secret)
         .args([
             "run",
+            "--policy",
+            &path_of(&p),
             "--report",
             "-",
             "--",
@@ -223,7 +236,11 @@ fn the_callers_environment_is_not_visible_even_through_proc() {
 #[test]
 fn the_program_has_no_controlling_terminal_and_its_own_session() {
     let s = marker_sleep();
-    let mut child = stockade().args(["run", "--", "/bin/sh", "-c", &format!("sleep {s}")]).spawn().expect("spawn");
+    let p = exec_policy();
+    let mut child = stockade()
+        .args(["run", "--policy", &path_of(&p), "--", "/bin/sh", "-c", &format!("sleep {s}")])
+        .spawn()
+        .expect("spawn");
     let pattern = format!("sleep {s}");
     let mut pid = None;
     assert!(wait_for(Duration::from_secs(5), || {
@@ -244,7 +261,8 @@ fn the_program_has_no_controlling_terminal_and_its_own_session() {
 #[test]
 fn the_report_lists_every_layer_and_output_caps_hold() {
     let policy = tempfile::NamedTempFile::new().expect("tmp");
-    std::fs::write(policy.path(), "version = 1\n[output]\nstdout-max-bytes = 1000\n").expect("write");
+    std::fs::write(policy.path(), "version = 1\n[output]\nstdout-max-bytes = 1000\n[seccomp]\nallow = [\"exec\"]\n")
+        .expect("write");
     let p = policy.path().display().to_string();
     let (r, _) = run_report(&["--policy", &p, "--", "/bin/sh", "-c", "head -c 5000000 /dev/zero"]);
     assert_eq!(r.stdout.bytes, 5_000_000);
@@ -265,14 +283,17 @@ fn the_report_lists_every_layer_and_output_caps_hold() {
 
 #[test]
 fn rlimits_and_hostname_apply_inside() {
-    let (r, _) = run_report(&["--", "/bin/sh", "-c", "ulimit -c; ulimit -n; hostname"]);
+    let p = exec_policy();
+    let (r, _) = run_report(&["--policy", &path_of(&p), "--", "/bin/sh", "-c", "ulimit -c; ulimit -n; hostname"]);
     assert_eq!(stdout_of(&r), "0\n256\nstockade\n");
 }
 
 #[test]
 fn several_runs_at_once_do_not_hold_each_other() {
     // A long run must not keep a short one's pipes open (each child closes fds it inherited).
-    let long = std::thread::spawn(|| run_report(&["--", "/bin/sh", "-c", "sleep 3"]));
+    let p = exec_policy();
+    let pp = path_of(&p);
+    let long = std::thread::spawn(move || run_report(&["--policy", &pp, "--", "/bin/sh", "-c", "sleep 3"]));
     std::thread::sleep(Duration::from_millis(100));
     let start = Instant::now();
     let handles: Vec<_> = (0..4)
@@ -289,7 +310,9 @@ fn several_runs_at_once_do_not_hold_each_other() {
 #[test]
 fn stdin_is_null_unless_asked() {
     let mut c = stockade();
-    c.args(["run", "--", "/bin/sh", "-c", "cat; echo end"]).stdin(std::process::Stdio::piped());
+    let p = exec_policy();
+    c.args(["run", "--policy", &path_of(&p), "--", "/bin/sh", "-c", "cat; echo end"])
+        .stdin(std::process::Stdio::piped());
     c.stdout(std::process::Stdio::piped());
     let mut child = c.spawn().expect("spawn");
     use std::io::Write;
@@ -299,7 +322,8 @@ fn stdin_is_null_unless_asked() {
     child.wait().expect("wait");
     assert_eq!(s, "end\n");
     let mut c = stockade();
-    c.args(["run", "--stdin", "--", "/bin/sh", "-c", "cat"]).stdin(std::process::Stdio::piped());
+    c.args(["run", "--policy", &path_of(&p), "--stdin", "--", "/bin/sh", "-c", "cat"])
+        .stdin(std::process::Stdio::piped());
     c.stdout(std::process::Stdio::piped());
     let mut child = c.spawn().expect("spawn");
     child.stdin.take().expect("stdin").write_all(b"passed\n").expect("write");
@@ -317,7 +341,20 @@ fn an_unprivileged_caller_maps_to_itself() {
     std::fs::set_permissions(work.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).expect("chmod");
     let w = work.path().display().to_string();
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_stockade"));
-    c.args(["run", "--rw", &w, "--report", "-", "--", "/bin/sh", "-c", &format!("id -u; echo x > {w}/f")]);
+    let p = exec_policy();
+    c.args([
+        "run",
+        "--policy",
+        &path_of(&p),
+        "--rw",
+        &w,
+        "--report",
+        "-",
+        "--",
+        "/bin/sh",
+        "-c",
+        &format!("id -u; echo x > {w}/f"),
+    ]);
     c.uid(4242).gid(4242);
     let out = c.output().expect("run as 4242");
     let r = stockade::Report::from_json(&String::from_utf8_lossy(&out.stdout))
@@ -353,7 +390,9 @@ fn the_callers_session_keyring_is_out_of_reach() {
         "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n\
          r = libc.syscall(250, 10, -3, b'user', b'{name}', 0)\nprint('found' if r > 0 else 'absent')"
     );
-    let (r, _) = run_report(&["--", py.to_str().expect("utf8"), "-c", &search]);
+    // Seccomp would refuse keyctl anyway; allow it so the session keyring itself is what is tested.
+    let p = policy_file("version = 1\n[seccomp]\nallow = [\"keyring\"]\n");
+    let (r, _) = run_report(&["--policy", &path_of(&p), "--", py.to_str().expect("utf8"), "-c", &search]);
     let inside = stdout_of(&r).to_string();
     // Calibration: a plain child of this process finds it.
     let out = std::process::Command::new(&py).arg("-c").arg(&search).output().expect("python");

@@ -80,11 +80,15 @@ fn the_child_never_allocates_on_success_or_failure_paths() {
     assert!(error.starts_with("jail setup failed at filesystem (stage 5: bind "), "{error}");
     assert!(error.ends_with(": stale file handle"), "{error}");
     assert_eq!(report.stockade_exit_code, 125);
-    // An exec failure (not a valid executable) goes through init's reporting path too.
-    let fake = work.path().join("fake");
+    // An exec failure (not a valid executable, in a read-only grant) goes through init's
+    // reporting path too.
+    let ro = tempfile::tempdir().expect("tempdir");
+    let fake = ro.path().join("fake");
     std::fs::write(&fake, b"\x00\x01not an executable").expect("write");
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
-    let report = stockade::run(&policy, &Job::new(fake.display().to_string()), Output::Capture).expect("run");
+    let mut with_ro = policy.clone();
+    with_ro.add_read_only(&ro.path().display().to_string(), "test").expect("grant");
+    let report = stockade::run(&with_ro, &Job::new(fake.display().to_string()), Output::Capture).expect("run");
     assert_eq!(report.status, Status::SetupFailed, "{report:?}");
     assert!(report.error.as_deref().is_some_and(|e| e.contains("exec format error")), "{report:?}");
     assert_eq!(report.stockade_exit_code, 126);

@@ -147,10 +147,20 @@ impl MountOp {
     }
 }
 
+/// What a bind source is, for the Landlock rules on its inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceKind {
+    ReadOnly,
+    Writable,
+    Device { writable: bool },
+}
+
 /// What the program will see, and how to build it.
 #[derive(Debug)]
 pub struct FsPlan {
     pub ops: Vec<MountOp>,
+    /// Every bind source, opened `O_PATH` on the host (for Landlock rules on their inodes).
+    sources: Vec<(File, SourceKind)>,
     /// Bind targets (canonical host paths) and whether they are writable.
     binds: Vec<(PathBuf, bool)>,
     /// Paths on the jail's tmpfs: directories created, and symlinks with their targets.
@@ -194,6 +204,7 @@ pub fn prepare(policy: &Policy) -> Result<FsPlan, FsError> {
     let fs = &policy.filesystem;
     let mut plan = FsPlan {
         ops: Vec::new(),
+        sources: Vec::new(),
         binds: Vec::new(),
         tmpfs_dirs: BTreeSet::new(),
         tmpfs_links: BTreeMap::new(),
@@ -264,7 +275,8 @@ pub fn prepare(policy: &Policy) -> Result<FsPlan, FsError> {
                 let set = sys::MOUNT_ATTR_NOSUID
                     | sys::MOUNT_ATTR_NODEV
                     | if r.writable { noexec } else { sys::MOUNT_ATTR_RDONLY };
-                plan.bind(&path, &r.file, target, set)?;
+                let kind = if r.writable { SourceKind::Writable } else { SourceKind::ReadOnly };
+                plan.bind(&path, r.file, kind, target, set)?;
                 plan.binds.push((path, r.writable));
             }
             Entry::Tmp(size) => {
@@ -293,12 +305,9 @@ pub fn prepare(policy: &Policy) -> Result<FsPlan, FsError> {
                     let node = staged(&host);
                     plan.ops.push(MountOp::Touch { path: node.clone() });
                     // Writes to a device node pass a read-only mount; its inode's times cannot change.
-                    plan.bind(
-                        &host,
-                        &file,
-                        node,
-                        sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC,
-                    )?;
+                    let kind = SourceKind::Device { writable: matches!(name, "null" | "zero" | "full") };
+                    let set = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC;
+                    plan.bind(&host, file, kind, node, set)?;
                 }
                 for (name, to) in DEV_LINKS {
                     plan.ops.push(MountOp::Symlink {
@@ -355,7 +364,7 @@ pub fn prepare(policy: &Policy) -> Result<FsPlan, FsError> {
 }
 
 impl FsPlan {
-    fn bind(&mut self, source: &Path, file: &File, target: CString, set: u64) -> Result<(), FsError> {
+    fn bind(&mut self, source: &Path, file: File, kind: SourceKind, target: CString, set: u64) -> Result<(), FsError> {
         let meta = file.metadata().map_err(|e| FsError::Grant {
             origin: "bind".into(),
             path: source.to_path_buf(),
@@ -368,7 +377,23 @@ impl FsPlan {
             ino: meta.ino(),
         });
         self.ops.push(MountOp::SetAttr { target, set, recursive: true });
+        self.sources.push((file, kind));
         Ok(())
+    }
+
+    /// The bind sources, opened on the host, with their kind.
+    pub fn sources(&self) -> &[(File, SourceKind)] {
+        &self.sources
+    }
+
+    /// Whether the jail has its own mount namespace and root.
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Whether `/tmp` is the jail's own tmpfs (not a host grant, not absent).
+    pub fn has_own_tmp(&self) -> bool {
+        self.special.iter().any(|p| p == Path::new("/tmp"))
     }
 
     /// True when `p` is backed by a host file the parent can open (inside a bind), or when there

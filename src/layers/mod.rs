@@ -5,8 +5,11 @@
 pub mod fds;
 pub mod filesystem;
 pub mod identity;
+pub mod landlock;
 pub mod namespaces;
+pub mod privileges;
 pub mod rlimit;
+pub mod seccomp;
 pub mod session;
 pub mod uts;
 

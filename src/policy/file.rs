@@ -30,6 +30,10 @@ pub struct PolicyFile {
     pub environment: EnvironmentFile,
     #[serde(default)]
     pub process: ProcessFile,
+    #[serde(default)]
+    pub landlock: LandlockFile,
+    #[serde(default)]
+    pub seccomp: SeccompFile,
 }
 
 impl PolicyFile {
@@ -46,6 +50,8 @@ impl PolicyFile {
             output: OutputFile::default(),
             environment: EnvironmentFile::default(),
             process: ProcessFile::default(),
+            landlock: LandlockFile::default(),
+            seccomp: SeccompFile::default(),
         }
     }
 }
@@ -440,4 +446,138 @@ impl Default for ProcessFile {
 pub enum StdinMode {
     Null,
     Inherit,
+}
+
+/// `[landlock]`: the kernel's path-based access control, mirroring the visible tree.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct LandlockFile {
+    /// Refuse to run when the kernel's Landlock ABI is below `min-abi`.
+    pub required: bool,
+    /// The Landlock ABI this policy needs (1-6); newer features are applied when present.
+    pub min_abi: u32,
+}
+
+impl Default for LandlockFile {
+    fn default() -> Self {
+        LandlockFile { required: true, min_abi: 1 }
+    }
+}
+
+/// `[seccomp]`: system calls denied to the program, by group.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct SeccompFile {
+    /// Refuse to run on a kernel without seccomp filters (instead of running without them).
+    pub required: bool,
+    /// Groups allowed after all (every group is denied by default).
+    pub allow: Vec<SyscallGroup>,
+    /// Groups whose violation kills the whole run (status `seccomp-violation`) instead of
+    /// failing the call with EPERM.
+    pub kill: Vec<SyscallGroup>,
+}
+
+impl Default for SeccompFile {
+    fn default() -> Self {
+        SeccompFile { required: true, allow: Vec::new(), kill: Vec::new() }
+    }
+}
+
+/// A named group of system calls the seccomp layer denies unless allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SyscallGroup {
+    /// `socket`/`socketpair` for any family but AF_UNIX.
+    Network,
+    /// Any exec after the one that starts the program.
+    Exec,
+    /// io_uring_setup/enter/register (io_uring can open sockets past a socket filter).
+    IoUring,
+    Bpf,
+    /// perf_event_open.
+    Perf,
+    /// keyctl, add_key, request_key.
+    Keyring,
+    Userfaultfd,
+    /// unshare, setns, clone with namespace flags, clone3 (ENOSYS, so libc falls back to clone).
+    Namespaces,
+    /// mount, umount2, pivot_root and the new mount API.
+    Mount,
+    Chroot,
+    Ptrace,
+    /// process_vm_readv/writev.
+    ProcessVm,
+    Kcmp,
+    /// name_to_handle_at, open_by_handle_at.
+    FileHandles,
+    /// Module loading, kexec, reboot.
+    Kernel,
+    /// Clock and time setters.
+    Clock,
+    Syslog,
+    /// mknod, mknodat.
+    Mknod,
+    /// sethostname, setdomainname.
+    Hostname,
+    /// personality() with anything but the default persona or the query.
+    Personality,
+    /// The TIOCSTI and TIOCLINUX ioctls (typing into a terminal).
+    TtyInject,
+    /// acct, swapon/off, quotactl, iopl/ioperm, vhangup, uselib.
+    Admin,
+}
+
+impl SyscallGroup {
+    pub const ALL: [SyscallGroup; 22] = [
+        SyscallGroup::Network,
+        SyscallGroup::Exec,
+        SyscallGroup::IoUring,
+        SyscallGroup::Bpf,
+        SyscallGroup::Perf,
+        SyscallGroup::Keyring,
+        SyscallGroup::Userfaultfd,
+        SyscallGroup::Namespaces,
+        SyscallGroup::Mount,
+        SyscallGroup::Chroot,
+        SyscallGroup::Ptrace,
+        SyscallGroup::ProcessVm,
+        SyscallGroup::Kcmp,
+        SyscallGroup::FileHandles,
+        SyscallGroup::Kernel,
+        SyscallGroup::Clock,
+        SyscallGroup::Syslog,
+        SyscallGroup::Mknod,
+        SyscallGroup::Hostname,
+        SyscallGroup::Personality,
+        SyscallGroup::TtyInject,
+        SyscallGroup::Admin,
+    ];
+
+    /// The group's policy name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SyscallGroup::Network => "network",
+            SyscallGroup::Exec => "exec",
+            SyscallGroup::IoUring => "io-uring",
+            SyscallGroup::Bpf => "bpf",
+            SyscallGroup::Perf => "perf",
+            SyscallGroup::Keyring => "keyring",
+            SyscallGroup::Userfaultfd => "userfaultfd",
+            SyscallGroup::Namespaces => "namespaces",
+            SyscallGroup::Mount => "mount",
+            SyscallGroup::Chroot => "chroot",
+            SyscallGroup::Ptrace => "ptrace",
+            SyscallGroup::ProcessVm => "process-vm",
+            SyscallGroup::Kcmp => "kcmp",
+            SyscallGroup::FileHandles => "file-handles",
+            SyscallGroup::Kernel => "kernel",
+            SyscallGroup::Clock => "clock",
+            SyscallGroup::Syslog => "syslog",
+            SyscallGroup::Mknod => "mknod",
+            SyscallGroup::Hostname => "hostname",
+            SyscallGroup::Personality => "personality",
+            SyscallGroup::TtyInject => "tty-inject",
+            SyscallGroup::Admin => "admin",
+        }
+    }
 }

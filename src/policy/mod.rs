@@ -5,11 +5,12 @@ mod file;
 mod validate;
 
 pub use file::{
-    EnvironmentFile, FilesystemFile, IdentityFile, Limit, LimitsFile, NamespacesFile, OrderedStrings, OutputFile,
-    PolicyFile, ProcMode, ProcessFile, RlimitKey, RlimitsFile, StdinMode,
+    EnvironmentFile, FilesystemFile, IdentityFile, LandlockFile, Limit, LimitsFile, NamespacesFile, OrderedStrings,
+    OutputFile, PolicyFile, ProcMode, ProcessFile, RlimitKey, RlimitsFile, SeccompFile, StdinMode, SyscallGroup,
 };
 pub use validate::{
-    Filesystem, Grant, Identity, MAX_WALL_TIMEOUT_MS, Namespaces, Policy, Problem, check_grant_path, check_inside_path,
+    Filesystem, Grant, Identity, LandlockPolicy, MAX_WALL_TIMEOUT_MS, Namespaces, Policy, Problem, SeccompPolicy,
+    check_grant_path, check_inside_path,
 };
 
 use std::fmt;

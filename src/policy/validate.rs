@@ -1,6 +1,6 @@
 //! `PolicyFile` -> `Policy`: every value checked, every error collected with its key path.
 
-use super::file::{Limit, PolicyFile, ProcMode, RlimitKey, StdinMode};
+use super::file::{Limit, PolicyFile, ProcMode, RlimitKey, StdinMode, SyscallGroup};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
@@ -25,6 +25,35 @@ pub struct Policy {
     pub env_set: Vec<(String, String)>,
     pub hostname: String,
     pub stdin: StdinMode,
+    pub landlock: LandlockPolicy,
+    pub seccomp: SeccompPolicy,
+}
+
+/// Landlock requirements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LandlockPolicy {
+    pub required: bool,
+    pub min_abi: u32,
+}
+
+/// Seccomp groups: every group is denied (EPERM) unless in `allow`; those in `kill` end the run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeccompPolicy {
+    pub required: bool,
+    pub allow: Vec<SyscallGroup>,
+    pub kill: Vec<SyscallGroup>,
+}
+
+impl SeccompPolicy {
+    /// Whether the program may open non-unix sockets.
+    pub fn allow_network(&self) -> bool {
+        self.allow.contains(&SyscallGroup::Network)
+    }
+
+    /// Whether exec after the first is denied.
+    pub fn deny_exec(&self) -> bool {
+        !self.allow.contains(&SyscallGroup::Exec)
+    }
 }
 
 /// Which namespaces the run gets.
@@ -170,6 +199,22 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
         }
     }
 
+    if !(1..=6).contains(&file.landlock.min_abi) {
+        bad("landlock.min-abi", "must be between 1 and 6".into());
+    }
+    let sc = &file.seccomp;
+    for (key, list) in [("seccomp.allow", &sc.allow), ("seccomp.kill", &sc.kill)] {
+        for (i, g) in list.iter().enumerate() {
+            if list[..i].contains(g) {
+                bad(&format!("{key}[{i}]"), format!("{:?} is listed twice", g.name()));
+            }
+        }
+    }
+    for (i, g) in sc.kill.iter().enumerate() {
+        if sc.allow.contains(g) {
+            bad(&format!("seccomp.kill[{i}]"), format!("{:?} is also in seccomp.allow", g.name()));
+        }
+    }
     let hostname = &file.process.hostname;
     if let Err(message) = check_hostname(hostname) {
         bad("process.hostname", message);
@@ -202,6 +247,8 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
         env_set: file.environment.set.0,
         hostname: hostname.clone(),
         stdin: file.process.stdin,
+        landlock: LandlockPolicy { required: file.landlock.required, min_abi: file.landlock.min_abi },
+        seccomp: SeccompPolicy { required: sc.required, allow: sc.allow.clone(), kill: sc.kill.clone() },
     })
 }
 

@@ -101,3 +101,21 @@ pub fn is_root() -> bool {
 pub fn mount_count() -> usize {
     std::fs::read_to_string("/proc/self/mountinfo").map(|s| s.lines().count()).unwrap_or(0)
 }
+
+/// A policy file (world-readable, for tests that run stockade as another user).
+pub fn policy_file(text: &str) -> tempfile::NamedTempFile {
+    let f = tempfile::Builder::new().suffix(".toml").tempfile().expect("tmp");
+    std::fs::write(f.path(), text).expect("write");
+    std::fs::set_permissions(f.path(), std::os::unix::fs::PermissionsExt::from_mode(0o644)).expect("chmod");
+    f
+}
+
+/// The default policy, but with exec allowed: for tests of other walls that run shell
+/// pipelines (`sleep`, `cat`, `ls`...).
+pub fn exec_policy() -> tempfile::NamedTempFile {
+    policy_file("version = 1\n[seccomp]\nallow = [\"exec\"]\n")
+}
+
+pub fn path_of(f: &tempfile::NamedTempFile) -> String {
+    f.path().display().to_string()
+}
