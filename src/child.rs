@@ -160,6 +160,9 @@ pub struct ChildArgs<'a> {
     pub envp: &'a CStrArray<'a>,
     /// The run has its own pid namespace (init is PID 1 of it).
     pub pid_namespace: bool,
+    /// The supervisor's argv and environ areas ([start, end) each), which init inherited and
+    /// scrubs: the program could read them through `/proc/1/cmdline`.
+    pub scrub: [(usize, usize); 2],
 }
 
 /// Bytes of stack for the program's process between its clone and its exec.
@@ -211,7 +214,7 @@ fn setup(a: &ChildArgs<'_>) -> Result<(), Failure> {
     landlock::apply(a.landlock, a.ruleset).map_err(at_step(Stage::Landlock))?;
     // Last: from here until exec only calls the filters allow are made.
     seccomp::apply(a.seccomp, a.sync).map_err(at_step(Stage::Seccomp))?;
-    watch_parent(a.sync)?;
+    watch_parent(a)?;
     sys::reset_signals().map_err(at(Stage::Signals))
 }
 
@@ -226,14 +229,21 @@ fn wait_release(sync: RawFd) -> Result<(), Failure> {
 }
 
 /// Changing ids cleared the parent-death signal and reset dumpability: re-arm the signal, check
-/// the parent did not die in between (its end of the sync channel would have hung up), and make
-/// this process non-dumpable before the program can exist to look at it.
-fn watch_parent(sync: RawFd) -> Result<(), Failure> {
+/// the parent did not die in between (its end of the sync channel would have hung up), make this
+/// process non-dumpable and scrub the supervisor's command line before the program can exist to
+/// look at them.
+fn watch_parent(a: &ChildArgs<'_>) -> Result<(), Failure> {
     sys::set_parent_death_signal(libc::SIGKILL).map_err(at(Stage::Watch))?;
-    if sys::peer_gone(sync) {
+    if sys::peer_gone(a.sync) {
         sys::exit(EXIT_SETUP_FAILED);
     }
-    sys::set_not_dumpable().map_err(at(Stage::Watch))
+    sys::set_not_dumpable().map_err(at(Stage::Watch))?;
+    // /proc/1/cmdline is readable by anyone in the namespace: no supervisor argv or environ in it.
+    for (start, end) in a.scrub {
+        sys::zero_own_args_area(start, end);
+    }
+    sys::set_name(c"stockade-init");
+    Ok(())
 }
 
 /// PID 2: the program.

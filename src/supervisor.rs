@@ -165,6 +165,7 @@ impl Plan {
             argv: &argv,
             envp: &envp,
             pid_namespace: self.policy.namespaces.pid,
+            scrub: args_areas(),
         };
 
         let mut spawn_stack = vec![0u8; child::SPAWN_STACK_BYTES];
@@ -350,6 +351,22 @@ impl Plan {
             None => format!("jail setup failed at {} (stage {}): {}", f.stage.name(), f.stage as u32, f.errno),
         }
     }
+}
+
+/// This process's argv and environ areas (`/proc/self/stat` fields 48-51), read once.
+fn args_areas() -> [(usize, usize); 2] {
+    use std::sync::OnceLock;
+    static AREAS: OnceLock<[(usize, usize); 2]> = OnceLock::new();
+    *AREAS.get_or_init(|| {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        // Fields after the command name, which ends with ") ", start at field 3.
+        let fields: Vec<usize> = stat
+            .rsplit_once(") ")
+            .map(|(_, rest)| rest.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect())
+            .unwrap_or_default();
+        let field = |n: usize| fields.get(n - 3).copied().unwrap_or(0);
+        [(field(48), field(49)), (field(50), field(51))]
+    })
 }
 
 fn killed_by_sigkill(ws: i32) -> bool {

@@ -881,3 +881,30 @@ pub fn seccomp_available() -> bool {
     // SAFETY: integer arguments only.
     unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) >= 0 }
 }
+
+/// Overwrites `[start, end)` of this process's memory with zeros. Used by the run's init on the
+/// argv/environ area it inherited from the supervisor, so `/proc/1/cmdline` shows nothing.
+///
+/// The range must be this process's own argument or environment area as the kernel reports it
+/// (`/proc/self/stat` fields 48-51): mapped, writable, and not read by anything afterwards.
+pub fn zero_own_args_area(start: usize, end: usize) {
+    if start == 0 || end <= start {
+        return;
+    }
+    // SAFETY: per the contract above, [start, end) is the writable argv/environ area at the top
+    // of this (forked, private) process's stack; volatile writes keep the compiler from dropping
+    // them; no Rust reference points into it.
+    unsafe {
+        let mut p = start as *mut u8;
+        while (p as usize) < end {
+            ptr::write_volatile(p, 0);
+            p = p.add(1);
+        }
+    }
+}
+
+/// `prctl(PR_SET_NAME, name)`: the process's `comm`.
+pub fn set_name(name: &CStr) {
+    // SAFETY: name is NUL-terminated (the kernel copies at most 16 bytes).
+    unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr() as c_ulong, 0, 0, 0) };
+}

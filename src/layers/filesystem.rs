@@ -212,10 +212,6 @@ pub fn prepare(policy: &Policy) -> Result<FsPlan, FsError> {
         enabled: policy.namespaces.mount,
         summary: String::new(),
     };
-    if !policy.namespaces.mount {
-        return Ok(plan);
-    }
-
     // Resolve every grant; merge duplicates (writable wins: `--rw` on a policy read-only path).
     let mut resolved: BTreeMap<PathBuf, Resolved> = BTreeMap::new();
     for grant in &fs.grants {
@@ -231,6 +227,22 @@ pub fn prepare(policy: &Policy) -> Result<FsPlan, FsError> {
                 resolved.insert(r.canonical.clone(), r);
             }
         }
+    }
+    if !policy.namespaces.mount {
+        // No root of our own: the host tree is what the program sees. The grants still define
+        // what it may touch, so they still become Landlock rules (with the devices).
+        for (_, r) in resolved {
+            let kind = if r.writable { SourceKind::Writable } else { SourceKind::ReadOnly };
+            plan.sources.push((r.file, kind));
+        }
+        if fs.dev {
+            for name in DEVICES {
+                let host = Path::new("/dev").join(name);
+                let file = open_path(&host).map_err(|source| FsError::Device { path: host.clone(), source })?;
+                plan.sources.push((file, SourceKind::Device { writable: matches!(name, "null" | "zero" | "full") }));
+            }
+        }
+        return Ok(plan);
     }
 
     let mut links: Vec<(PathBuf, PathBuf)> = Vec::new();
@@ -471,8 +483,10 @@ impl FsPlan {
     /// The report entry for this layer.
     pub fn report(&self) -> LayerReport {
         if !self.enabled {
-            return LayerReport::new("filesystem", "host filesystem (namespaces.mount = false)", "none")
-                .with_status(Enforcement::NotEnforced, "disabled by the policy: namespaces.mount = false");
+            return LayerReport::new("filesystem", "host filesystem (namespaces.mount = false)", "none").with_status(
+                Enforcement::NotEnforced,
+                "disabled by the policy: namespaces.mount = false (the grants are still Landlock rules)",
+            );
         }
         LayerReport::new("filesystem", &self.summary, &self.summary)
     }

@@ -119,3 +119,52 @@ pub fn exec_policy() -> tempfile::NamedTempFile {
 pub fn path_of(f: &tempfile::NamedTempFile) -> String {
     f.path().display().to_string()
 }
+
+/// The attack helper (tests/helpers/attack.c), built static once per test binary into
+/// `target/tmp/helpers/`. `None` (with a skip message) when no C compiler is installed.
+pub fn attack_helper() -> Option<PathBuf> {
+    use std::sync::OnceLock;
+    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/helpers/attack.c");
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("helpers");
+            std::fs::create_dir_all(&dir).ok()?;
+            std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).ok()?;
+            let out = dir.join("attack");
+            let tmp = dir.join(format!("attack.{}", std::process::id()));
+            let status = Command::new("gcc").args(["-static", "-O1", "-o"]).arg(&tmp).arg(&src).status();
+            match status {
+                Ok(s) if s.success() => {}
+                _ => {
+                    eprintln!("skip: cannot build tests/helpers/attack.c (needs gcc and libc6-dev)");
+                    return None;
+                }
+            }
+            std::fs::rename(&tmp, &out).ok()?;
+            Some(out)
+        })
+        .clone()
+}
+
+/// Host pid of a process whose command line starts with `prefix` (e.g. the helper's path and
+/// a unique argument): never the stockade process that carries it further along its own.
+pub fn find_process(prefix: &str, exclude: u32) -> Option<i32> {
+    let mut pid = None;
+    wait_for(Duration::from_secs(5), || {
+        pid = processes_with(prefix).into_iter().find(|p| {
+            *p != exclude as i32
+                && std::fs::read(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").starts_with(prefix))
+        });
+        pid.is_some()
+    });
+    pid
+}
+
+/// A world-writable temporary directory (the jail's uid must be able to write it).
+pub fn shared_dir() -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(d.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).expect("chmod");
+    d
+}
