@@ -759,8 +759,15 @@ pub fn landlock_restrict_self(ruleset: RawFd) -> Result<(), Errno> {
     Ok(())
 }
 
-/// A compiled classic-BPF seccomp program, as the kernel takes it.
-pub type SockFilter = seccompiler::sock_filter;
+/// One classic-BPF instruction (`struct sock_filter`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SockFilter {
+    pub code: u16,
+    pub jt: u8,
+    pub jf: u8,
+    pub k: u32,
+}
 
 /// `seccomp(SECCOMP_SET_MODE_FILTER, flags, prog)`: returns the listener fd when `listener`.
 pub fn seccomp_install(prog: &[SockFilter], listener: bool) -> Result<Option<RawFd>, Errno> {

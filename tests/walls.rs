@@ -122,7 +122,13 @@ fn network_walls_hold_each_on_its_own() {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let r = jailed(&helper, &extra, &args);
             if name == "no netns" && target == "abstract" && landlock_abi(&r) < 6 {
-                eprintln!("skip: Landlock ABI {} here: abstract-socket scoping needs 6", landlock_abi(&r));
+                // Without the network namespace, only Landlock's scoping stands here, and this
+                // kernel does not have it (the report says so): the connection does get through.
+                let got = l.received();
+                eprintln!(
+                    "skip: Landlock ABI {} here: abstract-socket scoping needs 6 (reached: {got:?})",
+                    landlock_abi(&r)
+                );
                 continue;
             }
             assert_eq!(r.status, Status::ExitedNonzero, "{name} {args:?}: {r:?}");

@@ -2,6 +2,7 @@
 //! read-only) and a child-side `apply` (raw system calls on prepared data only). The order in which
 //! the child applies them is in `child::enter` and in ARCHITECTURE.md.
 
+pub mod bpf;
 pub mod fds;
 pub mod filesystem;
 pub mod identity;

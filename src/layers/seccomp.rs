@@ -1,14 +1,14 @@
 //! Seccomp: the system calls the program may not make, compiled to BPF in the parent.
 //!
-//! Filters are built with `seccompiler` (one match action per filter) and stacked; the kernel
-//! applies the strictest answer:
-//! 1. **errno**: the denied groups whose violation fails the call with `EPERM` (the default);
-//! 2. **enosys**: `clone3`, so libc falls back to `clone`, whose flags a filter can see;
-//! 3. **notify**: the groups whose violation kills the run, and on kernels before 6.11 the exec
-//!    gate. The supervisor holds the listener: it learns the syscall, kills the run, and reports
-//!    `seccomp-violation` with the name.
+//! One filter (see `bpf.rs` for why it is compiled here rather than by `seccompiler`, which
+//! stays as the test oracle), with an answer per group:
+//! - **EPERM** for the denied groups (the default action);
+//! - **ENOSYS** for `clone3`, so libc falls back to `clone`, whose flags a filter can see;
+//! - **notify** for the groups whose violation kills the run, and for exec: the supervisor holds
+//!   the listener, learns the syscall, and kills the run (reporting `seccomp-violation` with the
+//!   name) or answers.
 //!
-//! Every filter starts with an architecture check that kills any call not made through the
+//! The filter starts with an architecture check that kills any call not made through the
 //! native x86-64 entry point: i386 (`int 0x80`) by the audit arch, and x32 by the syscall number
 //! (bit 30), which an `AUDIT_ARCH_X86_64` check alone lets through.
 //!
@@ -20,38 +20,27 @@
 //! fd argument, and a pointer argument cannot be pinned against a program that maps memory.
 
 use crate::layers::LayerReport;
+use crate::layers::bpf::{self, Action, Entry, Test};
 use crate::policy::{Policy, SyscallGroup};
 use crate::sys::{self, Errno, SockFilter};
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen as Len, SeccompCmpOp as Op, SeccompCondition as Cond, SeccompFilter,
-    SeccompRule, TargetArch,
-};
-use std::collections::BTreeMap;
 
-/// Placeholder errno value marking the notify filter's returns, rewritten to
-/// `SECCOMP_RET_USER_NOTIF` after compilation (seccompiler has no such action).
-const NOTIFY_SENTINEL: u32 = 0xBEEF;
-const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
-const SECCOMP_RET_USER_NOTIF: u32 = 0x7fc0_0000;
-const SECCOMP_RET_KILL_PROCESS: u32 = 0x8000_0000;
-const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
-const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+/// The two tty ioctls of the `tty-inject` group (request numbers, an unsigned int).
+const TIOCSTI: u32 = 0x5412;
+const TIOCLINUX: u32 = 0x541C;
+const EPERM: u16 = 1;
+const ENOSYS: u16 = 38;
 
-const NS_FLAGS: [i32; 8] = [
-    libc::CLONE_NEWNS,
-    libc::CLONE_NEWCGROUP,
-    libc::CLONE_NEWUTS,
-    libc::CLONE_NEWIPC,
-    libc::CLONE_NEWUSER,
-    libc::CLONE_NEWPID,
-    libc::CLONE_NEWNET,
-    0x80, // CLONE_NEWTIME
-];
+const NS_FLAGS: u32 = (libc::CLONE_NEWNS
+    | libc::CLONE_NEWCGROUP
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUSER
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET
+    | 0x80) as u32; // CLONE_NEWTIME
 
 #[derive(Debug, thiserror::Error)]
 pub enum SeccompError {
-    #[error("seccomp: cannot compile the {which} filter: {reason}")]
-    Compile { which: &'static str, reason: String },
     #[error(
         "seccomp: this kernel has no seccomp filter support (CONFIG_SECCOMP_FILTER); run on a kernel with it, or \
          set seccomp.required = false"
@@ -59,31 +48,29 @@ pub enum SeccompError {
     Unavailable,
 }
 
-/// One denied system call, with the conditions under which it is denied (none: always).
-struct Deny {
-    name: &'static str,
-    nr: i64,
-    rules: Vec<Vec<Cond>>,
+/// One denied system call, with the rules under which it is denied (none: always).
+pub(crate) struct Deny {
+    pub name: &'static str,
+    pub nr: i64,
+    pub rules: Vec<Vec<(u8, Test)>>,
 }
 
 fn always(name: &'static str, nr: i64) -> Deny {
     Deny { name, nr, rules: Vec::new() }
 }
 
-fn cond(arg: u8, len: Len, op: Op, value: u64) -> Cond {
-    // Only fails for an argument index above 5; every index here is a literal 0-4.
-    Cond::new(arg, len, op, value).unwrap_or_else(|_| unreachable!("argument index {arg} is valid"))
-}
-
 /// The system calls of a group, as denied.
-fn group_calls(g: SyscallGroup) -> Vec<Deny> {
+pub(crate) fn group_calls(g: SyscallGroup) -> Vec<Deny> {
     use SyscallGroup as G;
     match g {
-        G::Network => ["socket", "socketpair"]
-            .iter()
-            .zip([libc::SYS_socket, libc::SYS_socketpair])
-            .map(|(name, nr)| Deny { name, nr, rules: vec![vec![cond(0, Len::Dword, Op::Ne, libc::AF_UNIX as u64)]] })
-            .collect(),
+        G::Network => vec![
+            Deny { name: "socket", nr: libc::SYS_socket, rules: vec![vec![(0, Test::Ne(libc::AF_UNIX as u32))]] },
+            Deny {
+                name: "socketpair",
+                nr: libc::SYS_socketpair,
+                rules: vec![vec![(0, Test::Ne(libc::AF_UNIX as u32))]],
+            },
+        ],
         G::Exec => vec![always("execve", libc::SYS_execve), always("execveat", libc::SYS_execveat)],
         G::IoUring => vec![
             always("io_uring_setup", libc::SYS_io_uring_setup),
@@ -101,11 +88,7 @@ fn group_calls(g: SyscallGroup) -> Vec<Deny> {
         G::Namespaces => vec![
             always("unshare", libc::SYS_unshare),
             always("setns", libc::SYS_setns),
-            Deny {
-                name: "clone",
-                nr: libc::SYS_clone,
-                rules: NS_FLAGS.iter().map(|f| vec![cond(0, Len::Qword, Op::MaskedEq(*f as u64), *f as u64)]).collect(),
-            },
+            Deny { name: "clone", nr: libc::SYS_clone, rules: vec![vec![(0, Test::AnyBits(NS_FLAGS))]] },
         ],
         G::Mount => vec![
             always("mount", libc::SYS_mount),
@@ -153,15 +136,13 @@ fn group_calls(g: SyscallGroup) -> Vec<Deny> {
             name: "personality",
             nr: libc::SYS_personality,
             // PER_LINUX (0) and the query (0xffffffff) stay allowed.
-            rules: vec![vec![cond(0, Len::Dword, Op::Ne, 0), cond(0, Len::Dword, Op::Ne, 0xffff_ffff)]],
+            rules: vec![vec![(0, Test::Ne(0)), (0, Test::Ne(0xffff_ffff))]],
         }],
         G::TtyInject => vec![Deny {
             name: "ioctl",
             nr: libc::SYS_ioctl,
-            rules: vec![
-                vec![cond(1, Len::Dword, Op::Eq, libc::TIOCSTI)],
-                vec![cond(1, Len::Dword, Op::Eq, libc::TIOCLINUX)],
-            ],
+            // The request is an unsigned int: only its low 32 bits count.
+            rules: vec![vec![(1, Test::Eq(TIOCSTI))], vec![(1, Test::Eq(TIOCLINUX))]],
         }],
         G::Admin => vec![
             always("acct", libc::SYS_acct),
@@ -209,47 +190,27 @@ pub struct SeccompPlan {
     enabled: bool,
 }
 
-fn compile(
-    which: &'static str,
-    rules: BTreeMap<i64, Vec<SeccompRule>>,
-    action: SeccompAction,
-) -> Result<BpfProgram, SeccompError> {
-    let err = |e: seccompiler::BackendError| SeccompError::Compile { which, reason: e.to_string() };
-    let filter = SeccompFilter::new(rules, SeccompAction::Allow, action, TargetArch::x86_64).map_err(err)?;
-    BpfProgram::try_from(filter).map_err(err)
-}
-
-/// The native-arch prefix: kill non-x86-64 audit arches and x32 syscall numbers.
-fn arch_prefix() -> Vec<SockFilter> {
-    let stmt = |code: u16, k: u32| SockFilter { code, jt: 0, jf: 0, k };
-    let jump = |code: u16, k: u32, jt: u8, jf: u8| SockFilter { code, jt, jf, k };
-    const LD_W_ABS: u16 = 0x20;
-    const JEQ_K: u16 = 0x15;
-    const JGE_K: u16 = 0x35;
-    const RET_K: u16 = 0x06;
-    vec![
-        stmt(LD_W_ABS, 4), // seccomp_data.arch
-        jump(JEQ_K, AUDIT_ARCH_X86_64, 1, 0),
-        stmt(RET_K, SECCOMP_RET_KILL_PROCESS),
-        stmt(LD_W_ABS, 0), // seccomp_data.nr
-        jump(JGE_K, X32_SYSCALL_BIT, 0, 1),
-        stmt(RET_K, SECCOMP_RET_KILL_PROCESS),
-    ]
-}
-
-fn add_rules(map: &mut BTreeMap<i64, Vec<SeccompRule>>, calls: Vec<Deny>) -> Result<(), SeccompError> {
-    for d in calls {
-        let entry = map.entry(d.nr).or_default();
-        for conds in d.rules {
-            let rule =
-                SeccompRule::new(conds).map_err(|e| SeccompError::Compile { which: "rule", reason: e.to_string() })?;
-            entry.push(rule);
+/// The filter's entries for a policy: every call of every group not allowed, with its action.
+pub(crate) fn entries(allow: &[SyscallGroup], kill: &[SyscallGroup]) -> Vec<Entry> {
+    let mut out = Vec::new();
+    for g in SyscallGroup::ALL {
+        if allow.contains(&g) {
+            continue;
+        }
+        // Exec always goes to the supervisor (it lets the first through); other groups by action.
+        let action = if kill.contains(&g) || g == SyscallGroup::Exec { Action::Notify } else { Action::Errno(EPERM) };
+        for d in group_calls(g) {
+            out.push(Entry { nr: u32::try_from(d.nr).unwrap_or(u32::MAX), rules: d.rules, action });
         }
     }
-    Ok(())
+    if !allow.contains(&SyscallGroup::Namespaces) {
+        let action = if kill.contains(&SyscallGroup::Namespaces) { Action::Notify } else { Action::Errno(ENOSYS) };
+        out.push(Entry { nr: u32::try_from(libc::SYS_clone3).unwrap_or(u32::MAX), rules: vec![], action });
+    }
+    out
 }
 
-/// Compiles the policy's filters.
+/// Compiles the policy's filter.
 pub fn prepare(policy: &Policy) -> Result<SeccompPlan, SeccompError> {
     let sc = &policy.seccomp;
     if !sys::seccomp_available() {
@@ -266,42 +227,12 @@ pub fn prepare(policy: &Policy) -> Result<SeccompPlan, SeccompError> {
         });
     }
     let exec = if sc.allow.contains(&SyscallGroup::Exec) { ExecGuard::None } else { ExecGuard::Supervised };
-    let mut errno_rules = BTreeMap::new();
-    let mut notify_rules = BTreeMap::new();
-    let mut denied = Vec::new();
-    let mut killed = Vec::new();
-    for g in SyscallGroup::ALL {
-        if sc.allow.contains(&g) {
-            continue;
-        }
-        let kill = sc.kill.contains(&g);
-        if kill {
-            killed.push(g);
-        } else {
-            denied.push(g);
-        }
-        // Exec always goes to the supervisor; other groups by their action.
-        let notify = kill || g == SyscallGroup::Exec;
-        add_rules(if notify { &mut notify_rules } else { &mut errno_rules }, group_calls(g))?;
-    }
-    let mut filters = Vec::new();
-    let mut errno = arch_prefix();
-    errno.extend(compile("errno", errno_rules, SeccompAction::Errno(libc::EPERM as u32))?);
-    filters.push((errno, false));
-    if !sc.allow.contains(&SyscallGroup::Namespaces) {
-        let mut clone3 = BTreeMap::new();
-        clone3.insert(libc::SYS_clone3, Vec::new());
-        filters.push((compile("enosys", clone3, SeccompAction::Errno(libc::ENOSYS as u32))?, false));
-    }
-    if !notify_rules.is_empty() {
-        let mut notify = compile("notify", notify_rules, SeccompAction::Errno(NOTIFY_SENTINEL))?;
-        for ins in &mut notify {
-            if ins.code == 0x06 && ins.k == SECCOMP_RET_ERRNO | NOTIFY_SENTINEL {
-                ins.k = SECCOMP_RET_USER_NOTIF;
-            }
-        }
-        filters.push((notify, true));
-    }
+    let denied: Vec<SyscallGroup> =
+        SyscallGroup::ALL.into_iter().filter(|g| !sc.allow.contains(g) && !sc.kill.contains(g)).collect();
+    let killed: Vec<SyscallGroup> = SyscallGroup::ALL.into_iter().filter(|g| sc.kill.contains(g)).collect();
+    let entries = entries(&sc.allow, &sc.kill);
+    let listener = entries.iter().any(|e| e.action == Action::Notify);
+    let filters = vec![(bpf::compile(entries), listener)];
     Ok(SeccompPlan { filters, exec, denied, killed, allowed: sc.allow.clone(), enabled: true })
 }
 
@@ -351,10 +282,115 @@ impl SeccompPlan {
             ExecGuard::Supervised => "the supervisor lets the exec that starts the program through, then no other",
         };
         let applied = format!(
-            "{} filters, {} BPF instructions; {exec}",
-            self.filters.len(),
-            self.filters.iter().map(|(f, _)| f.len()).sum::<usize>()
+            "{} BPF instructions in {} filter; {exec}",
+            self.filters.iter().map(|(f, _)| f.len()).sum::<usize>(),
+            self.filters.len()
         );
         LayerReport::new("seccomp", &asked, &applied)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The compact filter agrees with one `seccompiler` builds from the same groups, on every
+    //! syscall number and the arguments the rules look at.
+    use super::*;
+    use crate::layers::bpf::interp;
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+        TargetArch,
+    };
+    use std::collections::BTreeMap;
+
+    fn oracle(entries: &[Entry]) -> Vec<Vec<SockFilter>> {
+        // seccompiler has one action per filter: one filter per action, the kernel keeps the
+        // strictest answer (which `run_all` below mimics).
+        let mut by_action: BTreeMap<Action, BTreeMap<i64, Vec<SeccompRule>>> = BTreeMap::new();
+        for e in entries {
+            let rules = by_action.entry(e.action).or_default().entry(i64::from(e.nr)).or_default();
+            for rule in &e.rules {
+                let mut expanded: Vec<Vec<SeccompCondition>> = vec![vec![]];
+                for &(arg, t) in rule {
+                    let c = |op, v| SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, v).expect("cond");
+                    match t {
+                        Test::Eq(v) => expanded.iter_mut().for_each(|r| r.push(c(SeccompCmpOp::Eq, v.into()))),
+                        Test::Ne(v) => expanded.iter_mut().for_each(|r| r.push(c(SeccompCmpOp::Ne, v.into()))),
+                        Test::AnyBits(m) => {
+                            // Any bit set: one rule per bit.
+                            let base = expanded.pop().unwrap_or_default();
+                            for bit in (0..32).map(|b| 1u32 << b).filter(|b| m & b != 0) {
+                                let mut r = base.clone();
+                                r.push(c(SeccompCmpOp::MaskedEq(bit.into()), bit.into()));
+                                expanded.push(r);
+                            }
+                        }
+                    }
+                }
+                rules.extend(expanded.into_iter().map(|c| SeccompRule::new(c).expect("rule")));
+            }
+        }
+        by_action
+            .into_iter()
+            .map(|(action, rules)| {
+                let act = match action {
+                    Action::Errno(e) => SeccompAction::Errno(e.into()),
+                    Action::Kill => SeccompAction::KillProcess,
+                    // seccompiler has no notify action: a marker errno stands in for it.
+                    Action::Notify => SeccompAction::Errno(0xBEEF),
+                    Action::Allow => SeccompAction::Allow,
+                };
+                let f = SeccompFilter::new(rules, SeccompAction::Allow, act, TargetArch::x86_64).expect("filter");
+                let prog: BpfProgram = f.try_into().expect("compile");
+                prog.into_iter()
+                    .map(|i| {
+                        let k = if i.k == 0x0005_BEEF { Action::Notify.ret() } else { i.k };
+                        SockFilter { code: i.code, jt: i.jt, jf: i.jf, k }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The kernel's precedence across stacked filters: kill, then errno, then notify, then allow.
+    fn rank(ret: u32) -> u32 {
+        match ret & 0xffff_0000 {
+            0x8000_0000 | 0x0000_0000 => 0,
+            0x0005_0000 => 2,
+            0x7fc0_0000 => 3,
+            _ => 9,
+        }
+    }
+
+    #[test]
+    fn constants_match_the_kernel_headers() {
+        assert_eq!((u64::from(TIOCSTI), u64::from(TIOCLINUX)), (libc::TIOCSTI, libc::TIOCLINUX));
+        assert_eq!((i32::from(EPERM), i32::from(ENOSYS)), (libc::EPERM, libc::ENOSYS));
+    }
+
+    #[test]
+    fn compact_filter_agrees_with_seccompiler_for_every_call() {
+        use SyscallGroup as G;
+        for (allow, kill) in [
+            (vec![], vec![]),
+            (vec![G::Exec, G::Network], vec![G::Ptrace, G::Mount]),
+            (vec![G::Namespaces], vec![G::Personality, G::TtyInject]),
+            (vec![], vec![G::Namespaces, G::Network]),
+        ] {
+            let entries = entries(&allow, &kill);
+            let ours = bpf::compile(entries.clone());
+            let theirs = oracle(&entries);
+            let theirs_len: usize = theirs.iter().map(Vec::len).sum();
+            assert!(ours.len() * 2 < theirs_len, "{} vs {} instructions", ours.len(), theirs_len);
+            let samples: [u64; 9] = [0, 1, 2, 10, 0xffff_ffff, 0x5412, 0x541c, 0x1_0000_0000, 0x1000_0000 | 0x11];
+            for nr in 0..470 {
+                for &a in &samples {
+                    let d = interp::Data { nr, arch: 0xc000_003e, args: [a, a, 0, 0, 0, 0] };
+                    let mine = interp::run(&ours, &d);
+                    let best =
+                        theirs.iter().map(|p| interp::run(p, &d)).min_by_key(|r| rank(*r)).unwrap_or(0x7fff_0000);
+                    assert_eq!(mine, best, "nr {nr} arg {a:#x}, allow {allow:?} kill {kill:?}");
+                }
+            }
+        }
     }
 }

@@ -136,6 +136,8 @@ pub fn attack_helper() -> Option<PathBuf> {
             let status = Command::new("gcc").args(["-static", "-O1", "-o"]).arg(&tmp).arg(&src).status();
             match status {
                 Ok(s) if s.success() => {}
+                // No compiler (the test VM): use a helper built and copied in beforehand.
+                _ if out.exists() => return Some(out),
                 _ => {
                     eprintln!("skip: cannot build tests/helpers/attack.c (needs gcc and libc6-dev)");
                     return None;

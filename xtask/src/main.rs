@@ -2,6 +2,10 @@
 //!
 //! - `bench [--rounds N] [--spaced-ms MS]`: builds a static `true` from C, a release (static)
 //!   stockade and the bench harness, then runs every configuration interleaved in one process.
+//! - `vm-test [--allow-skip]`: runs the degraded-kernel tests (and the wall tests) inside the
+//!   cgroup v2 VM of `xtask/vm/` (Linux 6.1, Landlock ABI 2). With `--allow-skip`, a host that
+//!   cannot boot the VM is reported and skipped instead of failing.
+//! - `build-static`: the release CLI, statically linked.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -53,6 +57,64 @@ fn bench(args: &[String]) -> Result<(), String> {
         .args(args))
 }
 
+/// The test binaries cargo builds for `--test NAME`s, by target name.
+fn test_executables(root: &Path, names: &[&str]) -> Result<Vec<(String, PathBuf)>, String> {
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(root).args(["test", "--no-run", "--quiet", "--message-format=json"]);
+    for n in names {
+        cmd.args(["--test", n]);
+    }
+    let out = cmd.output().map_err(|e| format!("cargo test --no-run: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("cargo test --no-run failed:\n{}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let mut found = Vec::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let (Some(name), Some(exe)) = (v["target"]["name"].as_str(), v["executable"].as_str()) else { continue };
+        if names.contains(&name) {
+            found.push((name.to_string(), PathBuf::from(exe)));
+        }
+    }
+    Ok(found)
+}
+
+fn vm_test(args: &[String]) -> Result<(), String> {
+    let allow_skip = args.iter().any(|a| a == "--allow-skip");
+    let root = root();
+    let vm = root.join("xtask/vm");
+    if let Err(e) = run(&mut Command::new(vm.join("setup.sh"))) {
+        if allow_skip {
+            println!("vm-test: SKIPPED: the test VM cannot be set up on this host ({e})");
+            return Ok(());
+        }
+        return Err(e);
+    }
+    run(Command::new("cargo").current_dir(&root).args(["build", "--quiet", "--bin", "stockade"]))?;
+    let stockade = root.join("target/debug/stockade");
+    // The attack helper: the VM has no compiler, so it goes in prebuilt where the tests look.
+    let helpers = root.join("target/tmp/helpers");
+    std::fs::create_dir_all(&helpers).map_err(|e| e.to_string())?;
+    let helper = helpers.join("attack");
+    run(Command::new("gcc").args(["-static", "-O1", "-o"]).arg(&helper).arg(root.join("tests/helpers/attack.c")))?;
+    let tests = test_executables(&root, &["degraded", "walls"])?;
+    let mut cmd = Command::new(vm.join("run.sh"));
+    cmd.args(["--mem", "1024", "--timeout", "900"]);
+    let same = |p: &Path| format!("{}:{}", p.display(), p.display());
+    cmd.arg("--file").arg(same(&stockade)).arg("--file").arg(same(&helper));
+    let mut script = String::from("set -e\n");
+    for (name, exe) in &tests {
+        cmd.arg("--file").arg(format!("{}:/t/{name}", exe.display()));
+        script.push_str(&format!("echo '== {name} (in the VM)'\n/t/{name} --test-threads=1\n"));
+    }
+    cmd.args(["--env", "RUST_BACKTRACE=1", "--", "/bin/sh", "-c", &script]);
+    println!(
+        "vm-test: booting the VM (Linux 6.1, cgroup v2, Landlock ABI 2) and running {} test binaries",
+        tests.len()
+    );
+    run(&mut cmd)
+}
+
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(0, |n| n.get())
 }
@@ -66,7 +128,10 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("bench") => bench(&args[1..]),
         Some("build-static") => build_static_cli(&root()).map(|p| println!("{}", p.display())),
-        _ => Err("usage: cargo xtask bench [--rounds N] [--spaced-ms MS] | build-static".into()),
+        Some("vm-test") => vm_test(&args[1..]),
+        _ => {
+            Err("usage: cargo xtask bench [--rounds N] [--spaced-ms MS] | vm-test [--allow-skip] | build-static".into())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
