@@ -29,9 +29,9 @@ pub enum Error {
     Seccomp(#[from] SeccompError),
     #[error(transparent)]
     Program(#[from] ProgramError),
-    /// `clone3` refused the namespaces.
-    #[error("cannot create the run's namespaces ({flags}): {errno}{hint}")]
-    Namespaces { flags: String, errno: Errno, hint: &'static str },
+    /// `clone3` refused the namespaces; `which` names the one refused when a probe found it.
+    #[error("namespaces: cannot create the {which} namespace: {errno}{hint}{relax}")]
+    Namespaces { which: String, errno: Errno, hint: &'static str, relax: String },
     /// A supervisor resource (pipe, poll, wait) failed.
     #[error("supervisor: cannot {what}: {errno}")]
     Supervisor { what: &'static str, errno: Errno },

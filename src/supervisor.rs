@@ -218,34 +218,29 @@ impl Plan {
     }
 
     fn clone_error(&self, errno: Errno) -> Error {
-        let names: Vec<&str> = [
-            (libc::CLONE_NEWUSER, "user"),
-            (libc::CLONE_NEWPID, "pid"),
-            (libc::CLONE_NEWNS, "mount"),
-            (libc::CLONE_NEWNET, "net"),
-            (libc::CLONE_NEWIPC, "ipc"),
-            (libc::CLONE_NEWUTS, "uts"),
-            (libc::CLONE_NEWCGROUP, "cgroup"),
-        ]
-        .iter()
-        .filter(|(f, _)| self.ns.clone_flags & (*f as u64) != 0)
-        .map(|(_, n)| *n)
-        .collect();
-        let userns = self.ns.clone_flags & libc::CLONE_NEWUSER as u64 != 0;
+        let culprit = crate::layers::namespaces::find_refused(self.ns.clone_flags);
+        let user = culprit == Some("user");
         let hint = match errno.0 {
-            libc::ENOSPC | libc::EUSERS if userns => {
+            libc::ENOSPC | libc::EUSERS => {
                 "; the host's namespace limit is reached or zero (sysctl user.max_user_namespaces and the other \
                  user.max_*_namespaces)"
             }
-            libc::EPERM | libc::EACCES | libc::EINVAL if userns => {
+            libc::EPERM | libc::EACCES | libc::EINVAL if user => {
                 "; unprivileged user namespaces look disabled on this host (sysctl kernel.unprivileged_userns_clone, \
                  user.max_user_namespaces, AppArmor's kernel.apparmor_restrict_unprivileged_userns, or a container's \
-                 seccomp profile); enable them, or run as root with namespaces.user = false"
+                 seccomp profile)"
             }
-            libc::EPERM => "; creating namespaces needs root or a user namespace (namespaces.user = true)",
+            libc::EPERM if self.ns.clone_flags & libc::CLONE_NEWUSER as u64 == 0 => {
+                "; creating namespaces needs root or a user namespace (namespaces.user = true)"
+            }
             _ => "",
         };
-        Error::Namespaces { flags: names.join(", "), errno, hint }
+        let relax = match culprit {
+            Some("user") => "; enable it, or run as root with namespaces.user = false".to_string(),
+            Some(name) => format!("; to run without it, set namespaces.{name} = false"),
+            None => String::new(),
+        };
+        Error::Namespaces { which: culprit.map_or("run's".into(), |n| n.to_string()), errno, hint, relax }
     }
 
     fn build_report(&self, o: Outcome, wall: Duration, stdout: StreamReport, stderr: StreamReport) -> Report {

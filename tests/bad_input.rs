@@ -142,12 +142,20 @@ fn user_namespaces_disabled() {
         return;
     }
     assert_eq!(out.status.code(), Some(125), "{stderr}");
-    assert!(
-        stderr.contains("cannot create the run's namespaces (user, pid, mount, net, ipc, uts, cgroup)"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("namespaces: cannot create the user namespace: no space left on device"), "{stderr}");
     assert!(stderr.contains("user.max_user_namespaces"), "{stderr}");
+    assert!(stderr.contains("namespaces.user = false"), "{stderr}");
     assert_eq!(mount_count(), mounts);
+    // Another namespace refused: the message names it and the key that turns it off.
+    let out = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "/bin/sh", "-c"])
+        .arg(format!("echo 0 > /proc/sys/user/max_net_namespaces && exec {bin} run -- /bin/true"))
+        .output()
+        .expect("unshare");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("cannot create the net namespace: no space left on device"), "{stderr}");
+    assert!(stderr.contains("to run without it, set namespaces.net = false"), "{stderr}");
 }
 
 #[test]

@@ -3,6 +3,8 @@
 
 use crate::layers::{Enforcement, LayerReport};
 use crate::policy::Namespaces;
+use crate::sys::{self, Forked};
+use std::os::fd::AsFd;
 
 /// The `clone3` flags for a policy's namespaces.
 #[derive(Debug, Clone, Copy)]
@@ -57,4 +59,28 @@ impl NsPlan {
             })
             .collect()
     }
+}
+
+/// After `clone3` refused the run's flags: which namespace is it? Tries the user namespace alone,
+/// then each other one with it, in a child that exits at once. Only runs on the failure path.
+pub fn find_refused(flags: u64) -> Option<&'static str> {
+    let user = libc::CLONE_NEWUSER as u64;
+    let try_flags = |f: u64| -> bool {
+        match sys::clone3(f, None) {
+            Ok(Forked::Child) => sys::exit(0),
+            Ok(Forked::Parent { pidfd, .. }) => {
+                let _ = sys::waitid_pidfd(pidfd.as_fd());
+                true
+            }
+            Err(_) => false,
+        }
+    };
+    let base = flags & user;
+    if base != 0 && !try_flags(base) {
+        return Some("user");
+    }
+    TABLE
+        .iter()
+        .filter(|(_, f)| *f as u64 != user && flags & *f as u64 != 0)
+        .find_map(|(name, f)| (!try_flags(base | *f as u64)).then_some(*name))
 }
