@@ -126,7 +126,7 @@ fn a_working_directory_missing_inside_is_refused_before_start() {
 #[test]
 fn user_namespaces_disabled() {
     // Inside a user namespace of our own, set the namespace limit to 0 and try.
-    let bin = env!("CARGO_BIN_EXE_stockade");
+    let bin = stockade_bin().display().to_string();
     let mounts = mount_count();
     let out = std::process::Command::new("unshare")
         .args(["--user", "--map-root-user", "/bin/sh", "-c"])

@@ -192,7 +192,7 @@ fn killing_the_supervisor_kills_the_run() {
 fn an_inherited_fd_without_cloexec_is_not_visible_inside() {
     // A careless caller: a shell opens fd 7 on a host directory (not close-on-exec) and execs us.
     let check = "if [ -e /proc/self/fd/7 ]; then echo OPEN; else echo CLOSED; fi";
-    let bin = env!("CARGO_BIN_EXE_stockade");
+    let bin = stockade_bin().display().to_string();
     let out = std::process::Command::new("/bin/sh")
         .arg("-c")
         .arg(format!("exec 7</etc; exec {bin} run --report - -- /bin/sh -c '{check}'"))
@@ -340,7 +340,7 @@ fn an_unprivileged_caller_maps_to_itself() {
     let work = tempfile::tempdir().expect("tempdir");
     std::fs::set_permissions(work.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).expect("chmod");
     let w = work.path().display().to_string();
-    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_stockade"));
+    let mut c = std::process::Command::new(stockade_bin().display().to_string());
     let p = exec_policy();
     c.args([
         "run",

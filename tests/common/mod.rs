@@ -7,9 +7,14 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use stockade::Report;
 
-/// The binary under test.
+/// The binary under test: `$STOCKADE_BIN` when set (the test VM, where the build tree is not
+/// at its host path), else the one cargo built.
+pub fn stockade_bin() -> PathBuf {
+    std::env::var_os("STOCKADE_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_stockade")), PathBuf::from)
+}
+
 pub fn stockade() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_stockade"));
+    let mut c = Command::new(stockade_bin());
     c.stdin(Stdio::null());
     c
 }
@@ -127,6 +132,10 @@ pub fn attack_helper() -> Option<PathBuf> {
     static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
     BUILT
         .get_or_init(|| {
+            // The test VM has no compiler: xtask copies a prebuilt helper in and names it.
+            if let Some(p) = std::env::var_os("STOCKADE_TEST_HELPER") {
+                return Some(PathBuf::from(p));
+            }
             let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/helpers/attack.c");
             let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("helpers");
             std::fs::create_dir_all(&dir).ok()?;

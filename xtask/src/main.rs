@@ -100,8 +100,11 @@ fn vm_test(args: &[String]) -> Result<(), String> {
     let tests = test_executables(&root, &["degraded", "walls"])?;
     let mut cmd = Command::new(vm.join("run.sh"));
     cmd.args(["--mem", "1024", "--timeout", "900"]);
-    let same = |p: &Path| format!("{}:{}", p.display(), p.display());
-    cmd.arg("--file").arg(same(&stockade)).arg("--file").arg(same(&helper));
+    // /tmp, /run and /dev are mounted over in the guest: everything goes under /t, and the tests
+    // are told where (the build tree may be anywhere on the host, /tmp included).
+    cmd.arg("--file").arg(format!("{}:/t/stockade", stockade.display()));
+    cmd.arg("--file").arg(format!("{}:/t/helpers/attack", helper.display()));
+    cmd.args(["--env", "STOCKADE_BIN=/t/stockade", "--env", "STOCKADE_TEST_HELPER=/t/helpers/attack"]);
     let mut script = String::from("set -e\n");
     for (name, exe) in &tests {
         cmd.arg("--file").arg(format!("{}:/t/{name}", exe.display()));
