@@ -50,6 +50,9 @@ pub struct RunArgs {
     /// Working directory inside the jail.
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
+    /// The cgroup (a path as in /proc/self/cgroup) under which the run's cgroup is made.
+    #[arg(long, value_name = "CGROUP")]
+    pub cgroup_parent: Option<String>,
     /// Give the program the caller's stdin (default: /dev/null).
     #[arg(long)]
     pub stdin: bool,

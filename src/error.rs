@@ -2,6 +2,7 @@
 //! Failures inside the jail after fork are not errors: they come back as a report with status
 //! `setup-failed`.
 
+use crate::layers::cgroup::CgroupError;
 use crate::layers::filesystem::FsError;
 use crate::layers::identity::IdentityError;
 use crate::layers::landlock::LandlockError;
@@ -27,6 +28,8 @@ pub enum Error {
     Landlock(#[from] LandlockError),
     #[error(transparent)]
     Seccomp(#[from] SeccompError),
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
     #[error(transparent)]
     Program(#[from] ProgramError),
     /// `clone3` refused the namespaces; `which` names the one refused when a probe found it.

@@ -49,6 +49,9 @@ fn policy_for(args: &RunArgs) -> Result<Policy, PolicyError> {
     if let Some(cwd) = &args.cwd {
         policy.set_cwd(cwd, "--cwd")?;
     }
+    if let Some(parent) = &args.cgroup_parent {
+        policy.set_cgroup_parent(parent, "--cgroup-parent")?;
+    }
     Ok(policy)
 }
 

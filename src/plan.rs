@@ -2,6 +2,7 @@
 //! that allocates for a run's child; a `Plan` can be run many times.
 
 use crate::error::Error;
+use crate::layers::cgroup::{self, CgroupPlan};
 use crate::layers::filesystem::{self, FsPlan};
 use crate::layers::identity::{self, IdPlan};
 use crate::layers::landlock::{self, LandlockPlan};
@@ -66,6 +67,7 @@ pub struct Plan {
     pub(crate) privileges: PrivPlan,
     pub(crate) landlock: LandlockPlan,
     pub(crate) seccomp: SeccompPlan,
+    pub(crate) cgroup: CgroupPlan,
     pub(crate) program: ProgramPlan,
     pub(crate) envp: Vec<CString>,
     pub(crate) stdin: StdinMode,
@@ -84,6 +86,7 @@ impl Plan {
         let privileges = privileges::prepare();
         let landlock = landlock::prepare(policy, &fs)?;
         let seccomp = seccomp::prepare(policy)?;
+        let cgroup = cgroup::prepare(&policy.cgroups, &cgroup::host::Host::current())?;
         let env = environment(policy);
         let path_var = env.iter().rev().find(|(k, _)| k == "PATH").map_or(DEFAULT_PATH, |(_, v)| v.as_str());
         let mut program = program::prepare(&job.program, &job.args, path_var, &fs)?;
@@ -104,6 +107,7 @@ impl Plan {
             privileges,
             landlock,
             seccomp,
+            cgroup,
             program,
             envp,
             stdin: job.stdin.unwrap_or(policy.stdin),
@@ -123,7 +127,12 @@ impl Plan {
 
     /// The enforcement entries every successful start of this plan gets, in jail order.
     pub fn layers(&self) -> Vec<LayerReport> {
+        self.layers_with(true)
+    }
+
+    pub(crate) fn layers_with(&self, cgroup_leaf: bool) -> Vec<LayerReport> {
         let mut out = self.ns.report();
+        out.push(self.cgroup.report(cgroup_leaf));
         out.push(self.id.report());
         out.push(self.fs.report());
         out.push(self.uts.report());

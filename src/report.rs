@@ -35,6 +35,13 @@ pub enum Status {
     /// The program made a system call in a seccomp group whose action is `kill`: the whole run
     /// was killed. `seccomp-violation` names the call.
     SeccompViolation,
+    /// The run reached its memory limit and the kernel OOM-killed a process of it.
+    Oom,
+    /// The program ended by its CPU-time limit (`rlimits.cpu-seconds`).
+    CpuLimit,
+    /// A fork or thread creation was refused at `cgroups.pids-max` (the program's own exit code
+    /// is kept); see also `pids-limit-hit`.
+    PidsLimit,
 }
 
 /// The system call that ended a run with status `seccomp-violation`.
@@ -141,6 +148,18 @@ pub struct Report {
     pub cpu_sys_ms: f64,
     /// Largest resident set of any single process of the run, bytes.
     pub max_rss_bytes: u64,
+    /// Most memory the run's cgroup held at once (all processes, page cache, tmpfs), bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_peak_bytes: Option<u64>,
+    /// Processes the kernel OOM-killed in the run's cgroup.
+    #[serde(default)]
+    pub oom_kills: u64,
+    /// Most processes and threads alive at once in the run's cgroup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pids_peak: Option<u64>,
+    /// Whether a fork or thread creation was refused at `cgroups.pids-max`.
+    #[serde(default)]
+    pub pids_limit_hit: bool,
     pub stdout: StreamReport,
     pub stderr: StreamReport,
     /// Each layer, in the order the jail applies them.
@@ -224,6 +243,10 @@ mod tests {
             cpu_user_ms: 0.5,
             cpu_sys_ms: 1.0,
             max_rss_bytes: 4096,
+            memory_peak_bytes: Some(8192),
+            oom_kills: 0,
+            pids_peak: Some(2),
+            pids_limit_hit: false,
             stdout: StreamReport { bytes: 3, truncated: false, text: Some("hi\n".into()), base64: None },
             stderr: StreamReport::default(),
             enforcement: vec![LayerReport::new("namespace.user", "new", "new")],

@@ -8,6 +8,7 @@
 
 use crate::child::{self, ChildArgs, Failure, MSG_LEN, Stage, TAG_EXIT, TAG_FAILURE};
 use crate::error::Error;
+use crate::layers::cgroup::{CgroupStats, Leaf};
 use crate::layers::fds::ChildFds;
 use crate::layers::seccomp::{self, ExecGuard, SeccompPlan};
 use crate::plan::Plan;
@@ -169,8 +170,10 @@ impl Plan {
         };
 
         let mut spawn_stack = vec![0u8; child::SPAWN_STACK_BYTES];
+        // The run's cgroup leaves (removed when `leaf` drops, on every path out of here).
+        let leaf = self.cgroup.create_leaf()?;
         let start = Instant::now();
-        let (pid, pidfd) = match sys::clone3(self.ns.clone_flags, None) {
+        let (pid, pidfd) = match sys::clone3(self.ns.clone_flags, leaf.as_ref().and_then(Leaf::clone_fd)) {
             Ok(Forked::Child) => child::enter(&args, &mut spawn_stack),
             Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
             Err(errno) => return Err(self.clone_error(errno)),
@@ -178,10 +181,16 @@ impl Plan {
         // The child has its copies; ours would keep the pipes from ever reaching end of file.
         drop((sync_child, report_w, out_w, err_w, stdin_dup, ruleset));
 
-        if let Err(e) = self.id.write_maps(pid) {
+        // While the child waits at the barrier: its id maps, and its move into v1 cgroups (a
+        // cgroup2 leaf it was born in).
+        let ready = self.id.write_maps(pid).map_err(Error::from).and_then(|()| match &leaf {
+            Some(l) if l.needs_attach() => l.attach(pid).map_err(Error::from),
+            _ => Ok(()),
+        });
+        if let Err(e) = ready {
             let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
             let _ = sys::waitid_pidfd(pidfd.as_fd());
-            return Err(e.into());
+            return Err(e);
         }
         // The child may already have failed and gone; its report says why.
         let _ = sys::send_nosignal(sync_parent.as_fd(), &[1]);
@@ -203,6 +212,7 @@ impl Plan {
                 sync: &sync_parent,
                 seccomp: &self.seccomp,
                 pid_namespace: self.policy.namespaces.pid,
+                leaf: leaf.as_ref(),
             },
             report_r,
             &mut streams,
@@ -214,7 +224,19 @@ impl Plan {
             s.sink.flush();
         }
         let [out, err] = streams;
-        Ok(self.build_report(outcome, wall, out.sink.report(), err.sink.report()))
+        let stats = leaf.as_ref().map(Leaf::stats).unwrap_or_default();
+        let leaf_made = leaf.is_some();
+        let removed = leaf.map_or(Ok(()), Leaf::remove);
+        let mut report = self.build_report(outcome, wall, out.sink.report(), err.sink.report(), stats, leaf_made);
+        if let Err(e) = removed {
+            // The run itself is reported as it happened; the leftover is said loudly.
+            let note = e.to_string();
+            report.error = Some(match report.error.take() {
+                Some(prev) => format!("{prev}; {note}"),
+                None => note,
+            });
+        }
+        Ok(report)
     }
 
     fn clone_error(&self, errno: Errno) -> Error {
@@ -243,7 +265,15 @@ impl Plan {
         Error::Namespaces { which: culprit.map_or("run's".into(), |n| n.to_string()), errno, hint, relax }
     }
 
-    fn build_report(&self, o: Outcome, wall: Duration, stdout: StreamReport, stderr: StreamReport) -> Report {
+    fn build_report(
+        &self,
+        o: Outcome,
+        wall: Duration,
+        stdout: StreamReport,
+        stderr: StreamReport,
+        cg: CgroupStats,
+        leaf_made: bool,
+    ) -> Report {
         let status;
         let mut exit_code = None;
         let mut signal = None;
@@ -262,18 +292,26 @@ impl Plan {
             signal = Some(libc::SIGKILL);
             stockade_exit_code = EXIT_SECCOMP_VIOLATION;
         } else if let Some(ws) = o.exit_status.filter(|ws| !(o.timed_out && killed_by_sigkill(*ws))) {
-            // The program's own end (also when it ended on its own just as the deadline passed).
+            // The program's own end (also when it ended on its own just as the deadline passed);
+            // the cgroup and rlimits say why when they were the reason.
+            let mut st;
             if libc::WIFEXITED(ws) {
                 let code = libc::WEXITSTATUS(ws);
                 exit_code = Some(code);
-                status = if code == 0 { Status::Ok } else { Status::ExitedNonzero };
+                st = if code == 0 { Status::Ok } else { Status::ExitedNonzero };
                 stockade_exit_code = code;
             } else {
                 let sig = libc::WTERMSIG(ws);
                 signal = Some(sig);
-                status = Status::Signaled;
+                st = if self.cpu_limit_ended(sig, &o, &cg) { Status::CpuLimit } else { Status::Signaled };
                 stockade_exit_code = 128 + sig;
             }
+            if cg.oom_kills > 0 {
+                st = Status::Oom;
+            } else if cg.pids_limit_hit && matches!(st, Status::Ok | Status::ExitedNonzero | Status::Signaled) {
+                st = Status::PidsLimit;
+            }
+            status = st;
         } else if o.timed_out {
             status = Status::Timeout;
             signal = Some(libc::SIGKILL);
@@ -303,13 +341,34 @@ impl Plan {
             argv: self.program.argv_display.clone(),
             wall_ms: ms(wall),
             wall_timeout_ms: u64::try_from(self.policy.wall_timeout.as_millis()).unwrap_or(u64::MAX),
-            cpu_user_ms: ms(o.reaped.user),
-            cpu_sys_ms: ms(o.reaped.system),
+            // The cgroup counts every process that ran in it; rusage only what was reaped.
+            cpu_user_ms: cg.cpu_user_us.map_or(ms(o.reaped.user), |us| us as f64 / 1000.0),
+            cpu_sys_ms: cg.cpu_sys_us.map_or(ms(o.reaped.system), |us| us as f64 / 1000.0),
             max_rss_bytes: o.reaped.max_rss_bytes,
+            memory_peak_bytes: cg.memory_peak_bytes,
+            oom_kills: cg.oom_kills,
+            pids_peak: cg.pids_peak,
+            pids_limit_hit: cg.pids_limit_hit,
             stdout,
             stderr,
-            enforcement: self.layers(),
+            enforcement: self.layers_with(leaf_made),
         }
+    }
+
+    /// Whether a signal that ended the program was its CPU-time rlimit: SIGXCPU, or SIGKILL once
+    /// the CPU time reached the limit (soft = hard, so the kernel sends SIGKILL at once).
+    fn cpu_limit_ended(&self, sig: i32, o: &Outcome, cg: &CgroupStats) -> bool {
+        let Some(limit_s) = self.policy.rlimits.iter().find_map(|(k, v)| match (k, v) {
+            (crate::policy::RlimitKey::CpuSeconds, crate::policy::Limit::Value(s)) => Some(*s),
+            _ => None,
+        }) else {
+            return false;
+        };
+        let used_us = cg.cpu_user_us.zip(cg.cpu_sys_us).map_or_else(
+            || u64::try_from((o.reaped.user + o.reaped.system).as_micros()).unwrap_or(u64::MAX),
+            |(u, s)| u + s,
+        );
+        sig == libc::SIGXCPU || (sig == libc::SIGKILL && used_us + 50_000 >= limit_s * 1_000_000)
     }
 
     /// A child failure in words: `jail setup failed at filesystem (stage 4: bind /usr): ...`.
@@ -394,10 +453,12 @@ struct Run<'a> {
     sync: &'a OwnedFd,
     seccomp: &'a SeccompPlan,
     pid_namespace: bool,
+    /// The run's cgroup leaves: `cgroup.kill` takes the whole tree.
+    leaf: Option<&'a Leaf>,
 }
 
 fn pump(run: Run<'_>, report: OwnedFd, streams: &mut [Stream; 2], deadline: Instant) -> Result<Outcome, Error> {
-    let Run { pid, pidfd, sync, seccomp: sc, pid_namespace } = run;
+    let Run { pid, pidfd, sync, seccomp: sc, pid_namespace, leaf } = run;
     let mut want_listener = sc.has_listener();
     let mut listener: Option<OwnedFd> = None;
     let mut exec_seen = false;
@@ -470,6 +531,9 @@ fn pump(run: Run<'_>, report: OwnedFd, streams: &mut [Stream; 2], deadline: Inst
                         sys::kill(-pid, libc::SIGKILL);
                     }
                     sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL).map_err(sv("kill the run"))?;
+                    if let Some(l) = leaf {
+                        l.kill();
+                    }
                     killed = true;
                     timed_out = true;
                 }
@@ -552,6 +616,9 @@ fn pump(run: Run<'_>, report: OwnedFd, streams: &mut [Stream; 2], deadline: Inst
                                 sys::kill(-pid, libc::SIGKILL);
                             }
                             sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL).map_err(sv("kill the run"))?;
+                            if let Some(l) = leaf {
+                                l.kill();
+                            }
                             killed = true;
                         }
                     } else {

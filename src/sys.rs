@@ -915,3 +915,11 @@ pub fn set_name(name: &CStr) {
     // SAFETY: name is NUL-terminated (the kernel copies at most 16 bytes).
     unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr() as c_ulong, 0, 0, 0) };
 }
+
+/// `access(path, W_OK)` with the caller's real ids: may this user create entries in `path`?
+pub fn writable(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else { return false };
+    // SAFETY: c is NUL-terminated.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}

@@ -3,6 +3,7 @@
 //! the child applies them is in `child::enter` and in ARCHITECTURE.md.
 
 pub mod bpf;
+pub mod cgroup;
 pub mod fds;
 pub mod filesystem;
 pub mod identity;

@@ -34,6 +34,8 @@ pub struct PolicyFile {
     pub landlock: LandlockFile,
     #[serde(default)]
     pub seccomp: SeccompFile,
+    #[serde(default)]
+    pub cgroups: CgroupsFile,
 }
 
 impl PolicyFile {
@@ -52,6 +54,7 @@ impl PolicyFile {
             process: ProcessFile::default(),
             landlock: LandlockFile::default(),
             seccomp: SeccompFile::default(),
+            cgroups: CgroupsFile::default(),
         }
     }
 }
@@ -578,6 +581,43 @@ impl SyscallGroup {
             SyscallGroup::Personality => "personality",
             SyscallGroup::TtyInject => "tty-inject",
             SyscallGroup::Admin => "admin",
+        }
+    }
+}
+
+/// `[cgroups]`: one cgroup per run, with memory, process and CPU limits.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct CgroupsFile {
+    /// Put each run in a cgroup of its own (needed for any limit below).
+    pub enabled: bool,
+    /// Run anyway when a limit's controller is missing or not delegated (the report says which
+    /// limits were not enforced), instead of refusing.
+    pub best_effort: bool,
+    /// The cgroup (a path as in /proc/self/cgroup, e.g. `/stockade.slice`) under which each
+    /// run's cgroup is made; empty: the caller's own cgroup.
+    pub parent: String,
+    /// Memory limit of the whole run (all processes, page cache and /tmp included), bytes.
+    /// No swap is allowed on top.
+    pub memory_max_bytes: Limit,
+    /// Most processes and threads alive at once in the run.
+    pub pids_max: Limit,
+    /// CPU time per period as a percentage of one CPU (150 = one and a half CPUs).
+    pub cpu_max_percent: Limit,
+    /// The CPU period, microseconds.
+    pub cpu_period_us: u64,
+}
+
+impl Default for CgroupsFile {
+    fn default() -> Self {
+        CgroupsFile {
+            enabled: true,
+            best_effort: false,
+            parent: String::new(),
+            memory_max_bytes: Limit::Value(512 << 20),
+            pids_max: Limit::Value(64),
+            cpu_max_percent: Limit::Value(100),
+            cpu_period_us: 100_000,
         }
     }
 }

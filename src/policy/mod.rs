@@ -5,12 +5,13 @@ mod file;
 mod validate;
 
 pub use file::{
-    EnvironmentFile, FilesystemFile, IdentityFile, LandlockFile, Limit, LimitsFile, NamespacesFile, OrderedStrings,
-    OutputFile, PolicyFile, ProcMode, ProcessFile, RlimitKey, RlimitsFile, SeccompFile, StdinMode, SyscallGroup,
+    CgroupsFile, EnvironmentFile, FilesystemFile, IdentityFile, LandlockFile, Limit, LimitsFile, NamespacesFile,
+    OrderedStrings, OutputFile, PolicyFile, ProcMode, ProcessFile, RlimitKey, RlimitsFile, SeccompFile, StdinMode,
+    SyscallGroup,
 };
 pub use validate::{
-    Filesystem, Grant, Identity, LandlockPolicy, MAX_WALL_TIMEOUT_MS, Namespaces, Policy, Problem, SeccompPolicy,
-    check_grant_path, check_inside_path,
+    CgroupPolicy, Filesystem, Grant, Identity, LandlockPolicy, MAX_WALL_TIMEOUT_MS, Namespaces, Policy, Problem,
+    SeccompPolicy, check_grant_path, check_inside_path,
 };
 
 use std::fmt;
@@ -151,6 +152,13 @@ impl Policy {
             });
         }
         self.wall_timeout = timeout;
+        Ok(())
+    }
+
+    /// Sets the parent cgroup of the run's cgroups (a path as in /proc/self/cgroup).
+    pub fn set_cgroup_parent(&mut self, parent: &str, flag: &str) -> Result<(), PolicyError> {
+        check_inside_path(parent).map_err(|message| PolicyError::Override { flag: flag.into(), message })?;
+        self.cgroups.parent = Some(parent.to_string());
         Ok(())
     }
 

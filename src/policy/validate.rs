@@ -27,6 +27,20 @@ pub struct Policy {
     pub stdin: StdinMode,
     pub landlock: LandlockPolicy,
     pub seccomp: SeccompPolicy,
+    pub cgroups: CgroupPolicy,
+}
+
+/// The run's cgroup and its limits (`None`: no limit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupPolicy {
+    pub enabled: bool,
+    pub best_effort: bool,
+    /// A cgroup path (as in /proc/self/cgroup); `None`: the caller's own cgroup.
+    pub parent: Option<String>,
+    pub memory_max_bytes: Option<u64>,
+    pub pids_max: Option<u64>,
+    /// (quota, period) in microseconds.
+    pub cpu_max_us: Option<(u64, u64)>,
 }
 
 /// Landlock requirements.
@@ -215,6 +229,42 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
             bad(&format!("seccomp.kill[{i}]"), format!("{:?} is also in seccomp.allow", g.name()));
         }
     }
+    let cg = &file.cgroups;
+    let value = |l: Limit| match l {
+        Limit::Value(v) => Some(v),
+        Limit::Unlimited => None,
+    };
+    if !(1000..=1_000_000).contains(&cg.cpu_period_us) {
+        bad("cgroups.cpu-period-us", "must be between 1000 and 1000000".into());
+    }
+    if value(cg.memory_max_bytes).is_some_and(|m| m < 1 << 20) {
+        bad("cgroups.memory-max-bytes", "must be at least 1048576 (1 MiB), or \"unlimited\"".into());
+    }
+    if value(cg.pids_max) == Some(0) {
+        bad("cgroups.pids-max", "must be > 0 (the program itself counts), or \"unlimited\"".into());
+    }
+    if value(cg.cpu_max_percent) == Some(0) {
+        bad("cgroups.cpu-max-percent", "must be > 0, or \"unlimited\"".into());
+    }
+    if !cg.parent.is_empty()
+        && let Err(message) = check_inside_path(&cg.parent)
+    {
+        bad("cgroups.parent", message);
+    }
+    if !cg.enabled {
+        for (key, l) in [
+            ("cgroups.memory-max-bytes", cg.memory_max_bytes),
+            ("cgroups.pids-max", cg.pids_max),
+            ("cgroups.cpu-max-percent", cg.cpu_max_percent),
+        ] {
+            if value(l).is_some() {
+                bad(key, "is a limit, but cgroups.enabled = false: set it to \"unlimited\" or enable cgroups".into());
+            }
+        }
+    }
+    let cpu_max_us =
+        value(cg.cpu_max_percent).map(|pct| (pct.saturating_mul(cg.cpu_period_us) / 100, cg.cpu_period_us));
+
     let hostname = &file.process.hostname;
     if let Err(message) = check_hostname(hostname) {
         bad("process.hostname", message);
@@ -249,6 +299,14 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
         stdin: file.process.stdin,
         landlock: LandlockPolicy { required: file.landlock.required, min_abi: file.landlock.min_abi },
         seccomp: SeccompPolicy { required: sc.required, allow: sc.allow.clone(), kill: sc.kill.clone() },
+        cgroups: CgroupPolicy {
+            enabled: cg.enabled,
+            best_effort: cg.best_effort,
+            parent: (!cg.parent.is_empty()).then(|| cg.parent.clone()),
+            memory_max_bytes: value(cg.memory_max_bytes),
+            pids_max: value(cg.pids_max),
+            cpu_max_us,
+        },
     })
 }
 

@@ -7,6 +7,7 @@
 #include <linux/io_uring.h>
 #include <netinet/in.h>
 #include <sched.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -167,6 +168,36 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "tiocsti")) {
         char c = 'x';
         return report("TIOCSTI", ioctl(0, TIOCSTI, &c));
+    }
+    if (!strcmp(cmd, "alloc")) {
+        // Touch N MiB, one page at a time.
+        size_t n = (size_t)atol(argv[2]) << 20;
+        char *p = malloc(n);
+        if (!p) return report("malloc", -1);
+        for (size_t i = 0; i < n; i += 4096) p[i] = 1;
+        printf("touched %s MiB\n", argv[2]);
+        return 0;
+    }
+    if (!strcmp(cmd, "forks")) {
+        // Try to have N children alive at once; count the refusals.
+        int n = atoi(argv[2]), ok = 0, refused = 0;
+        for (int i = 0; i < n; i++) {
+            pid_t p = fork();
+            if (p == 0) { sleep_s(30); _exit(0); }
+            if (p > 0) ok++; else refused++;
+        }
+        printf("forked %d refused %d\n", ok, refused);
+        return 0;
+    }
+    if (!strcmp(cmd, "spin")) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        do { clock_gettime(CLOCK_MONOTONIC, &b); } while (b.tv_sec - a.tv_sec < atoi(argv[2]));
+        return 0;
+    }
+    if (!strcmp(cmd, "spin-ignore-term")) {
+        signal(SIGTERM, SIG_IGN);
+        for (;;) {}
     }
     if (!strcmp(cmd, "mount")) return report("mount", (int)syscall(__NR_mount, "none", "/tmp", "tmpfs", 0, 0));
     if (!strcmp(cmd, "bpf")) return report("bpf", (int)syscall(__NR_bpf, 0, 0, 0));

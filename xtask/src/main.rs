@@ -2,8 +2,8 @@
 //!
 //! - `bench [--rounds N] [--spaced-ms MS]`: builds a static `true` from C, a release (static)
 //!   stockade and the bench harness, then runs every configuration interleaved in one process.
-//! - `vm-test [--allow-skip]`: runs the degraded-kernel tests (and the wall tests) inside the
-//!   cgroup v2 VM of `xtask/vm/` (Linux 6.1, Landlock ABI 2). With `--allow-skip`, a host that
+//! - `vm-test [--allow-skip]`: runs the degraded-kernel, cgroup and wall tests inside the
+//!   cgroup v2 VM of `xtask/vm/` (Linux 6.1, Landlock ABI 2, cpu/memory/pids on cgroup2). With `--allow-skip`, a host that
 //!   cannot boot the VM is reported and skipped instead of failing.
 //! - `build-static`: the release CLI, statically linked.
 
@@ -97,7 +97,7 @@ fn vm_test(args: &[String]) -> Result<(), String> {
     std::fs::create_dir_all(&helpers).map_err(|e| e.to_string())?;
     let helper = helpers.join("attack");
     run(Command::new("gcc").args(["-static", "-O1", "-o"]).arg(&helper).arg(root.join("tests/helpers/attack.c")))?;
-    let tests = test_executables(&root, &["degraded", "walls"])?;
+    let tests = test_executables(&root, &["degraded", "cgroups", "walls"])?;
     let mut cmd = Command::new(vm.join("run.sh"));
     cmd.args(["--mem", "1024", "--timeout", "900"]);
     // /tmp, /run and /dev are mounted over in the guest: everything goes under /t, and the tests

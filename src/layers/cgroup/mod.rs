@@ -1,0 +1,539 @@
+//! cgroups: one leaf per run, with memory, pids and CPU limits, the whole tree's accounting, and
+//! a kill switch for everything in it.
+//!
+//! Each limit goes where the host has its controller: cgroup v2 when the parent's
+//! `cgroup.subtree_control` enables it, else the v1 hierarchy of that controller. On cgroup v2
+//! (pure or hybrid) the run always gets a v2 leaf as well: the child is born in it
+//! (`clone3(CLONE_INTO_CGROUP)`, no moment outside), `cgroup.kill` takes the whole tree, and
+//! `cpu.stat` gives its CPU time without a controller. v1 leaves need the child's pid written to
+//! their `cgroup.procs` (done by the parent while the child waits at the release barrier).
+//!
+//! stockade only writes to cgroups it created (`stockade-PID-START-SEQ`), never moves a process
+//! but its run's child, and removes each leaf after the run. A leaf left by a supervisor that was
+//! killed (its PID and start time no longer match a live process) is killed and removed the next
+//! time stockade prepares a run in that parent.
+
+pub mod host;
+
+use crate::layers::{Enforcement, LayerReport};
+use crate::policy::CgroupPolicy;
+use host::{Host, Shape};
+use std::fs::File;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    #[error(
+        "cgroups: the {controller} controller is not available to stockade here ({shape}; {detail}), and \
+         cgroups.{key} needs it. Delegate it (systemd: Delegate=yes on the unit, or `systemd-run --scope -p \
+         Delegate=yes stockade ...`; docker: --cgroupns=private), point --cgroup-parent / cgroups.parent at a \
+         cgroup where it is, or set cgroups.best-effort = true"
+    )]
+    Missing { controller: &'static str, key: &'static str, shape: &'static str, detail: String },
+    #[error("cgroups: the parent cgroup {cgroup} is not visible here (not under {mount})")]
+    ParentOutside { cgroup: String, mount: String },
+    #[error("cgroups: cannot {what} {}: {}", path.display(), crate::sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cgroups: cannot write {value:?} to {}: {}", path.display(), crate::sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
+    Write {
+        path: PathBuf,
+        value: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A limited resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Controller {
+    Memory,
+    Pids,
+    Cpu,
+}
+
+impl Controller {
+    fn name(self) -> &'static str {
+        match self {
+            Controller::Memory => "memory",
+            Controller::Pids => "pids",
+            Controller::Cpu => "cpu",
+        }
+    }
+    fn key(self) -> &'static str {
+        match self {
+            Controller::Memory => "memory-max-bytes",
+            Controller::Pids => "pids-max",
+            Controller::Cpu => "cpu-max-percent",
+        }
+    }
+}
+
+/// Files to write in a leaf, in order, with their values.
+type Writes = Vec<(&'static str, String)>;
+
+/// A v1 hierarchy the run gets a leaf in, and what to write there.
+#[derive(Debug, Clone)]
+struct V1Part {
+    controller: &'static str,
+    parent: PathBuf,
+    writes: Writes,
+}
+
+/// Where the run's leaves go and what they hold.
+#[derive(Debug, Clone)]
+pub struct CgroupPlan {
+    enabled: bool,
+    shape: Shape,
+    v2_parent: Option<PathBuf>,
+    v2_writes: Writes,
+    /// The v2 leaf carries limits (so it must be created; otherwise it is a convenience).
+    v2_required: bool,
+    v1: Vec<V1Part>,
+    applied: Vec<String>,
+    missing: Vec<String>,
+    asked: String,
+}
+
+/// What the run's cgroup recorded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CgroupStats {
+    pub memory_peak_bytes: Option<u64>,
+    pub oom_kills: u64,
+    pub pids_peak: Option<u64>,
+    pub pids_limit_hit: bool,
+    /// CPU time of every process that ran in the leaf, microseconds.
+    pub cpu_user_us: Option<u64>,
+    pub cpu_sys_us: Option<u64>,
+}
+
+/// Prepares the plan: picks where each limit goes, checks the parents, and reaps leaves that
+/// killed supervisors left behind there.
+pub fn prepare(policy: &CgroupPolicy, host: &Host) -> Result<CgroupPlan, CgroupError> {
+    let mut plan = CgroupPlan {
+        enabled: policy.enabled,
+        shape: host.shape(),
+        v2_parent: None,
+        v2_writes: Vec::new(),
+        v2_required: false,
+        v1: Vec::new(),
+        applied: Vec::new(),
+        missing: Vec::new(),
+        asked: String::new(),
+    };
+    let mut asked = Vec::new();
+    if let Some(m) = policy.memory_max_bytes {
+        asked.push(format!("memory <= {m} bytes, no swap"));
+    }
+    if let Some(p) = policy.pids_max {
+        asked.push(format!("pids <= {p}"));
+    }
+    if let Some((q, p)) = policy.cpu_max_us {
+        asked.push(format!("cpu <= {q} us per {p} us"));
+    }
+    plan.asked = if asked.is_empty() { "a cgroup of its own, no limits".into() } else { asked.join(", ") };
+    if !policy.enabled {
+        return Ok(plan);
+    }
+
+    let v2_parent = match &host.v2 {
+        Some(v2) => {
+            let cg = policy.parent.clone().unwrap_or_else(|| v2.own.clone());
+            match v2.dir(&cg) {
+                Some(d) => Some(d),
+                None => {
+                    return Err(CgroupError::ParentOutside { cgroup: cg, mount: v2.mount.display().to_string() });
+                }
+            }
+        }
+        None => None,
+    };
+    let v2_controllers = v2_parent.as_deref().map(host::subtree_controllers).unwrap_or_default();
+    // Each limit, with the files that set it on cgroup v2 and on v1.
+    let wanted: Vec<(Controller, Writes, Writes)> = [
+        policy.memory_max_bytes.map(|m| {
+            (
+                Controller::Memory,
+                vec![("memory.max", m.to_string()), ("memory.swap.max", "0".into()), ("memory.oom.group", "1".into())],
+                vec![("memory.limit_in_bytes", m.to_string()), ("memory.memsw.limit_in_bytes", m.to_string())],
+            )
+        }),
+        policy
+            .pids_max
+            .map(|p| (Controller::Pids, vec![("pids.max", p.to_string())], vec![("pids.max", p.to_string())])),
+        policy.cpu_max_us.map(|(q, p)| {
+            (
+                Controller::Cpu,
+                vec![("cpu.max", format!("{q} {p}"))],
+                vec![("cpu.cfs_period_us", p.to_string()), ("cpu.cfs_quota_us", q.to_string())],
+            )
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+
+    let v2_writable = v2_parent.as_deref().is_some_and(crate::sys::writable);
+    for (c, v2_writes, v1_writes) in wanted {
+        if v2_writable && v2_controllers.iter().any(|x| x == c.name()) {
+            plan.v2_writes.extend(v2_writes);
+            plan.v2_required = true;
+            plan.applied.push(format!("{} (v2)", c.name()));
+            continue;
+        }
+        let mut not_writable = None;
+        if let Some(h) = host.v1.get(c.name()) {
+            let cg = policy.parent.clone().unwrap_or_else(|| h.own.clone());
+            let parent = h.dir(&cg).ok_or_else(|| CgroupError::ParentOutside {
+                cgroup: cg.clone(),
+                mount: h.mount.display().to_string(),
+            })?;
+            if crate::sys::writable(&parent) {
+                plan.v1.push(V1Part { controller: c.name(), parent, writes: v1_writes });
+                plan.applied.push(format!("{} (v1)", c.name()));
+                continue;
+            }
+            not_writable = Some(parent);
+        }
+        let detail = match (&not_writable, &v2_parent, plan.shape) {
+            (Some(p), _, _) => format!("its v1 cgroup {} is not writable by this user: not delegated", p.display()),
+            (None, Some(p), _) if !v2_writable && v2_controllers.iter().any(|x| x == c.name()) => {
+                format!("the cgroup {} is not writable by this user: not delegated", p.display())
+            }
+            (None, Some(p), _) => format!("not in {}/cgroup.subtree_control and no v1 hierarchy has it", p.display()),
+            (None, None, Shape::None) => "no cgroup filesystem is mounted".into(),
+            (None, None, _) => "no mounted hierarchy has it".into(),
+        };
+        if !policy.best_effort {
+            return Err(CgroupError::Missing { controller: c.name(), key: c.key(), shape: plan.shape.name(), detail });
+        }
+        plan.missing.push(format!("{} ({detail})", c.name()));
+    }
+    // Pure v1: CPU time comes from cpuacct (its own leaf, unless co-mounted with a limited one).
+    if v2_parent.is_none()
+        && let Some(h) = host.v1.get("cpuacct")
+        && !plan.v1.iter().any(|p| p.parent.starts_with(&h.mount))
+        && let Some(parent) = h.dir(&policy.parent.clone().unwrap_or_else(|| h.own.clone()))
+    {
+        plan.v1.push(V1Part { controller: "cpuacct", parent, writes: Vec::new() });
+    }
+    // Without limits there, a cgroup2 leaf is a convenience: only where this user may make one.
+    plan.v2_parent = v2_parent.filter(|_| v2_writable);
+    for dir in plan.v2_parent.iter().chain(plan.v1.iter().map(|p| &p.parent)) {
+        reap_stale(dir);
+    }
+    Ok(plan)
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// This process's start time (clock ticks since boot), which with its pid names it uniquely.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.split(' ').nth(19)?.parse().ok()
+}
+
+/// Kills and removes the leaves in `parent` whose supervisor is gone.
+fn reap_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let mut parts = name.strip_prefix("stockade-").map(|r| r.split('-')).into_iter().flatten();
+        let (Some(pid), Some(start)) = (parts.next(), parts.next()) else { continue };
+        let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else { continue };
+        if start_time(pid) == Some(start) {
+            continue; // its supervisor is alive
+        }
+        let dir = e.path();
+        kill_all(&dir);
+        let _ = remove_dir(&dir, Duration::from_millis(200));
+    }
+}
+
+/// Kills every process in a cgroup directory: `cgroup.kill` (v2), else each pid in
+/// `cgroup.procs` until none is left (v1).
+fn kill_all(dir: &Path) {
+    if std::fs::write(dir.join("cgroup.kill"), "1").is_ok() {
+        return;
+    }
+    for _ in 0..100 {
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        let pids: Vec<i32> = procs.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        if pids.is_empty() {
+            return;
+        }
+        for pid in pids {
+            crate::sys::kill(pid, libc::SIGKILL);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// `rmdir`, retried while the kernel still counts exiting tasks in the cgroup.
+fn remove_dir(dir: &Path, patience: Duration) -> std::io::Result<()> {
+    let end = Instant::now() + patience;
+    loop {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < end => {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn write(dir: &Path, file: &str, value: &str) -> Result<(), CgroupError> {
+    let path = dir.join(file);
+    std::fs::write(&path, value).map_err(|source| CgroupError::Write { path, value: value.into(), source })
+}
+
+/// A run's leaves. Removed (after killing what is left) when dropped.
+#[derive(Debug)]
+pub struct Leaf {
+    v2: Option<(PathBuf, File)>,
+    v1: Vec<(&'static str, PathBuf)>,
+}
+
+impl CgroupPlan {
+    /// Creates this run's leaves and writes the limits. `None` when cgroups are off.
+    pub fn create_leaf(&self) -> Result<Option<Leaf>, CgroupError> {
+        if !self.enabled || (self.v2_parent.is_none() && self.v1.is_empty()) {
+            return Ok(None);
+        }
+        let me = std::process::id();
+        let name = format!("stockade-{me}-{}-{}", start_time(me).unwrap_or(0), SEQ.fetch_add(1, Ordering::Relaxed));
+        let mut leaf = Leaf { v2: None, v1: Vec::new() };
+        if let Some(parent) = &self.v2_parent {
+            let dir = parent.join(&name);
+            match std::fs::create_dir(&dir) {
+                Ok(()) => {
+                    let file = std::fs::OpenOptions::new()
+                        .read(true)
+                        .custom_flags(libc::O_DIRECTORY)
+                        .open(&dir)
+                        .map_err(|source| CgroupError::Io { what: "open", path: dir.clone(), source })?;
+                    leaf.v2 = Some((dir.clone(), file));
+                    for (f, v) in &self.v2_writes {
+                        match write(&dir, f, v) {
+                            // No swap accounting on this host: there is no swap to forbid.
+                            Err(CgroupError::Write { source, .. })
+                                if *f == "memory.swap.max" && source.kind() == std::io::ErrorKind::NotFound => {}
+                            other => other?,
+                        }
+                    }
+                }
+                Err(source) if self.v2_required => {
+                    return Err(CgroupError::Io { what: "create", path: dir, source });
+                }
+                // A hybrid host's empty cgroup2 is a convenience (kill, CPU time): go without it.
+                Err(_) => {}
+            }
+        }
+        for part in &self.v1 {
+            let dir = part.parent.join(&name);
+            std::fs::create_dir(&dir).map_err(|source| CgroupError::Io {
+                what: "create",
+                path: dir.clone(),
+                source,
+            })?;
+            leaf.v1.push((part.controller, dir.clone()));
+            for (f, v) in &part.writes {
+                match write(&dir, f, v) {
+                    Err(CgroupError::Write { source, .. })
+                        if *f == "memory.memsw.limit_in_bytes" && source.kind() == std::io::ErrorKind::NotFound => {}
+                    other => other?,
+                }
+            }
+        }
+        Ok(Some(leaf))
+    }
+
+    pub fn report(&self, leaf_made: bool) -> LayerReport {
+        if !self.enabled {
+            return LayerReport::new("cgroup", "none", "none")
+                .with_status(Enforcement::NotEnforced, "disabled by the policy: cgroups.enabled = false");
+        }
+        let mut where_ = Vec::new();
+        if self.v2_parent.is_some() && leaf_made {
+            where_.push("a cgroup2 leaf (born in it; cgroup.kill; cpu.stat)".to_string());
+        }
+        if !self.applied.is_empty() {
+            where_.push(format!("limits: {}", self.applied.join(", ")));
+        }
+        let applied =
+            format!("{}: {}", self.shape.name(), if where_.is_empty() { "none".into() } else { where_.join("; ") });
+        let r = LayerReport::new("cgroup", &self.asked, &applied);
+        if !self.missing.is_empty() {
+            let status = if self.applied.is_empty() { Enforcement::NotEnforced } else { Enforcement::Partial };
+            return r.with_status(
+                status,
+                &format!("not available here: {} (cgroups.best-effort = true)", self.missing.join(", ")),
+            );
+        }
+        r
+    }
+}
+
+fn field(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let mut it = l.split_whitespace();
+        (it.next() == Some(key)).then(|| it.next()?.parse().ok()).flatten()
+    })
+}
+
+fn read_u64(path: &Path) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+impl Leaf {
+    /// The cgroup2 leaf's fd for `clone3(CLONE_INTO_CGROUP)`.
+    pub fn clone_fd(&self) -> Option<RawFd> {
+        self.v2.as_ref().map(|(_, f)| f.as_raw_fd())
+    }
+
+    /// Moves the child into the v1 leaves (the parent does it while the child waits).
+    pub fn attach(&self, pid: i32) -> Result<(), CgroupError> {
+        for (_, dir) in &self.v1 {
+            write(dir, "cgroup.procs", &pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Whether the child still has to be moved into v1 leaves.
+    pub fn needs_attach(&self) -> bool {
+        !self.v1.is_empty()
+    }
+
+    /// Kills every process in the run's cgroups.
+    pub fn kill(&self) {
+        if let Some((dir, _)) = &self.v2 {
+            kill_all(dir);
+        } else {
+            for (_, dir) in &self.v1 {
+                kill_all(dir);
+            }
+        }
+    }
+
+    /// Reads what the leaves recorded.
+    pub fn stats(&self) -> CgroupStats {
+        let mut s = CgroupStats::default();
+        if let Some((dir, _)) = &self.v2 {
+            let cpu = std::fs::read_to_string(dir.join("cpu.stat")).unwrap_or_default();
+            s.cpu_user_us = field(&cpu, "user_usec");
+            s.cpu_sys_us = field(&cpu, "system_usec");
+            s.memory_peak_bytes = read_u64(&dir.join("memory.peak"));
+            let ev = std::fs::read_to_string(dir.join("memory.events")).unwrap_or_default();
+            s.oom_kills = field(&ev, "oom_kill").unwrap_or(0);
+            s.pids_peak = read_u64(&dir.join("pids.peak"));
+            let pev = std::fs::read_to_string(dir.join("pids.events")).unwrap_or_default();
+            s.pids_limit_hit = field(&pev, "max").unwrap_or(0) > 0;
+        }
+        for (c, dir) in &self.v1 {
+            match *c {
+                "memory" => {
+                    s.memory_peak_bytes = read_u64(&dir.join("memory.max_usage_in_bytes"));
+                    let oc = std::fs::read_to_string(dir.join("memory.oom_control")).unwrap_or_default();
+                    s.oom_kills = field(&oc, "oom_kill").unwrap_or(0);
+                }
+                "pids" => {
+                    s.pids_peak = read_u64(&dir.join("pids.peak"));
+                    let pev = std::fs::read_to_string(dir.join("pids.events")).unwrap_or_default();
+                    s.pids_limit_hit = field(&pev, "max").unwrap_or(0) > 0;
+                }
+                _ => {}
+            }
+            // cpuacct, alone or co-mounted with cpu.
+            if s.cpu_user_us.is_none() && dir.join("cpuacct.usage_user").exists() {
+                s.cpu_user_us = read_u64(&dir.join("cpuacct.usage_user")).map(|ns| ns / 1000);
+                s.cpu_sys_us = read_u64(&dir.join("cpuacct.usage_sys")).map(|ns| ns / 1000);
+            }
+        }
+        s
+    }
+
+    /// Kills what is left and removes every leaf; the first error is returned, every leaf is tried.
+    pub fn remove(mut self) -> Result<(), CgroupError> {
+        self.remove_all()
+    }
+
+    fn remove_all(&mut self) -> Result<(), CgroupError> {
+        self.kill();
+        let mut first = Ok(());
+        let dirs: Vec<PathBuf> = self.v1.drain(..).map(|(_, d)| d).chain(self.v2.take().map(|(d, _)| d)).collect();
+        for dir in dirs {
+            if let Err(source) = remove_dir(&dir, Duration::from_secs(2))
+                && first.is_ok()
+            {
+                first = Err(CgroupError::Io { what: "remove", path: dir, source });
+            }
+        }
+        first
+    }
+}
+
+impl Drop for Leaf {
+    fn drop(&mut self) {
+        let _ = self.remove_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_are_read_from_v2_and_v1_files() {
+        let d = tempfile::tempdir().expect("tempdir");
+        let v2 = d.path().join("v2");
+        let mem = d.path().join("mem");
+        std::fs::create_dir_all(&v2).expect("mkdir");
+        std::fs::create_dir_all(&mem).expect("mkdir");
+        std::fs::write(v2.join("cpu.stat"), "usage_usec 300\nuser_usec 200\nsystem_usec 100\n").expect("w");
+        std::fs::write(v2.join("pids.events"), "max 3\n").expect("w");
+        std::fs::write(mem.join("memory.max_usage_in_bytes"), "4096\n").expect("w");
+        std::fs::write(mem.join("memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n").expect("w");
+        let leaf = Leaf { v2: Some((v2.clone(), File::open(&v2).expect("open"))), v1: vec![("memory", mem)] };
+        let s = leaf.stats();
+        std::mem::forget(leaf); // the fixture is not a cgroup: do not try to kill or rmdir it
+        assert_eq!(
+            s,
+            CgroupStats {
+                memory_peak_bytes: Some(4096),
+                oom_kills: 2,
+                pids_peak: None,
+                pids_limit_hit: true,
+                cpu_user_us: Some(200),
+                cpu_sys_us: Some(100),
+            }
+        );
+    }
+
+    #[test]
+    fn a_missing_controller_is_refused_with_the_key_and_the_way_out() {
+        let policy = CgroupPolicy {
+            enabled: true,
+            best_effort: false,
+            parent: None,
+            memory_max_bytes: Some(1 << 30),
+            pids_max: None,
+            cpu_max_us: None,
+        };
+        let host = Host::default();
+        let err = prepare(&policy, &host).expect_err("no cgroups at all").to_string();
+        assert!(err.starts_with("cgroups: the memory controller is not available to stockade here"), "{err}");
+        assert!(err.contains("cgroups.memory-max-bytes needs it") && err.contains("Delegate=yes"), "{err}");
+        let plan = prepare(&CgroupPolicy { best_effort: true, ..policy }, &host).expect("best effort");
+        assert_eq!(plan.report(false).status, Enforcement::NotEnforced);
+    }
+}

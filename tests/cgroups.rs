@@ -1,0 +1,184 @@
+//! cgroup limits, observed from outside: the run's cgroup figures, the host's free memory, the
+//! processes and cgroup directories left behind (none). Runs on this host's cgroup layout and in
+//! the cgroup v2 VM (`cargo xtask vm-test`). Needs root (to create cgroups); says so otherwise.
+
+mod common;
+
+use common::*;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use stockade::layers::cgroup::host::Host;
+use stockade::{Report, Status};
+
+fn ready() -> Option<PathBuf> {
+    if !is_root() {
+        eprintln!("skip: creating cgroups needs root here");
+        return None;
+    }
+    attack_helper()
+}
+
+/// The directories where this process's runs put their cgroups (one per hierarchy).
+fn leaf_parents() -> Vec<PathBuf> {
+    let host = Host::current();
+    host.v2.iter().chain(host.v1.values()).filter_map(|h| h.dir(&h.own)).collect()
+}
+
+/// Cgroups left by the stockade process `pid`.
+fn leaves_of(pid: u32) -> Vec<PathBuf> {
+    let prefix = format!("stockade-{pid}-");
+    leaf_parents()
+        .into_iter()
+        .flat_map(|p| std::fs::read_dir(p).into_iter().flatten().flatten())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Runs the helper in the jail under `policy`, checking nothing is left behind afterwards.
+fn run_helper(helper: &std::path::Path, policy: &str, extra: &[&str], args: &[&str]) -> Report {
+    let p = policy_file(policy);
+    let dir = helper.parent().expect("dir").display().to_string();
+    let h = helper.display().to_string();
+    let mut cmd = stockade();
+    cmd.args(["run", "--report", "-", "--policy", &path_of(&p), "--ro", &dir]).args(extra).arg("--").arg(&h).args(args);
+    let child = cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().expect("spawn");
+    let pid = child.id();
+    let out = child.wait_with_output().expect("wait");
+    let r = Report::from_json(&String::from_utf8_lossy(&out.stdout))
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(leaves_of(pid), Vec::<PathBuf>::new(), "a cgroup of the run was left behind");
+    r
+}
+
+fn mem_available() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| m.lines().find(|l| l.starts_with("MemAvailable:"))?.split_whitespace().nth(1)?.parse().ok())
+        .map_or(0, |kb: u64| kb * 1024)
+}
+
+#[test]
+fn memory_beyond_the_limit_ends_in_oom_and_the_host_is_not_dented() {
+    let Some(helper) = ready() else { return };
+    let limit: u64 = 64 << 20;
+    let policy = format!("version = 1\n[cgroups]\nmemory-max-bytes = {limit}\n");
+    let before = mem_available();
+    let lowest = Arc::new(AtomicU64::new(before));
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (lowest, stop) = (lowest.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                lowest.fetch_min(mem_available(), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    let r = run_helper(&helper, &policy, &[], &["alloc", "256"]);
+    stop.store(true, Ordering::Relaxed);
+    sampler.join().expect("sampler");
+    assert_eq!(r.status, Status::Oom, "{r:?}");
+    assert!(r.oom_kills >= 1, "{r:?}");
+    assert!(!stdout_of(&r).contains("touched"), "the allocation completed");
+    let peak = r.memory_peak_bytes.expect("memory peak reported");
+    assert!(peak <= limit + (1 << 20), "peak {peak} over the {limit} limit");
+    let dent = before.saturating_sub(lowest.load(Ordering::Relaxed));
+    assert!(dent < limit + (96 << 20), "host MemAvailable fell by {dent} bytes (limit {limit})");
+}
+
+#[test]
+fn two_thousand_forks_stop_at_pids_max() {
+    let Some(helper) = ready() else { return };
+    // No RLIMIT_NPROC here: the cgroup limit is what must hold.
+    let policy = "version = 1\n[cgroups]\npids-max = 20\n[rlimits]\nmax-open-files = 256\n";
+    let r = run_helper(&helper, policy, &[], &["forks", "2000"]);
+    assert_eq!(r.status, Status::PidsLimit, "{r:?}");
+    assert!(r.pids_limit_hit);
+    let out = stdout_of(&r);
+    let forked: u32 = out.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("forked count");
+    assert!(forked < 20, "{out}");
+    assert!(out.contains("refused"), "{out}");
+    if let Some(peak) = r.pids_peak {
+        assert!(peak <= 20, "pids peak {peak}");
+    }
+}
+
+#[test]
+fn a_spinner_under_a_20_percent_quota_gets_at_most_a_quarter_of_a_cpu() {
+    let Some(helper) = ready() else { return };
+    let policy = "version = 1\n[cgroups]\ncpu-max-percent = 20\n";
+    let r = run_helper(&helper, policy, &["--timeout", "2s"], &["spin", "10"]);
+    assert_eq!(r.status, Status::Timeout, "{r:?}");
+    let cpu = r.cpu_user_ms + r.cpu_sys_ms;
+    assert!(cpu <= 0.25 * r.wall_ms, "cpu {cpu} ms over {} ms wall", r.wall_ms);
+    assert!(cpu >= 0.05 * r.wall_ms, "the spinner got no CPU at all: {cpu} ms");
+}
+
+#[test]
+fn the_cpu_time_rlimit_ends_the_run_as_cpu_limit() {
+    let Some(helper) = ready() else { return };
+    let policy = "version = 1\n[rlimits]\ncpu-seconds = 1\nmax-open-files = 256\n";
+    let r = run_helper(&helper, policy, &[], &["spin", "5"]);
+    assert_eq!(r.status, Status::CpuLimit, "{r:?}");
+}
+
+#[test]
+fn a_spinner_that_ignores_sigterm_is_gone_at_the_timeout() {
+    let Some(helper) = ready() else { return };
+    let start = Instant::now();
+    let r = run_helper(&helper, "version = 1\n", &["--timeout", "300ms"], &["spin-ignore-term"]);
+    assert_eq!(r.status, Status::Timeout, "{r:?}");
+    assert!(start.elapsed() < Duration::from_secs(3), "took {:?}", start.elapsed());
+    let h = helper.display().to_string();
+    assert!(find_process(&format!("{h} spin-ignore-term"), 0).is_none(), "the spinner survived");
+}
+
+#[test]
+fn a_leaf_left_by_a_killed_supervisor_is_reaped_by_the_next_start() {
+    let Some(helper) = ready() else { return };
+    let dir = helper.parent().expect("dir").display().to_string();
+    let h = helper.display().to_string();
+    let mut child = stockade().args(["run", "--ro", &dir, "--", &h, "sleep", "30"]).spawn().expect("spawn");
+    let pid = child.id();
+    assert!(wait_for(Duration::from_secs(10), || !leaves_of(pid).is_empty()), "no leaf appeared");
+    assert!(find_process(&format!("{h} sleep 30"), pid).is_some(), "the run did not start");
+    child.kill().expect("SIGKILL the supervisor");
+    child.wait().expect("reap");
+    assert!(wait_for(Duration::from_secs(5), || find_process(&format!("{h} sleep 30"), pid).is_none()));
+    assert!(!leaves_of(pid).is_empty(), "the killed supervisor's leaf should still be there");
+    // The next run in the same parent removes it.
+    let out = stockade().args(["run", "--", "/bin/sh", "-c", "true"]).output().expect("next run");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(leaves_of(pid), Vec::<PathBuf>::new(), "the stale leaf was not reaped");
+}
+
+#[test]
+fn a_parent_without_the_controller_refuses_on_cgroup_v2() {
+    let Some(helper) = ready() else { return };
+    let host = Host::current();
+    let Some(v2) = host.v2.as_ref().filter(|_| host.v1.is_empty()) else {
+        eprintln!("skip: not a pure cgroup v2 host (run with `cargo xtask vm-test`)");
+        return;
+    };
+    let own = v2.dir(&v2.own).expect("own dir");
+    let name = format!("stockade-test-nomem-{}", std::process::id());
+    let dir = own.join(&name);
+    std::fs::create_dir(&dir).expect("mkdir test parent");
+    let parent = format!("{}/{name}", v2.own.trim_end_matches('/'));
+    let p = policy_file("version = 1\n");
+    let h = helper.display().to_string();
+    let out = stockade()
+        .args(["run", "--policy", &path_of(&p), "--cgroup-parent", &parent, "--", &h, "sleep", "0"])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let entries = std::fs::read_dir(&dir).map(|d| d.filter_map(Result::ok).filter(|e| e.path().is_dir()).count());
+    std::fs::remove_dir(&dir).expect("rmdir test parent");
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("the memory controller is not available"), "{stderr}");
+    assert!(stderr.contains("cgroups.memory-max-bytes") && stderr.contains("best-effort"), "{stderr}");
+    assert_eq!(entries.unwrap_or(0), 0, "a leaf was left in the parent");
+}
