@@ -74,14 +74,16 @@ pub enum Stage {
     Watch = 12,
     /// Signal mask and handlers reset.
     Signals = 13,
+    /// Parked until the supervisor starts the run (at once, or later for a prestarted jail).
+    Go = 14,
     /// init starts the program.
-    Spawn = 14,
+    Spawn = 15,
     /// `execveat` of the prepared fd.
-    Exec = 15,
+    Exec = 16,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 15] = [
+    pub const ALL: [Stage; 16] = [
         Stage::ParentDeath,
         Stage::Fds,
         Stage::Release,
@@ -95,6 +97,7 @@ impl Stage {
         Stage::Seccomp,
         Stage::Watch,
         Stage::Signals,
+        Stage::Go,
         Stage::Spawn,
         Stage::Exec,
     ];
@@ -118,6 +121,7 @@ impl Stage {
             Stage::Seccomp => "seccomp",
             Stage::Watch => "supervisor watch",
             Stage::Signals => "signals",
+            Stage::Go => "start",
             Stage::Spawn => "spawn",
             Stage::Exec => "exec",
         }
@@ -215,16 +219,23 @@ fn setup(a: &ChildArgs<'_>) -> Result<(), Failure> {
     // Last: from here until exec only calls the filters allow are made.
     seccomp::apply(a.seccomp, a.sync).map_err(at_step(Stage::Seccomp))?;
     watch_parent(a)?;
-    sys::reset_signals().map_err(at(Stage::Signals))
+    sys::reset_signals().map_err(at(Stage::Signals))?;
+    wait_byte(a.sync, Stage::Go)
 }
 
 /// Blocks until the parent has written the id maps (one byte) or died (end of file).
 fn wait_release(sync: RawFd) -> Result<(), Failure> {
+    wait_byte(sync, Stage::Release)
+}
+
+/// Blocks for one byte from the supervisor; end of file (it died, or dropped a prestarted jail)
+/// ends this process quietly.
+fn wait_byte(sync: RawFd, stage: Stage) -> Result<(), Failure> {
     let mut byte = [0u8; 1];
     match sys::read(sync, &mut byte) {
         Ok(1) => Ok(()),
         Ok(_) => sys::exit(EXIT_SETUP_FAILED),
-        Err(e) => Err(Failure { stage: Stage::Release, detail: 0, errno: e }),
+        Err(e) => Err(Failure { stage, detail: 0, errno: e }),
     }
 }
 

@@ -67,7 +67,7 @@ pub use error::Error;
 pub use plan::{Job, Plan};
 pub use policy::{Policy, PolicyError};
 pub use report::{Enforcement, LayerReport, Report, Status};
-pub use supervisor::Output;
+pub use supervisor::{Output, Prepared};
 
 /// Prepares and runs one job under a policy: `Plan::prepare(policy, job)?.run(output)`.
 pub fn run(policy: &Policy, job: &Job, output: Output<'_>) -> Result<Report, Error> {

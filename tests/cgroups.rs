@@ -133,7 +133,7 @@ fn a_spinner_that_ignores_sigterm_is_gone_at_the_timeout() {
     assert_eq!(r.status, Status::Timeout, "{r:?}");
     assert!(start.elapsed() < Duration::from_secs(3), "took {:?}", start.elapsed());
     let h = helper.display().to_string();
-    assert!(find_process(&format!("{h} spin-ignore-term"), 0).is_none(), "the spinner survived");
+    assert!(none_left(&format!("{h} spin-ignore-term")), "the spinner survived");
 }
 
 #[test]
@@ -147,7 +147,7 @@ fn a_leaf_left_by_a_killed_supervisor_is_reaped_by_the_next_start() {
     assert!(find_process(&format!("{h} sleep 30"), pid).is_some(), "the run did not start");
     child.kill().expect("SIGKILL the supervisor");
     child.wait().expect("reap");
-    assert!(wait_for(Duration::from_secs(5), || find_process(&format!("{h} sleep 30"), pid).is_none()));
+    assert!(wait_for(Duration::from_secs(5), || none_left(&format!("{h} sleep 30"))));
     assert!(!leaves_of(pid).is_empty(), "the killed supervisor's leaf should still be there");
     // The next run in the same parent removes it.
     let out = stockade().args(["run", "--", "/bin/sh", "-c", "true"]).output().expect("next run");

@@ -179,3 +179,16 @@ pub fn shared_dir() -> tempfile::TempDir {
     std::fs::set_permissions(d.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).expect("chmod");
     d
 }
+
+/// True when no process whose command line starts with `prefix` exists (allowing 200 ms for
+/// processes already killed to be reaped).
+pub fn none_left(prefix: &str) -> bool {
+    let gone = || {
+        processes_with(prefix).into_iter().all(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .map(|c| !String::from_utf8_lossy(&c).replace('\0', " ").starts_with(prefix))
+                .unwrap_or(true)
+        })
+    };
+    wait_for(Duration::from_millis(200), gone)
+}
