@@ -9,8 +9,14 @@ use stockade::{Job, Output, Plan, Policy, Status};
 
 struct Config {
     name: &'static str,
+    /// Runs once; returns whether it worked, and the time to count if not the whole call.
     run: Box<dyn FnMut() -> bool>,
     samples: Vec<Duration>,
+}
+
+thread_local! {
+    /// Set by a config whose closure does untimed work after the timed part.
+    static TIMED: std::cell::Cell<Option<Duration>> = const { std::cell::Cell::new(None) };
 }
 
 fn arg(args: &[String], name: &str) -> Option<String> {
@@ -32,9 +38,23 @@ fn main() {
 
     let mut policy = Policy::builtin();
     policy.add_read_only(&dir, "bench").expect("grant");
-    let plan = Plan::prepare(&policy, &Job::new(truth.clone())).expect("plan");
-    let first = plan.run(Output::Capture).expect("run");
-    assert_eq!(first.status, Status::Ok, "{first:?}");
+    let no_cg_text = "version = 1\n[cgroups]\nenabled = false\nmemory-max-bytes = \"unlimited\"\npids-max = \"unlimited\"\ncpu-max-percent = \"unlimited\"\n";
+    let mut no_cg = Policy::from_toml(no_cg_text, "bench-no-cgroups").expect("policy");
+    no_cg.add_read_only(&dir, "bench").expect("grant");
+    let no_cg_file = std::path::Path::new(&dir).join("no-cgroups.toml");
+    std::fs::write(&no_cg_file, no_cg_text).expect("write policy");
+    let no_cg_path = no_cg_file.display().to_string();
+
+    let job = Job::new(truth.clone());
+    let plan = Plan::prepare(&policy, &job).expect("plan");
+    let plan_no_cg = Plan::prepare(&no_cg, &job).expect("plan");
+    for p in [&plan, &plan_no_cg] {
+        let first = p.run(Output::Capture).expect("run");
+        assert_eq!(first.status, Status::Ok, "{first:?}");
+    }
+    // Leak the plans: the configs' closures live for the whole bench.
+    let plan: &'static Plan = Box::leak(Box::new(plan));
+    let plan_no_cg: &'static Plan = Box::leak(Box::new(plan_no_cg));
 
     let mut configs: Vec<Config> = Vec::new();
     let t = truth.clone();
@@ -44,13 +64,38 @@ fn main() {
         samples: vec![],
     });
     configs.push(Config {
-        name: "stockade library (Plan::run)",
+        name: "library, no cgroups",
+        run: Box::new(move || plan_no_cg.run(Output::Capture).map(|r| r.status == Status::Ok).unwrap_or(false)),
+        samples: vec![],
+    });
+    configs.push(Config {
+        name: "library, cgroup limits",
         run: Box::new(move || plan.run(Output::Capture).map(|r| r.status == Status::Ok).unwrap_or(false)),
+        samples: vec![],
+    });
+    // Prestarted: the jail (cgroup attach included) is built before the clock starts, as a
+    // long-lived caller does between requests; only Prepared::run is timed.
+    let mut parked = Some(plan.prestart().expect("prestart"));
+    configs.push(Config {
+        name: "library, cgroup limits, prestarted",
+        run: Box::new(move || {
+            let start = Instant::now();
+            let ok = parked.take().map(|p| p.run(Output::Capture).map(|r| r.status == Status::Ok).unwrap_or(false));
+            TIMED.with(|t| t.set(Some(start.elapsed())));
+            parked = plan.prestart().ok();
+            ok.unwrap_or(false)
+        }),
         samples: vec![],
     });
     let (s, t, d) = (stockade_bin.clone(), truth.clone(), dir.clone());
     configs.push(Config {
-        name: "stockade run (CLI)",
+        name: "stockade run (CLI), no cgroups",
+        run: Box::new(move || spawn_ok(Command::new(&s).args(["run", "--policy", &no_cg_path, "--ro", &d, "--", &t]))),
+        samples: vec![],
+    });
+    let (s, t, d) = (stockade_bin.clone(), truth.clone(), dir.clone());
+    configs.push(Config {
+        name: "stockade run (CLI), cgroup limits",
         run: Box::new(move || spawn_ok(Command::new(&s).args(["run", "--ro", &d, "--", &t]))),
         samples: vec![],
     });
@@ -107,7 +152,8 @@ fn main() {
             }
             let start = Instant::now();
             let ok = (c.run)();
-            c.samples.push(start.elapsed());
+            let took = start.elapsed();
+            c.samples.push(TIMED.with(|t| t.take()).unwrap_or(took));
             assert!(ok, "{} failed", c.name);
         }
     }
@@ -139,7 +185,7 @@ fn main() {
         );
     }
     if let Some(bw) = rows.iter().find(|r| r.0.starts_with("bwrap")) {
-        for r in rows.iter().filter(|r| r.0.starts_with("stockade")) {
+        for r in rows.iter().filter(|r| !r.0.starts_with("bare") && !r.0.starts_with("bwrap")) {
             println!("{} / bwrap: {:.2}", r.0, r.1.as_secs_f64() / bw.1.as_secs_f64());
         }
     }

@@ -923,3 +923,27 @@ pub fn writable(path: &std::path::Path) -> bool {
     // SAFETY: c is NUL-terminated.
     unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
 }
+
+/// Writes `value` to the file `name` in the directory `dir` (`openat` + `write`), as one write.
+pub fn write_at(dir: BorrowedFd<'_>, name: &CStr, value: &[u8]) -> Result<(), Errno> {
+    // SAFETY: name is NUL-terminated; dir is an open directory fd.
+    let fd = check_int(unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) })?;
+    let r = write(fd, value);
+    close(fd);
+    match r {
+        Ok(n) if n == value.len() => Ok(()),
+        Ok(_) => Err(Errno(libc::EIO)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Reads the file `name` in the directory `dir` (`openat` + `read`, up to 4 KiB).
+pub fn read_at(dir: BorrowedFd<'_>, name: &CStr) -> Result<String, Errno> {
+    // SAFETY: name is NUL-terminated; dir is an open directory fd.
+    let fd = check_int(unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) })?;
+    let mut buf = [0u8; 4096];
+    let r = read(fd, &mut buf);
+    close(fd);
+    let n = r?;
+    Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}

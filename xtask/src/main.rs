@@ -1,7 +1,8 @@
 //! `cargo xtask <command>`: project chores that need more than cargo.
 //!
-//! - `bench [--rounds N] [--spaced-ms MS]`: builds a static `true` from C, a release (static)
-//!   stockade and the bench harness, then runs every configuration interleaved in one process.
+//! - `bench [--rounds N] [--spaced-ms MS] [--vm]`: builds a static `true` from C, a release
+//!   (static) stockade and the bench harness, then runs every configuration interleaved in one
+//!   process (with `--vm`, inside the cgroup v2 test VM).
 //! - `vm-test [--allow-skip]`: runs the degraded-kernel, cgroup and wall tests inside the
 //!   cgroup v2 VM of `xtask/vm/` (Linux 6.1, Landlock ABI 2, cpu/memory/pids on cgroup2). With `--allow-skip`, a host that
 //!   cannot boot the VM is reported and skipped instead of failing.
@@ -38,6 +39,8 @@ pub fn build_static_cli(root: &Path) -> Result<PathBuf, String> {
 }
 
 fn bench(args: &[String]) -> Result<(), String> {
+    let in_vm = args.iter().any(|a| a == "--vm");
+    let args: Vec<String> = args.iter().filter(|a| *a != "--vm").cloned().collect();
     let root = root();
     let dir = root.join("target/bench");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -48,13 +51,20 @@ fn bench(args: &[String]) -> Result<(), String> {
         .map_err(|e| format!("{e}\n(needs gcc and the static C library: apt-get install gcc libc6-dev)"))?;
     let stockade = build_static_cli(&root)?;
     run(Command::new("cargo").current_dir(&root).args(["build", "--quiet", "--release", "--example", "bench"]))?;
+    let harness = root.join("target/release/examples/bench");
+    if in_vm {
+        // The same harness inside the cgroup v2 VM (software emulation: compare within the run).
+        println!("machine: the test VM (Linux 6.1, cgroup v2, 1 vCPU under TCG) on a {}-core host", cores());
+        let mut cmd = Command::new(root.join("xtask/vm/run.sh"));
+        cmd.args(["--mem", "1024", "--timeout", "1800"]);
+        cmd.arg("--file").arg(format!("{}:/t/bench/true", truth.display()));
+        cmd.arg("--file").arg(format!("{}:/t/stockade", stockade.display()));
+        cmd.arg("--file").arg(format!("{}:/t/harness", harness.display()));
+        cmd.args(["--", "/t/harness", "--true", "/t/bench/true", "--stockade", "/t/stockade"]).args(&args);
+        return run(&mut cmd);
+    }
     println!("machine: {} cores, kernel {}", cores(), kernel());
-    run(Command::new(root.join("target/release/examples/bench"))
-        .arg("--true")
-        .arg(&truth)
-        .arg("--stockade")
-        .arg(&stockade)
-        .args(args))
+    run(Command::new(harness).arg("--true").arg(&truth).arg("--stockade").arg(&stockade).args(&args))
 }
 
 /// The test binaries cargo builds for `--test NAME`s, by target name.

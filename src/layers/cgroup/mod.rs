@@ -18,7 +18,9 @@ pub mod host;
 use crate::layers::{Enforcement, LayerReport};
 use crate::policy::CgroupPolicy;
 use host::{Host, Shape};
+use std::ffi::CStr;
 use std::fs::File;
+use std::os::fd::AsFd;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -78,7 +80,7 @@ impl Controller {
 }
 
 /// Files to write in a leaf, in order, with their values.
-type Writes = Vec<(&'static str, String)>;
+type Writes = Vec<(&'static CStr, String)>;
 
 /// A v1 hierarchy the run gets a leaf in, and what to write there.
 #[derive(Debug, Clone)]
@@ -162,18 +164,22 @@ pub fn prepare(policy: &CgroupPolicy, host: &Host) -> Result<CgroupPlan, CgroupE
         policy.memory_max_bytes.map(|m| {
             (
                 Controller::Memory,
-                vec![("memory.max", m.to_string()), ("memory.swap.max", "0".into()), ("memory.oom.group", "1".into())],
-                vec![("memory.limit_in_bytes", m.to_string()), ("memory.memsw.limit_in_bytes", m.to_string())],
+                vec![
+                    (c"memory.max", m.to_string()),
+                    (c"memory.swap.max", "0".into()),
+                    (c"memory.oom.group", "1".into()),
+                ],
+                vec![(c"memory.limit_in_bytes", m.to_string()), (c"memory.memsw.limit_in_bytes", m.to_string())],
             )
         }),
         policy
             .pids_max
-            .map(|p| (Controller::Pids, vec![("pids.max", p.to_string())], vec![("pids.max", p.to_string())])),
+            .map(|p| (Controller::Pids, vec![(c"pids.max", p.to_string())], vec![(c"pids.max", p.to_string())])),
         policy.cpu_max_us.map(|(q, p)| {
             (
                 Controller::Cpu,
-                vec![("cpu.max", format!("{q} {p}"))],
-                vec![("cpu.cfs_period_us", p.to_string()), ("cpu.cfs_quota_us", q.to_string())],
+                vec![(c"cpu.max", format!("{q} {p}"))],
+                vec![(c"cpu.cfs_period_us", p.to_string()), (c"cpu.cfs_quota_us", q.to_string())],
             )
         }),
     ]
@@ -292,16 +298,35 @@ fn remove_dir(dir: &Path, patience: Duration) -> std::io::Result<()> {
     }
 }
 
-fn write(dir: &Path, file: &str, value: &str) -> Result<(), CgroupError> {
-    let path = dir.join(file);
-    std::fs::write(&path, value).map_err(|source| CgroupError::Write { path, value: value.into(), source })
+/// Writes a limit through the leaf's directory fd (no path walk per file).
+fn write_limit(dir: &Path, fd: &File, file: &CStr, value: &str) -> Result<(), CgroupError> {
+    crate::sys::write_at(fd.as_fd(), file, value.as_bytes()).map_err(|e| CgroupError::Write {
+        path: dir.join(file.to_string_lossy().as_ref()),
+        value: value.into(),
+        source: e.io(),
+    })
+}
+
+fn open_dir(dir: &Path) -> Result<File, CgroupError> {
+    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECTORY).open(dir).map_err(|source| CgroupError::Io {
+        what: "open",
+        path: dir.to_path_buf(),
+        source,
+    })
 }
 
 /// A run's leaves. Removed (after killing what is left) when dropped.
 #[derive(Debug)]
 pub struct Leaf {
     v2: Option<(PathBuf, File)>,
-    v1: Vec<(&'static str, PathBuf)>,
+    v1: Vec<V1Leaf>,
+}
+
+#[derive(Debug)]
+struct V1Leaf {
+    controller: &'static str,
+    dir: PathBuf,
+    fd: File,
 }
 
 impl CgroupPlan {
@@ -312,22 +337,19 @@ impl CgroupPlan {
         }
         let me = std::process::id();
         let name = format!("stockade-{me}-{}-{}", start_time(me).unwrap_or(0), SEQ.fetch_add(1, Ordering::Relaxed));
+        // Each directory joins `leaf` as soon as it exists, so a failed write still removes it.
         let mut leaf = Leaf { v2: None, v1: Vec::new() };
         if let Some(parent) = &self.v2_parent {
             let dir = parent.join(&name);
             match std::fs::create_dir(&dir) {
                 Ok(()) => {
-                    let file = std::fs::OpenOptions::new()
-                        .read(true)
-                        .custom_flags(libc::O_DIRECTORY)
-                        .open(&dir)
-                        .map_err(|source| CgroupError::Io { what: "open", path: dir.clone(), source })?;
-                    leaf.v2 = Some((dir.clone(), file));
+                    let fd = open_dir(&dir)?;
+                    let (dir, fd) = leaf.v2.insert((dir, fd));
                     for (f, v) in &self.v2_writes {
-                        match write(&dir, f, v) {
+                        match write_limit(dir, fd, f, v) {
                             // No swap accounting on this host: there is no swap to forbid.
                             Err(CgroupError::Write { source, .. })
-                                if *f == "memory.swap.max" && source.kind() == std::io::ErrorKind::NotFound => {}
+                                if *f == c"memory.swap.max" && source.kind() == std::io::ErrorKind::NotFound => {}
                             other => other?,
                         }
                     }
@@ -346,11 +368,19 @@ impl CgroupPlan {
                 path: dir.clone(),
                 source,
             })?;
-            leaf.v1.push((part.controller, dir.clone()));
+            let fd = match open_dir(&dir) {
+                Ok(fd) => fd,
+                Err(e) => {
+                    let _ = std::fs::remove_dir(&dir);
+                    return Err(e);
+                }
+            };
+            leaf.v1.push(V1Leaf { controller: part.controller, dir, fd });
+            let Some(l) = leaf.v1.last() else { continue };
             for (f, v) in &part.writes {
-                match write(&dir, f, v) {
+                match write_limit(&l.dir, &l.fd, f, v) {
                     Err(CgroupError::Write { source, .. })
-                        if *f == "memory.memsw.limit_in_bytes" && source.kind() == std::io::ErrorKind::NotFound => {}
+                        if *f == c"memory.memsw.limit_in_bytes" && source.kind() == std::io::ErrorKind::NotFound => {}
                     other => other?,
                 }
             }
@@ -391,10 +421,6 @@ fn field(text: &str, key: &str) -> Option<u64> {
     })
 }
 
-fn read_u64(path: &Path) -> Option<u64> {
-    std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
 impl Leaf {
     /// The cgroup2 leaf's fd for `clone3(CLONE_INTO_CGROUP)`.
     pub fn clone_fd(&self) -> Option<RawFd> {
@@ -403,8 +429,9 @@ impl Leaf {
 
     /// Moves the child into the v1 leaves (the parent does it while the child waits).
     pub fn attach(&self, pid: i32) -> Result<(), CgroupError> {
-        for (_, dir) in &self.v1 {
-            write(dir, "cgroup.procs", &pid.to_string())?;
+        let pid = pid.to_string();
+        for l in &self.v1 {
+            write_limit(&l.dir, &l.fd, c"cgroup.procs", &pid)?;
         }
         Ok(())
     }
@@ -419,44 +446,44 @@ impl Leaf {
         if let Some((dir, _)) = &self.v2 {
             kill_all(dir);
         } else {
-            for (_, dir) in &self.v1 {
-                kill_all(dir);
+            for l in &self.v1 {
+                kill_all(&l.dir);
             }
         }
     }
 
     /// Reads what the leaves recorded.
     pub fn stats(&self) -> CgroupStats {
+        let read = |fd: &File, name: &CStr| crate::sys::read_at(fd.as_fd(), name).unwrap_or_default();
+        let num = |fd: &File, name: &CStr| read(fd, name).trim().parse::<u64>().ok();
         let mut s = CgroupStats::default();
-        if let Some((dir, _)) = &self.v2 {
-            let cpu = std::fs::read_to_string(dir.join("cpu.stat")).unwrap_or_default();
+        if let Some((_, fd)) = &self.v2 {
+            let cpu = read(fd, c"cpu.stat");
             s.cpu_user_us = field(&cpu, "user_usec");
             s.cpu_sys_us = field(&cpu, "system_usec");
-            s.memory_peak_bytes = read_u64(&dir.join("memory.peak"));
-            let ev = std::fs::read_to_string(dir.join("memory.events")).unwrap_or_default();
-            s.oom_kills = field(&ev, "oom_kill").unwrap_or(0);
-            s.pids_peak = read_u64(&dir.join("pids.peak"));
-            let pev = std::fs::read_to_string(dir.join("pids.events")).unwrap_or_default();
-            s.pids_limit_hit = field(&pev, "max").unwrap_or(0) > 0;
+            s.memory_peak_bytes = num(fd, c"memory.peak");
+            s.oom_kills = field(&read(fd, c"memory.events"), "oom_kill").unwrap_or(0);
+            s.pids_peak = num(fd, c"pids.peak");
+            s.pids_limit_hit = field(&read(fd, c"pids.events"), "max").unwrap_or(0) > 0;
         }
-        for (c, dir) in &self.v1 {
-            match *c {
+        for l in &self.v1 {
+            match l.controller {
                 "memory" => {
-                    s.memory_peak_bytes = read_u64(&dir.join("memory.max_usage_in_bytes"));
-                    let oc = std::fs::read_to_string(dir.join("memory.oom_control")).unwrap_or_default();
-                    s.oom_kills = field(&oc, "oom_kill").unwrap_or(0);
+                    s.memory_peak_bytes = num(&l.fd, c"memory.max_usage_in_bytes");
+                    s.oom_kills = field(&read(&l.fd, c"memory.oom_control"), "oom_kill").unwrap_or(0);
                 }
                 "pids" => {
-                    s.pids_peak = read_u64(&dir.join("pids.peak"));
-                    let pev = std::fs::read_to_string(dir.join("pids.events")).unwrap_or_default();
-                    s.pids_limit_hit = field(&pev, "max").unwrap_or(0) > 0;
+                    s.pids_peak = num(&l.fd, c"pids.peak");
+                    s.pids_limit_hit = field(&read(&l.fd, c"pids.events"), "max").unwrap_or(0) > 0;
                 }
                 _ => {}
             }
             // cpuacct, alone or co-mounted with cpu.
-            if s.cpu_user_us.is_none() && dir.join("cpuacct.usage_user").exists() {
-                s.cpu_user_us = read_u64(&dir.join("cpuacct.usage_user")).map(|ns| ns / 1000);
-                s.cpu_sys_us = read_u64(&dir.join("cpuacct.usage_sys")).map(|ns| ns / 1000);
+            if s.cpu_user_us.is_none()
+                && let Some(user) = num(&l.fd, c"cpuacct.usage_user")
+            {
+                s.cpu_user_us = Some(user / 1000);
+                s.cpu_sys_us = num(&l.fd, c"cpuacct.usage_sys").map(|ns| ns / 1000);
             }
         }
         s
@@ -470,7 +497,7 @@ impl Leaf {
     fn remove_all(&mut self) -> Result<(), CgroupError> {
         self.kill();
         let mut first = Ok(());
-        let dirs: Vec<PathBuf> = self.v1.drain(..).map(|(_, d)| d).chain(self.v2.take().map(|(d, _)| d)).collect();
+        let dirs: Vec<PathBuf> = self.v1.drain(..).map(|l| l.dir).chain(self.v2.take().map(|(d, _)| d)).collect();
         for dir in dirs {
             if let Err(source) = remove_dir(&dir, Duration::from_secs(2))
                 && first.is_ok()
@@ -503,7 +530,10 @@ mod tests {
         std::fs::write(v2.join("pids.events"), "max 3\n").expect("w");
         std::fs::write(mem.join("memory.max_usage_in_bytes"), "4096\n").expect("w");
         std::fs::write(mem.join("memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n").expect("w");
-        let leaf = Leaf { v2: Some((v2.clone(), File::open(&v2).expect("open"))), v1: vec![("memory", mem)] };
+        let leaf = Leaf {
+            v2: Some((v2.clone(), File::open(&v2).expect("open"))),
+            v1: vec![V1Leaf { controller: "memory", fd: File::open(&mem).expect("open"), dir: mem }],
+        };
         let s = leaf.stats();
         std::mem::forget(leaf); // the fixture is not a cgroup: do not try to kill or rmdir it
         assert_eq!(
