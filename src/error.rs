@@ -30,6 +30,9 @@ pub enum Error {
     Seccomp(#[from] SeccompError),
     #[error(transparent)]
     Cgroup(#[from] CgroupError),
+    #[cfg(feature = "wasm")]
+    #[error(transparent)]
+    Guest(#[from] crate::wasm::guests::GuestError),
     #[error(transparent)]
     Program(#[from] ProgramError),
     /// `clone3` refused the namespaces; `which` names the one refused when a probe found it.

@@ -61,6 +61,8 @@ pub mod report;
 mod supervisor;
 #[allow(unsafe_code)]
 pub mod sys;
+#[cfg(feature = "wasm")]
+pub mod wasm;
 
 pub use child::{Stage, in_forked_child};
 pub use error::Error;
@@ -97,6 +99,10 @@ pub fn refused_report(policy: &str, job: &Job, error: &Error) -> Report {
         oom_kills: 0,
         pids_peak: None,
         pids_limit_hit: false,
+        guest_exit_code: None,
+        fuel_consumed: None,
+        wasm_memory_peak_bytes: None,
+        wasm_time: None,
         stdout: report::StreamReport::default(),
         stderr: report::StreamReport::default(),
         enforcement: Vec::new(),

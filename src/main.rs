@@ -1,6 +1,8 @@
 //! `stockade`: parse the command line, call the library, map the outcome to an exit code.
 
 mod cli;
+#[cfg(feature = "wasm")]
+mod guest;
 
 use clap::Parser;
 use cli::{Cli, Command, PolicyCommand, RunArgs};
@@ -19,12 +21,16 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(*args),
         Command::Policy(PolicyCommand::Check { files }) => check(&files),
         Command::Policy(PolicyCommand::Default) => {
             print!("{}", stockade::policy::DEFAULT_POLICY_TOML);
             ExitCode::SUCCESS
         }
+        #[cfg(feature = "wasm")]
+        Command::Guest(cmd) => guest::command(cmd),
+        #[cfg(feature = "wasm")]
+        Command::Runner { config } => code(stockade::wasm::runner::main(&config)),
     }
 }
 
@@ -55,12 +61,37 @@ fn policy_for(args: &RunArgs) -> Result<Policy, PolicyError> {
     Ok(policy)
 }
 
-fn run(args: RunArgs) -> ExitCode {
+/// What `stockade run` was asked to run.
+enum What {
+    Program(Job),
+    #[cfg(feature = "wasm")]
+    Wasm(stockade::wasm::WasmJob),
+}
+
+fn what(args: &RunArgs) -> Result<What, String> {
+    #[cfg(feature = "wasm")]
+    if let Some(w) = guest::wasm_job(args)? {
+        return Ok(What::Wasm(w));
+    }
     let mut command = args.command.iter().cloned();
-    let mut job = Job::new(command.next().unwrap_or_default()).args(command);
+    let Some(program) = command.next() else {
+        return Err("nothing to run: give -- PROGRAM [ARGS...] (or --python, --js, --wasm)".into());
+    };
+    let mut job = Job::new(program).args(command);
     if args.stdin {
         job.stdin = Some(stockade::policy::StdinMode::Inherit);
     }
+    Ok(What::Program(job))
+}
+
+fn run(args: RunArgs) -> ExitCode {
+    let what = match what(&args) {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("stockade: {e}");
+            return code(EXIT_SETUP_FAILED);
+        }
+    };
     let embed = args.report.as_deref() == Some("-");
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();
@@ -68,8 +99,11 @@ fn run(args: RunArgs) -> ExitCode {
         if embed { Output::Capture } else { Output::Forward { stdout: stdout.as_fd(), stderr: stderr.as_fd() } };
     let policy_name =
         args.policy.as_ref().map_or(stockade::policy::DEFAULT_POLICY_NAME.to_string(), |p| p.display().to_string());
-    let result =
-        policy_for(&args).map_err(stockade::Error::from).and_then(|policy| stockade::run(&policy, &job, output));
+    let result = policy_for(&args).map_err(stockade::Error::from).and_then(|policy| match &what {
+        What::Program(job) => stockade::run(&policy, job, output),
+        #[cfg(feature = "wasm")]
+        What::Wasm(w) => stockade::wasm::prepare(&policy, w).and_then(|plan| plan.run(output)),
+    });
     let report = match result {
         Ok(report) => {
             if let Some(error) = &report.error {
@@ -79,6 +113,11 @@ fn run(args: RunArgs) -> ExitCode {
         }
         Err(e) => {
             eprintln!("stockade: {e}");
+            let job = match &what {
+                What::Program(job) => job.clone(),
+                #[cfg(feature = "wasm")]
+                What::Wasm(w) => Job::new(w.runner.display().to_string()),
+            };
             stockade::refused_report(&policy_name, &job, &e)
         }
     };

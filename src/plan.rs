@@ -72,6 +72,11 @@ pub struct Plan {
     pub(crate) envp: Vec<CString>,
     pub(crate) stdin: StdinMode,
     pub(crate) dev_null: OwnedFd,
+    /// The program is stockade's Wasm runner: it reports on fd 3.
+    pub(crate) runner_channel: bool,
+    /// A fresh Wasm workspace, removed with the plan.
+    #[cfg(feature = "wasm")]
+    pub(crate) temp_workspace: Option<crate::wasm::TempWorkspace>,
 }
 
 impl Plan {
@@ -112,6 +117,9 @@ impl Plan {
             envp,
             stdin: job.stdin.unwrap_or(policy.stdin),
             dev_null: renumber(dev_null.into(), "renumber /dev/null")?,
+            runner_channel: false,
+            #[cfg(feature = "wasm")]
+            temp_workspace: None,
         })
     }
 

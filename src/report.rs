@@ -42,6 +42,24 @@ pub enum Status {
     /// A fork or thread creation was refused at `cgroups.pids-max` (the program's own exit code
     /// is kept); see also `pids-limit-hit`.
     PidsLimit,
+    /// The Wasm guest burned all its fuel (`wasm.fuel`).
+    FuelExhausted,
+    /// The Wasm guest trapped (`error` has the trap: unreachable, call stack exhausted...).
+    WasmTrap,
+    /// The Wasm guest tried to grow its memory past `wasm.memory-max-bytes` and was refused.
+    WasmMemoryLimit,
+}
+
+/// Where a Wasm run's time went.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct WasmTime {
+    /// Loading the precompiled artifact.
+    pub load_ms: f64,
+    /// Instantiating the module with WASI.
+    pub instantiate_ms: f64,
+    /// Running `_start`.
+    pub run_ms: f64,
 }
 
 /// The system call that ended a run with status `seccomp-violation`.
@@ -160,6 +178,18 @@ pub struct Report {
     /// Whether a fork or thread creation was refused at `cgroups.pids-max`.
     #[serde(default)]
     pub pids_limit_hit: bool,
+    /// For Wasm runs: the guest's own exit code (`proc_exit`), when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest_exit_code: Option<i32>,
+    /// For Wasm runs with `wasm.fuel`: fuel burned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fuel_consumed: Option<u64>,
+    /// For Wasm runs: the largest linear memory the guest had, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wasm_memory_peak_bytes: Option<u64>,
+    /// For Wasm runs: load, instantiate and run times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wasm_time: Option<WasmTime>,
     pub stdout: StreamReport,
     pub stderr: StreamReport,
     /// Each layer, in the order the jail applies them.
@@ -247,6 +277,10 @@ mod tests {
             oom_kills: 0,
             pids_peak: Some(2),
             pids_limit_hit: false,
+            guest_exit_code: None,
+            fuel_consumed: None,
+            wasm_memory_peak_bytes: None,
+            wasm_time: None,
             stdout: StreamReport { bytes: 3, truncated: false, text: Some("hi\n".into()), base64: None },
             stderr: StreamReport::default(),
             enforcement: vec![LayerReport::new("namespace.user", "new", "new")],

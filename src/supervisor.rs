@@ -33,6 +33,8 @@ pub enum Output<'a> {
 }
 
 const CHUNK: usize = 64 * 1024;
+/// The most the Wasm runner's JSON summary may take.
+const RUNNER_REPORT_MAX: u64 = 64 * 1024;
 /// A write of at most this many bytes to a pipe that polled writable never blocks.
 const PIPE_BUF: usize = 4096;
 
@@ -98,6 +100,14 @@ impl Sink {
         }
     }
 
+    /// The bytes kept (capture mode).
+    fn captured(self) -> Vec<u8> {
+        match self.dest {
+            Dest::Capture(buf) => buf,
+            Dest::Forward { .. } => Vec::new(),
+        }
+    }
+
     fn report(self) -> StreamReport {
         let truncated = self.cap.is_some_and(|c| self.total > c);
         let mut r = StreamReport { bytes: self.total, truncated, text: None, base64: None };
@@ -135,6 +145,8 @@ pub struct Prepared<'p> {
     report: Option<OwnedFd>,
     stdout: Option<OwnedFd>,
     stderr: Option<OwnedFd>,
+    /// The Wasm runner's report channel (fd 3 in the program).
+    runner: Option<OwnedFd>,
     leaf: Option<Leaf>,
 }
 
@@ -157,6 +169,12 @@ impl Plan {
         let report_w = sys::above_stdio(report_w).map_err(sv("renumber an fd"))?;
         let out_w = sys::above_stdio(out_w).map_err(sv("renumber an fd"))?;
         let err_w = sys::above_stdio(err_w).map_err(sv("renumber an fd"))?;
+        let runner = if self.runner_channel {
+            let (r, w) = sys::pipe().map_err(sv("create the runner's report pipe"))?;
+            Some((r, sys::above_stdio(w).map_err(sv("renumber an fd"))?))
+        } else {
+            None
+        };
         let stdin_dup: Option<OwnedFd> = match self.stdin {
             StdinMode::Null => None,
             StdinMode::Inherit => std::io::stdin().as_fd().try_clone_to_owned().ok(),
@@ -170,12 +188,19 @@ impl Plan {
 
         let mut keep: Vec<RawFd> = vec![sync_child.as_raw_fd(), report_w.as_raw_fd(), exe];
         keep.extend(ruleset.as_ref().map(AsRawFd::as_raw_fd));
+        keep.extend(runner.as_ref().map(|(_, w)| w.as_raw_fd()));
         keep.sort_unstable();
         keep.dedup();
         let argv = CStrArray::new(&self.program.argv);
         let envp = CStrArray::new(&self.envp);
         let args = ChildArgs {
-            fds: ChildFds { stdin: stdin_fd, stdout: out_w.as_raw_fd(), stderr: err_w.as_raw_fd(), keep: &keep },
+            fds: ChildFds {
+                stdin: stdin_fd,
+                stdout: out_w.as_raw_fd(),
+                stderr: err_w.as_raw_fd(),
+                runner: runner.as_ref().map(|(_, w)| w.as_raw_fd()),
+                keep: &keep,
+            },
             sync: sync_child.as_raw_fd(),
             report: report_w.as_raw_fd(),
             fs: &self.fs,
@@ -202,6 +227,10 @@ impl Plan {
             Err(errno) => return Err(self.clone_error(errno)),
         };
         // The child has its copies; ours would keep the pipes from ever reaching end of file.
+        let runner_r = runner.map(|(r, w)| {
+            drop(w);
+            r
+        });
         drop((sync_child, report_w, out_w, err_w, stdin_dup, ruleset));
 
         // While the child waits at the barrier: its id maps, and its move into v1 cgroups (a
@@ -225,6 +254,7 @@ impl Plan {
             report: Some(report_r),
             stdout: Some(out_r),
             stderr: Some(err_r),
+            runner: runner_r,
             leaf,
         })
     }
@@ -344,6 +374,10 @@ impl Plan {
             oom_kills: cg.oom_kills,
             pids_peak: cg.pids_peak,
             pids_limit_hit: cg.pids_limit_hit,
+            guest_exit_code: None,
+            fuel_consumed: None,
+            wasm_memory_peak_bytes: None,
+            wasm_time: None,
             stdout,
             stderr,
             enforcement: self.layers_with(leaf_made),
@@ -420,10 +454,13 @@ impl Prepared<'_> {
             Output::Capture => (None, None),
             Output::Forward { stdout, stderr } => (forward(stdout), forward(stderr)),
         };
-        let mut streams = [
+        let mut streams = vec![
             Stream { fd: self.stdout.take(), sink: Sink::new(plan.policy.stdout_max_bytes, fwd_out) },
             Stream { fd: self.stderr.take(), sink: Sink::new(plan.policy.stderr_max_bytes, fwd_err) },
         ];
+        if let Some(r) = self.runner.take() {
+            streams.push(Stream { fd: Some(r), sink: Sink::new(Some(RUNNER_REPORT_MAX), None) });
+        }
         let deadline = start + plan.policy.wall_timeout;
         let report_r = self
             .report
@@ -448,12 +485,22 @@ impl Prepared<'_> {
         for s in &mut streams {
             s.sink.flush();
         }
-        let [out, err] = streams;
+        let mut streams = streams.into_iter();
+        let (Some(out), Some(err)) = (streams.next(), streams.next()) else {
+            return Err(Error::Supervisor { what: "collect output", errno: Errno(libc::EINVAL) });
+        };
+        let runner_summary = streams.next().map(|s| s.sink.captured());
         let leaf = self.leaf.take();
         let stats = leaf.as_ref().map(Leaf::stats).unwrap_or_default();
         let leaf_made = leaf.is_some();
         let removed = leaf.map_or(Ok(()), Leaf::remove);
         let mut report = plan.build_report(outcome, wall, out.sink.report(), err.sink.report(), stats, leaf_made);
+        #[cfg(feature = "wasm")]
+        if let Some(summary) = runner_summary {
+            crate::wasm::merge(&mut report, &summary);
+        }
+        #[cfg(not(feature = "wasm"))]
+        let _ = runner_summary;
         if let Err(e) = removed {
             // The run itself is reported as it happened; the leftover is said loudly.
             let note = e.to_string();
@@ -529,7 +576,7 @@ struct Run<'a> {
     leaf: Option<&'a Leaf>,
 }
 
-fn pump(run: Run<'_>, report: OwnedFd, streams: &mut [Stream; 2], deadline: Instant) -> Result<Outcome, Error> {
+fn pump(run: Run<'_>, report: OwnedFd, streams: &mut [Stream], deadline: Instant) -> Result<Outcome, Error> {
     let Run { pid, pidfd, sync, seccomp: sc, pid_namespace, leaf } = run;
     let mut want_listener = sc.has_listener();
     let mut listener: Option<OwnedFd> = None;

@@ -567,14 +567,15 @@ pub fn fs_magic(fd: BorrowedFd<'_>) -> Result<i64, Errno> {
     Ok(st.f_type)
 }
 
-/// Returns an fd numbered 3 or higher (close-on-exec) for the same file: the child dups its
-/// stdio onto 0-2, which must not clobber an fd it still needs.
+/// Returns an fd numbered 4 or higher (close-on-exec) for the same file: the child dups its
+/// stdio onto 0-2 and the Wasm runner's report channel onto 3, which must not clobber an fd it
+/// still needs.
 pub fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, Errno> {
-    if fd.as_raw_fd() >= 3 {
+    if fd.as_raw_fd() >= 4 {
         return Ok(fd);
     }
     // SAFETY: fcntl on a valid fd; no pointers.
-    let new = check_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) })?;
+    let new = check_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 4) })?;
     // SAFETY: F_DUPFD_CLOEXEC returned a fresh fd that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(new) })
 }
@@ -946,4 +947,27 @@ pub fn read_at(dir: BorrowedFd<'_>, name: &CStr) -> Result<String, Errno> {
     close(fd);
     let n = r?;
     Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
+}
+
+/// Takes ownership of `fd` if it is open in this process (the runner's report channel).
+pub fn fd_if_open(fd: RawFd) -> Option<OwnedFd> {
+    // SAFETY: F_GETFD only queries the descriptor.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return None;
+    }
+    // SAFETY: the fd is open and, by the runner's contract, nothing else in this process owns it.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Loads a precompiled Wasm artifact (`Module::deserialize_file`, which maps it as native code).
+///
+/// Only artifacts this binary produced with the same engine configuration (their name carries
+/// the key) are passed here, from a guest directory that only the installing user can write
+/// (`wasm::guests::check_owner`, checked by the supervisor before the run) and that the jail sees
+/// read-only.
+#[cfg(feature = "wasm")]
+pub fn deserialize_module(engine: &wasmtime::Engine, path: &std::path::Path) -> wasmtime::Result<wasmtime::Module> {
+    // SAFETY: per the contract above, the file is an artifact of this engine configuration that
+    // nobody but its installer could have written; wasmtime checks the version and flags itself.
+    unsafe { wasmtime::Module::deserialize_file(engine, path) }
 }

@@ -1,4 +1,5 @@
-//! File descriptors: the program gets exactly fds 0, 1 and 2.
+//! File descriptors: the program gets exactly fds 0, 1 and 2 (and stockade's own Wasm runner
+//! its report channel as fd 3).
 //!
 //! The child dups its stdio into place, then closes every other fd except the few the jail still
 //! needs (all close-on-exec): the caller's leftovers, an inherited cwd fd, other runs' pipes.
@@ -13,6 +14,8 @@ pub struct ChildFds<'a> {
     pub stdin: RawFd,
     pub stdout: RawFd,
     pub stderr: RawFd,
+    /// The Wasm runner's report channel, which the program gets as fd 3.
+    pub runner: Option<RawFd>,
     pub keep: &'a [RawFd],
 }
 
@@ -30,5 +33,10 @@ pub fn apply(f: &ChildFds<'_>) -> Result<(), Errno> {
     }
     sys::close_range(next as u32, u32::MAX)?;
     // The fds kept are close-on-exec already; make sure of it.
-    sys::cloexec_from(3)
+    sys::cloexec_from(3)?;
+    // Last, the one fd beyond stdio the program may get (dup2 clears close-on-exec).
+    match f.runner {
+        Some(fd) => sys::dup2(fd, 3),
+        None => Ok(()),
+    }
 }

@@ -36,6 +36,8 @@ pub struct PolicyFile {
     pub seccomp: SeccompFile,
     #[serde(default)]
     pub cgroups: CgroupsFile,
+    #[serde(default)]
+    pub wasm: WasmFile,
 }
 
 impl PolicyFile {
@@ -55,6 +57,7 @@ impl PolicyFile {
             landlock: LandlockFile::default(),
             seccomp: SeccompFile::default(),
             cgroups: CgroupsFile::default(),
+            wasm: WasmFile::default(),
         }
     }
 }
@@ -619,5 +622,27 @@ impl Default for CgroupsFile {
             cpu_max_percent: Limit::Value(100),
             cpu_period_us: 100_000,
         }
+    }
+}
+
+/// `[wasm]`: limits of the embedded Wasm runtime (`stockade run --python/--js/--wasm`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct WasmFile {
+    /// Largest linear memory the guest may grow to, bytes (growth past it fails in the guest:
+    /// status `wasm-memory-limit`).
+    pub memory_max_bytes: u64,
+    /// Fuel units the guest may burn (about one per Wasm instruction); `"unlimited"`: no fuel
+    /// metering (faster), the wall-clock limit alone bounds the run.
+    pub fuel: Limit,
+    /// Most elements any table may grow to.
+    pub table_elements_max: u64,
+    /// Most module instances (and memories) per run.
+    pub instances_max: u32,
+}
+
+impl Default for WasmFile {
+    fn default() -> Self {
+        WasmFile { memory_max_bytes: 256 << 20, fuel: Limit::Unlimited, table_elements_max: 1 << 20, instances_max: 4 }
     }
 }

@@ -28,6 +28,16 @@ pub struct Policy {
     pub landlock: LandlockPolicy,
     pub seccomp: SeccompPolicy,
     pub cgroups: CgroupPolicy,
+    pub wasm: WasmPolicy,
+}
+
+/// The Wasm runtime's limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WasmPolicy {
+    pub memory_max_bytes: u64,
+    pub fuel: Option<u64>,
+    pub table_elements_max: u64,
+    pub instances_max: u32,
 }
 
 /// The run's cgroup and its limits (`None`: no limit).
@@ -265,6 +275,17 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
     let cpu_max_us =
         value(cg.cpu_max_percent).map(|pct| (pct.saturating_mul(cg.cpu_period_us) / 100, cg.cpu_period_us));
 
+    let wasm = &file.wasm;
+    if wasm.memory_max_bytes < 65536 {
+        bad("wasm.memory-max-bytes", "must be at least 65536 (one Wasm page)".into());
+    }
+    if wasm.instances_max == 0 {
+        bad("wasm.instances-max", "must be > 0".into());
+    }
+    if matches!(wasm.fuel, Limit::Value(0)) {
+        bad("wasm.fuel", "must be > 0, or \"unlimited\"".into());
+    }
+
     let hostname = &file.process.hostname;
     if let Err(message) = check_hostname(hostname) {
         bad("process.hostname", message);
@@ -306,6 +327,12 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
             memory_max_bytes: value(cg.memory_max_bytes),
             pids_max: value(cg.pids_max),
             cpu_max_us,
+        },
+        wasm: WasmPolicy {
+            memory_max_bytes: wasm.memory_max_bytes,
+            fuel: value(wasm.fuel),
+            table_elements_max: wasm.table_elements_max,
+            instances_max: wasm.instances_max,
         },
     })
 }

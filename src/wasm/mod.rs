@@ -1,0 +1,204 @@
+//! The embedded Wasmtime runner: Python, JavaScript or any WASI command module, inside a Wasm
+//! runtime *and* inside the OS jail, with one limit vocabulary and one report.
+//!
+//! The supervisor side ([`prepare`]) turns a [`WasmJob`] into an ordinary [`Plan`] whose program
+//! is this very binary run as `stockade __runner CONFIG` (stage 2, see `runner.rs`), with the
+//! artifact and the runner bound read-only, the workspace writable, and a report channel on fd 3.
+
+pub mod engine;
+pub mod guests;
+pub mod runner;
+
+use crate::error::Error;
+use crate::plan::{Job, Plan};
+use crate::policy::Policy;
+use crate::report::{Report, Status, WasmTime};
+use engine::EngineKind;
+use guests::{Guest, GuestError};
+use runner::{Outcome, Preopen, RunnerConfig, Summary};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// What to run in the runner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GuestCode {
+    /// Python source, run with `python -c`.
+    Python(String),
+    /// JavaScript source, run with QuickJS (`qjs --std -e`).
+    Js(String),
+    /// Any WASI preview 1 command module (compiled on first use, then cached by content hash).
+    Module(PathBuf),
+}
+
+/// A Wasm job: the code, its arguments, and where its files live.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WasmJob {
+    pub code: GuestCode,
+    pub args: Vec<String>,
+    /// Host directory seen as `/app`, kept between runs; `None`: a fresh one, removed afterwards.
+    pub workspace: Option<PathBuf>,
+    /// Host directories the guest reads at the same path.
+    pub data: Vec<PathBuf>,
+    /// Where guests and artifacts live; `None`: [`guests::default_dir`].
+    pub guest_dir: Option<PathBuf>,
+    /// The stockade binary that runs as stage 2.
+    pub runner: PathBuf,
+}
+
+impl WasmJob {
+    pub fn new(code: GuestCode, runner: impl Into<PathBuf>) -> WasmJob {
+        WasmJob { code, args: Vec::new(), workspace: None, data: Vec::new(), guest_dir: None, runner: runner.into() }
+    }
+}
+
+/// A fresh workspace, removed (with whatever the guest left) when the plan goes.
+#[derive(Debug)]
+pub(crate) struct TempWorkspace(PathBuf);
+
+impl Drop for TempWorkspace {
+    fn drop(&mut self) {
+        // std's remove_dir_all does not follow symlinks the guest may have planted.
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn guest_for(code: &GuestCode) -> Option<Guest> {
+    match code {
+        GuestCode::Python(_) => Some(guests::PYTHON),
+        GuestCode::Js(_) => Some(guests::QUICKJS),
+        GuestCode::Module(_) => None,
+    }
+}
+
+/// The artifact for a job's code: a managed guest's (verified, precompiled once), or an
+/// arbitrary module's (compiled on first use, cached under its SHA-256).
+fn artifact(code: &GuestCode, dir: &Path, kind: EngineKind) -> Result<PathBuf, GuestError> {
+    match guest_for(code) {
+        Some(g) => {
+            guests::check_owner(dir)?;
+            let artifact = guests::artifact_path(dir, g.name, kind);
+            if artifact.exists() {
+                guests::check_owner(&artifact)?;
+                return Ok(artifact);
+            }
+            let module = guests::verify(&g, dir)?;
+            guests::ensure_artifact(&module, &artifact, kind)
+        }
+        None => {
+            let GuestCode::Module(path) = code else { unreachable!("handled above") };
+            let sha = guests::sha256_file(path)?;
+            let cache = dir.join("cache");
+            guests::prepare_dir(&cache)?;
+            let artifact = guests::artifact_path(&cache, &format!("module-{sha}"), kind);
+            guests::ensure_artifact(path, &artifact, kind)
+        }
+    }
+}
+
+/// Prepares a Wasm job under a policy: the plan to run (any number of times).
+pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<Plan, Error> {
+    let w = &policy.wasm;
+    let kind = if w.fuel.is_some() { EngineKind::EpochFuel } else { EngineKind::Epoch };
+    let dir = job.guest_dir.clone().unwrap_or_else(guests::default_dir);
+    let artifact = artifact(&job.code, &dir, kind)?;
+    let mut policy = policy.clone();
+
+    let (workspace, temp) = match &job.workspace {
+        Some(ws) => (ws.clone(), None),
+        None => {
+            let ws =
+                fresh_workspace(&policy).map_err(|source| GuestError::Io { path: std::env::temp_dir(), source })?;
+            (ws.0.clone(), Some(ws))
+        }
+    };
+    let text = |p: &Path| p.display().to_string();
+    policy.add_read_only(&text(&artifact), "wasm artifact")?;
+    policy.add_read_only(&text(&job.runner), "wasm runner")?;
+    policy.add_read_write(&text(&workspace), "--workspace")?;
+    let mut preopens = vec![Preopen { host: workspace, guest: "/app".into(), writable: true }];
+    for d in &job.data {
+        policy.add_read_only(&text(d), "--data")?;
+        preopens.push(Preopen { host: d.clone(), guest: text(d), writable: false });
+    }
+    let mut argv: Vec<String> = match &job.code {
+        GuestCode::Python(code) => vec!["python".into(), "-c".into(), code.clone()],
+        GuestCode::Js(code) => vec!["qjs".into(), "--std".into(), "-e".into(), code.clone()],
+        GuestCode::Module(path) => {
+            vec![path.file_name().map_or_else(|| "module".into(), |n| n.to_string_lossy().into_owned())]
+        }
+    };
+    argv.extend(job.args.iter().cloned());
+    let config = RunnerConfig {
+        artifact,
+        fuel: w.fuel,
+        timeout_ms: u64::try_from(policy.wall_timeout.as_millis()).unwrap_or(u64::MAX),
+        memory_max_bytes: w.memory_max_bytes,
+        table_elements_max: w.table_elements_max,
+        instances_max: w.instances_max,
+        argv,
+        env: policy.env_set.clone(),
+        preopens,
+    };
+    let json = serde_json::to_string(&config)
+        .map_err(|e| GuestError::Io { path: job.runner.clone(), source: std::io::Error::other(e.to_string()) })?;
+    let mut run = Job::new(text(&job.runner)).args(["__runner".to_string(), json]);
+    run.stdin = None;
+    let mut plan = Plan::prepare(&policy, &run)?;
+    plan.runner_channel = true;
+    plan.temp_workspace = temp;
+    plan.program.argv_display = std::iter::once(text(&job.runner)).chain(config.argv.iter().cloned()).collect();
+    Ok(plan)
+}
+
+/// A new private directory for `/app`, owned by the jail's host uid when run as root.
+fn fresh_workspace(policy: &Policy) -> std::io::Result<TempWorkspace> {
+    let base = std::env::temp_dir();
+    for n in 0..100u32 {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let path = base.join(format!("stockade-ws-{}-{nanos:x}-{n}", std::process::id()));
+        match std::fs::create_dir(&path) {
+            Ok(()) => {
+                let ws = TempWorkspace(path);
+                std::fs::set_permissions(&ws.0, std::fs::Permissions::from_mode(0o700))?;
+                if crate::sys::geteuid() == 0 {
+                    std::os::unix::fs::chown(&ws.0, Some(policy.identity.host_uid), Some(policy.identity.host_gid))?;
+                }
+                return Ok(ws);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::from_raw_os_error(libc::EEXIST))
+}
+
+/// Folds the runner's summary into the report: the Wasm statuses and figures.
+pub(crate) fn merge(report: &mut Report, bytes: &[u8]) {
+    let Ok(s) = serde_json::from_slice::<Summary>(bytes) else { return };
+    report.guest_exit_code = s.guest_exit_code;
+    report.fuel_consumed = s.fuel_consumed;
+    report.wasm_memory_peak_bytes = Some(s.memory_peak_bytes);
+    report.wasm_time = Some(WasmTime { load_ms: s.load_ms, instantiate_ms: s.instantiate_ms, run_ms: s.run_ms });
+    // The OS-level reasons (timeout, oom, seccomp, setup) stay: they are what ended the run.
+    if !matches!(report.status, Status::Ok | Status::ExitedNonzero | Status::Signaled) {
+        return;
+    }
+    match s.outcome {
+        Outcome::Exited if s.memory_limit_hit => report.status = Status::WasmMemoryLimit,
+        Outcome::Exited => {}
+        Outcome::FuelExhausted => report.status = Status::FuelExhausted,
+        Outcome::Interrupted => {
+            report.status = Status::Timeout;
+            report.stockade_exit_code = crate::report::EXIT_TIMEOUT;
+        }
+        Outcome::Trap => {
+            report.status = Status::WasmTrap;
+            report.error = s.message;
+        }
+        Outcome::LoadError => {
+            report.status = Status::SetupFailed;
+            report.error = s.message;
+            report.stockade_exit_code = crate::report::EXIT_SETUP_FAILED;
+        }
+    }
+}
