@@ -67,7 +67,7 @@ fn unknown_key_and_out_of_range_values_name_the_key() {
 fn missing_program() {
     let r = refused(&["run"]);
     assert_eq!(r.code, Some(125));
-    assert!(r.stderr.contains("required arguments were not provided"), "{}", r.stderr);
+    assert!(r.stderr.contains("nothing to run: give -- PROGRAM [ARGS...] (or --python, --js, --wasm)"), "{}", r.stderr);
     let r = refused(&["run", "--", "no-such-program-stockade"]);
     assert_eq!(r.code, Some(127));
     assert!(r.stderr.contains("program \"no-such-program-stockade\" not found in the jail's PATH"), "{}", r.stderr);

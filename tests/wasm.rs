@@ -1,0 +1,235 @@
+//! The embedded Wasm runner, observed from outside: what must work inside, what must not, and
+//! the guests' integrity. Needs the guests installed: `stockade guest install --dir DIR` and
+//! `STOCKADE_GUEST_DIR=DIR` (.ci/run does both); skips otherwise.
+
+mod common;
+
+use common::*;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use stockade::{Report, Status};
+
+fn guest_dir() -> Option<PathBuf> {
+    match std::env::var_os("STOCKADE_GUEST_DIR").map(PathBuf::from) {
+        Some(d) if d.join("python.wasm").exists() && d.join("quickjs.wasm").exists() => Some(d),
+        _ => {
+            eprintln!("skip: guests not installed (stockade guest install --dir DIR; STOCKADE_GUEST_DIR=DIR)");
+            None
+        }
+    }
+}
+
+fn wasm(dir: &std::path::Path, args: &[&str]) -> (Report, std::process::Output) {
+    let d = dir.display().to_string();
+    let mut all = vec!["--guest-dir", d.as_str()];
+    all.extend_from_slice(args);
+    run_report(&all)
+}
+
+#[test]
+fn python_runs_what_code_execution_needs() {
+    let Some(g) = guest_dir() else { return };
+    let code = "import json, sqlite3, re\n\
+                db = sqlite3.connect(':memory:')\n\
+                print(db.execute('select 6*7').fetchone()[0], json.dumps({'a': [1]}), re.sub('b', 'c', 'abc'))\n\
+                open('/app/out.txt', 'w').write('hello')\n\
+                print(open('/app/out.txt').read())";
+    let (r, _) = wasm(&g, &["--python", code]);
+    assert_eq!((r.status, stdout_of(&r)), (Status::Ok, "42 {\"a\": [1]} acc\nhello\n"), "{r:?}");
+    assert_eq!(r.guest_exit_code, Some(0));
+    let t = r.wasm_time.expect("times reported");
+    assert!(t.load_ms > 0.0 && t.run_ms > 0.0, "{t:?}");
+    let (r, _) = wasm(&g, &["--python", "print(sum(range(10)))"]);
+    assert_eq!(stdout_of(&r), "45\n");
+}
+
+#[test]
+fn a_workspace_keeps_files_between_runs_and_the_host_sees_them() {
+    let Some(g) = guest_dir() else { return };
+    let ws = shared_dir();
+    let w = ws.path().display().to_string();
+    let (r, _) = wasm(&g, &["--workspace", &w, "--python", "open('/app/state.txt', 'w').write('run one')"]);
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(std::fs::read_to_string(ws.path().join("state.txt")).expect("on the host"), "run one");
+    let (r, _) = wasm(&g, &["--workspace", &w, "--python", "print(open('/app/state.txt').read())"]);
+    assert_eq!(stdout_of(&r), "run one\n");
+    // A fresh workspace holds nothing of stockade's, and is gone afterwards.
+    let (r, _) = wasm(&g, &["--python", "import os; print(os.listdir('/app'))"]);
+    assert_eq!(stdout_of(&r), "[]\n");
+}
+
+#[test]
+fn javascript_logs_and_uses_std_files_in_app() {
+    let Some(g) = guest_dir() else { return };
+    let code = "let f = std.open('/app/j.txt', 'w'); f.puts('from js'); f.close(); console.log(std.loadFile('/app/j.txt'), 6 * 7);";
+    let (r, _) = wasm(&g, &["--js", code]);
+    assert_eq!((r.status, stdout_of(&r)), (Status::Ok, "from js 42\n"), "{r:?}");
+}
+
+#[test]
+fn python_cannot_reach_the_host() {
+    let Some(g) = guest_dir() else { return };
+    let ws = shared_dir();
+    let w = ws.path().display().to_string();
+    // A link planted in the workspace on the host side, pointing out of it.
+    std::os::unix::fs::symlink("/etc", ws.path().join("planted")).expect("symlink");
+    let outside = shared_dir();
+    let escape = outside.path().join("escaped");
+    let code = format!(
+        "import os\n\
+         for p in ['/etc/passwd', '/app/../etc/passwd', '/app/planted/passwd']:\n\
+         \x20   try: print('READ', len(open(p).read()))\n\
+         \x20   except OSError as e: print('denied', type(e).__name__)\n\
+         for p in ['/app/../escaped', '{e}', '/app/planted/x']:\n\
+         \x20   try: open(p, 'w').write('x'); print('WROTE', p)\n\
+         \x20   except OSError as e: print('denied', type(e).__name__)\n\
+         import socket, threading, subprocess\n\
+         for name, f in [('socket', lambda: socket.create_connection(('127.0.0.1', 1))),\n\
+         \x20              ('thread', lambda: threading.Thread(target=print).start()),\n\
+         \x20              ('subprocess', lambda: subprocess.run(['/bin/sh', '-c', 'true']))]:\n\
+         \x20   try: f(); print('DID', name)\n\
+         \x20   except Exception as e: print('denied', name)",
+        e = escape.display()
+    );
+    let (r, _) = wasm(&g, &["--workspace", &w, "--python", &code]);
+    let out = stdout_of(&r);
+    assert!(!out.contains("READ") && !out.contains("WROTE") && !out.contains("DID"), "{out}");
+    assert_eq!(out.matches("denied").count(), 9, "{out}");
+    assert!(!escape.exists() && !outside.path().join("x").exists());
+    assert!(!std::path::Path::new("/etc/x").exists());
+}
+
+#[test]
+fn spinning_and_sleeping_guests_end_at_the_wall_clock_limit() {
+    let Some(g) = guest_dir() else { return };
+    for code in ["while True: pass", "import time; time.sleep(20); print('slept')"] {
+        let start = Instant::now();
+        let (r, out) = wasm(&g, &["--timeout", "1s", "--python", code]);
+        assert_eq!(r.status, Status::Timeout, "{code}: {r:?}");
+        assert_eq!(out.status.code(), Some(124));
+        assert!(start.elapsed() < Duration::from_secs(3), "{code}: took {:?}", start.elapsed());
+        assert!(!stdout_of(&r).contains("slept"));
+    }
+}
+
+#[test]
+fn memory_beyond_the_wasm_limit_is_refused() {
+    let Some(g) = guest_dir() else { return };
+    let (r, _) = wasm(&g, &["--python", "x = bytearray(2**30)"]);
+    assert_eq!(r.status, Status::WasmMemoryLimit, "{r:?}");
+    assert!(r.stderr.text.as_deref().is_some_and(|t| t.contains("MemoryError")), "{r:?}");
+    assert!(r.wasm_memory_peak_bytes.is_some_and(|p| p <= 256 << 20), "{r:?}");
+    // 2**31 does not even fit a wasm32 size: refused before any memory is asked for.
+    let (r, _) = wasm(&g, &["--python", "x = bytearray(2**31)"]);
+    assert_eq!(r.status, Status::ExitedNonzero, "{r:?}");
+    assert!(r.wasm_memory_peak_bytes.is_some_and(|p| p < 64 << 20), "{r:?}");
+}
+
+#[test]
+fn an_output_flood_is_capped_and_never_lands_on_the_host_disk() {
+    let Some(g) = guest_dir() else { return };
+    let tmp_before = std::fs::read_dir(std::env::temp_dir()).expect("tmp").count();
+    let out = stockade()
+        .args([
+            "run",
+            "--guest-dir",
+            &g.display().to_string(),
+            "--python",
+            "import sys\nfor _ in range(200): sys.stdout.write('x' * 1000000)",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.stdout.len(), 1 << 20, "more than the cap reached the caller");
+    let (r, _) = wasm(&g, &["--python", "import sys\nfor _ in range(200): sys.stdout.write('x' * 1000000)"]);
+    assert_eq!((r.stdout.bytes, r.stdout.truncated), (200_000_000, true));
+    assert!(std::fs::read_dir(std::env::temp_dir()).expect("tmp").count() <= tmp_before + 2);
+}
+
+#[test]
+fn a_trapping_module_reports_the_trap_without_host_backtraces() {
+    let Some(g) = guest_dir() else { return };
+    let dir = tempfile::tempdir().expect("tmp");
+    let module = dir.path().join("trap.wasm");
+    let bytes = wat::parse_str(
+        r#"(module (import "wasi_snapshot_preview1" "proc_exit" (func (param i32)))
+                   (memory (export "memory") 1)
+                   (func (export "_start") unreachable))"#,
+    )
+    .expect("wat");
+    std::fs::write(&module, bytes).expect("write");
+    let m = module.display().to_string();
+    let out = stockade()
+        .env("RUST_BACKTRACE", "1")
+        .args(["run", "--guest-dir", &g.display().to_string(), "--report", "-", "--wasm", &m])
+        .output()
+        .expect("run");
+    let r = Report::from_json(&String::from_utf8_lossy(&out.stdout)).expect("report");
+    assert_eq!(r.status, Status::WasmTrap, "{r:?}");
+    assert!(r.error.as_deref().is_some_and(|e| e.contains("unreachable")), "{r:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let all = format!("{stderr}{}", r.stderr.text.unwrap_or_default());
+    assert!(!all.contains("stack backtrace") && !all.contains("rust_begin_unwind"), "{all}");
+    // The same module with fuel: it never burns any, and a proc_exit code comes back as is.
+    let exit = dir.path().join("exit.wasm");
+    let bytes = wat::parse_str(
+        r#"(module (import "wasi_snapshot_preview1" "proc_exit" (func $exit (param i32)))
+                   (memory (export "memory") 1)
+                   (func (export "_start") i32.const 7 call $exit))"#,
+    )
+    .expect("wat");
+    std::fs::write(&exit, bytes).expect("write");
+    let (r, out) = wasm(&g, &["--wasm", &exit.display().to_string()]);
+    assert_eq!((r.status, r.guest_exit_code, out.status.code()), (Status::ExitedNonzero, Some(7), Some(7)), "{r:?}");
+}
+
+#[test]
+fn fuel_bounds_a_spinner() {
+    let Some(g) = guest_dir() else { return };
+    let p = policy_file("version = 1\n[wasm]\nfuel = 200000000\n");
+    let (r, _) = wasm(&g, &["--policy", &path_of(&p), "--python", "while True: pass"]);
+    assert_eq!(r.status, Status::FuelExhausted, "{r:?}");
+    assert_eq!(r.fuel_consumed, Some(200_000_000));
+}
+
+#[test]
+fn a_tampered_guest_or_artifact_is_refused() {
+    let Some(g) = guest_dir() else { return };
+    let copy = tempfile::tempdir().expect("tmp");
+    std::fs::set_permissions(copy.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::copy(g.join("quickjs.wasm"), copy.path().join("quickjs.wasm")).expect("copy");
+    let mut bytes = std::fs::read(copy.path().join("quickjs.wasm")).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(copy.path().join("quickjs.wasm"), bytes).expect("write");
+    let c = copy.path().display().to_string();
+    let out = stockade().args(["guest", "verify", "--dir", &c]).output().expect("verify");
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("expected f9742952"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // And the run refuses it rather than compiling it.
+    let out = stockade().args(["run", "--guest-dir", &c, "--js", "console.log(1)"]).output().expect("run");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refusing it"), "{}", String::from_utf8_lossy(&out.stderr));
+    // An artifact anyone could have replaced is not loaded.
+    let artifact = std::fs::read_dir(&g)
+        .expect("ls")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.to_string_lossy().contains("quickjs.wasmtime") && p.extension().is_some_and(|x| x == "cwasm"))
+        .expect("quickjs artifact");
+    let planted = copy.path().join(artifact.file_name().expect("name"));
+    std::fs::copy(&artifact, &planted).expect("copy");
+    std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let out = stockade().args(["run", "--guest-dir", &c, "--js", "console.log(1)"]).output().expect("run");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("writable by group or others"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
