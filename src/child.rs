@@ -12,6 +12,7 @@
 //!   read its memory, environment or fds through `/proc/1`.
 //! - PID 2 is the program, with normal signal semantics (not those of an init).
 
+use crate::layers::cgroup;
 use crate::layers::fds::{self, ChildFds};
 use crate::layers::filesystem::{self, FsPlan};
 use crate::layers::identity::{self, IdPlan};
@@ -50,41 +51,44 @@ pub fn in_forked_child() -> bool {
 pub enum Stage {
     /// Parent-death signal armed before anything else.
     ParentDeath = 1,
+    /// Moved itself into the run's v1 cgroup leaves.
+    Cgroup = 2,
     /// stdio in place, every other fd closed.
-    Fds = 2,
+    Fds = 3,
     /// Waiting for the parent to write the id maps.
-    Release = 3,
+    Release = 4,
     /// Groups, gid, uid.
-    Identity = 4,
+    Identity = 5,
     /// New root built, old root detached, cwd set.
-    Filesystem = 5,
+    Filesystem = 6,
     /// Hostname in the uts namespace.
-    Hostname = 6,
+    Hostname = 7,
     /// New session, new keyring.
-    Session = 7,
+    Session = 8,
     /// Resource limits.
-    Rlimits = 8,
+    Rlimits = 9,
     /// Every capability dropped, securebits locked, no_new_privs.
-    Privileges = 9,
+    Privileges = 10,
     /// Rules for the jail's own objects added, ruleset enforced.
-    Landlock = 10,
+    Landlock = 11,
     /// Filters installed, listener handed to the supervisor.
-    Seccomp = 11,
+    Seccomp = 12,
     /// Parent-death signal re-armed (changing ids cleared it), parent still alive, not dumpable.
-    Watch = 12,
+    Watch = 13,
     /// Signal mask and handlers reset.
-    Signals = 13,
+    Signals = 14,
     /// Parked until the supervisor starts the run (at once, or later for a prestarted jail).
-    Go = 14,
+    Go = 15,
     /// init starts the program.
-    Spawn = 15,
+    Spawn = 16,
     /// `execveat` of the prepared fd.
-    Exec = 16,
+    Exec = 17,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 16] = [
+    pub const ALL: [Stage; 17] = [
         Stage::ParentDeath,
+        Stage::Cgroup,
         Stage::Fds,
         Stage::Release,
         Stage::Identity,
@@ -109,6 +113,7 @@ impl Stage {
     pub fn name(self) -> &'static str {
         match self {
             Stage::ParentDeath => "parent-death signal",
+            Stage::Cgroup => "cgroup",
             Stage::Fds => "file descriptors",
             Stage::Release => "release by the supervisor",
             Stage::Filesystem => "filesystem",
@@ -162,6 +167,8 @@ pub struct ChildArgs<'a> {
     pub exe: RawFd,
     pub argv: &'a CStrArray<'a>,
     pub envp: &'a CStrArray<'a>,
+    /// The `tasks` files of the run's v1 cgroup leaves, opened by the parent (close-on-exec).
+    pub cgroup_tasks: &'a [RawFd],
     /// The run has its own pid namespace (init is PID 1 of it).
     pub pid_namespace: bool,
     /// The supervisor's argv and environ areas ([start, end) each), which init inherited and
@@ -202,6 +209,8 @@ fn at_step(stage: Stage) -> impl Fn((u32, Errno)) -> Failure {
 fn setup(a: &ChildArgs<'_>) -> Result<(), Failure> {
     // First: if the supervisor dies from here on, so do we (and with us, as PID 1, the run).
     sys::set_parent_death_signal(libc::SIGKILL).map_err(at(Stage::ParentDeath))?;
+    // Into the v1 cgroups before anything else is charged; fds closes the files right after.
+    cgroup::apply(a.cgroup_tasks).map_err(at_step(Stage::Cgroup))?;
     fds::apply(&a.fds).map_err(at(Stage::Fds))?;
     wait_release(a.sync)?;
     // The id maps are written: become the inside uid/gid now. In a user namespace the child keeps

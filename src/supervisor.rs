@@ -186,6 +186,14 @@ impl Plan {
         let ruleset = ruleset.map(sys::above_stdio).transpose().map_err(sv("renumber an fd"))?;
         let exe = self.program.exe.as_raw_fd();
 
+        // The run's cgroup leaves (removed when `leaf` drops, on every path out of here), and the
+        // v1 leaves' `tasks` files the child moves itself through.
+        let leaf = self.cgroup.create_leaf()?;
+        let tasks = leaf.as_ref().map(Leaf::open_tasks).transpose()?.unwrap_or_default();
+        let tasks =
+            tasks.into_iter().map(sys::above_stdio).collect::<Result<Vec<_>, _>>().map_err(sv("renumber an fd"))?;
+        let cgroup_tasks: Vec<RawFd> = tasks.iter().map(AsRawFd::as_raw_fd).collect();
+
         let mut keep: Vec<RawFd> = vec![sync_child.as_raw_fd(), report_w.as_raw_fd(), exe];
         keep.extend(ruleset.as_ref().map(AsRawFd::as_raw_fd));
         keep.extend(runner.as_ref().map(|(_, w)| w.as_raw_fd()));
@@ -214,13 +222,12 @@ impl Plan {
             exe,
             argv: &argv,
             envp: &envp,
+            cgroup_tasks: &cgroup_tasks,
             pid_namespace: self.policy.namespaces.pid,
             scrub: args_areas(),
         };
 
         let mut spawn_stack = vec![0u8; child::SPAWN_STACK_BYTES];
-        // The run's cgroup leaves (removed when `leaf` drops, on every path out of here).
-        let leaf = self.cgroup.create_leaf()?;
         let (pid, pidfd) = match sys::clone3(self.ns.clone_flags, leaf.as_ref().and_then(Leaf::clone_fd)) {
             Ok(Forked::Child) => child::enter(&args, &mut spawn_stack),
             Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
@@ -231,15 +238,11 @@ impl Plan {
             drop(w);
             r
         });
-        drop((sync_child, report_w, out_w, err_w, stdin_dup, ruleset));
+        drop((sync_child, report_w, out_w, err_w, stdin_dup, ruleset, tasks));
 
-        // While the child waits at the barrier: its id maps, and its move into v1 cgroups (a
-        // cgroup2 leaf it was born in).
-        let ready = self.id.write_maps(pid).map_err(Error::from).and_then(|()| match &leaf {
-            Some(l) if l.needs_attach() => l.attach(pid).map_err(Error::from),
-            _ => Ok(()),
-        });
-        if let Err(e) = ready {
+        // While the child waits at the barrier (having moved itself into its v1 cgroups; a
+        // cgroup2 leaf it was born in): its id maps.
+        if let Err(e) = self.id.write_maps(pid).map_err(Error::from) {
             let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
             let _ = sys::waitid_pidfd(pidfd.as_fd());
             return Err(e);
@@ -400,7 +403,7 @@ impl Plan {
         sig == libc::SIGXCPU || (sig == libc::SIGKILL && used_us + 50_000 >= limit_s * 1_000_000)
     }
 
-    /// A child failure in words: `jail setup failed at filesystem (stage 4: bind /usr): ...`.
+    /// A child failure in words: `jail setup failed at filesystem (stage 6: bind /usr): ...`.
     pub(crate) fn describe_failure(&self, f: Failure) -> String {
         use crate::layers::{identity, session};
         let detail = match f.stage {
@@ -420,6 +423,7 @@ impl Plan {
             Stage::Privileges => Some(crate::layers::privileges::step_name(f.detail).into()),
             Stage::Landlock => Some(self.landlock.step_name(f.detail)),
             Stage::Seccomp => Some(format!("filter {}", f.detail + 1)),
+            Stage::Cgroup => Some(format!("move into the {} v1 leaf", self.cgroup.v1_controller(f.detail))),
             Stage::Exec => {
                 return format!(
                     "cannot execute {}: {}",

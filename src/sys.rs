@@ -938,6 +938,14 @@ pub fn write_at(dir: BorrowedFd<'_>, name: &CStr, value: &[u8]) -> Result<(), Er
     }
 }
 
+/// Opens the file `name` in the directory `dir` write-only, close-on-exec.
+pub fn openat_write(dir: BorrowedFd<'_>, name: &CStr) -> Result<OwnedFd, Errno> {
+    // SAFETY: name is NUL-terminated; dir is an open directory fd.
+    let fd = check_int(unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) })?;
+    // SAFETY: fd was just opened and is owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// Reads the file `name` in the directory `dir` (`openat` + `read`, up to 4 KiB).
 pub fn read_at(dir: BorrowedFd<'_>, name: &CStr) -> Result<String, Errno> {
     // SAFETY: name is NUL-terminated; dir is an open directory fd.

@@ -77,7 +77,7 @@ fn the_child_never_allocates_on_success_or_failure_paths() {
     let report = plan.run(Output::Capture).expect("run");
     assert_eq!(report.status, Status::SetupFailed);
     let error = report.error.clone().unwrap_or_default();
-    assert!(error.starts_with("jail setup failed at filesystem (stage 5: bind "), "{error}");
+    assert!(error.starts_with("jail setup failed at filesystem (stage 6: bind "), "{error}");
     assert!(error.ends_with(": stale file handle"), "{error}");
     assert_eq!(report.stockade_exit_code, 125);
     // An exec failure (not a valid executable, in a read-only grant) goes through init's
