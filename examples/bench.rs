@@ -75,18 +75,7 @@ fn main() {
     });
     // Prestarted: the jail (cgroup attach included) is built before the clock starts, as a
     // long-lived caller does between requests; only Prepared::run is timed.
-    let mut parked = Some(plan.prestart().expect("prestart"));
-    configs.push(Config {
-        name: "library, cgroup limits, prestarted",
-        run: Box::new(move || {
-            let start = Instant::now();
-            let ok = parked.take().map(|p| p.run(Output::Capture).map(|r| r.status == Status::Ok).unwrap_or(false));
-            TIMED.with(|t| t.set(Some(start.elapsed())));
-            parked = plan.prestart().ok();
-            ok.unwrap_or(false)
-        }),
-        samples: vec![],
-    });
+    configs.push(prestarted("library, cgroup limits, prestarted", plan));
     let (s, t, d) = (stockade_bin.clone(), truth.clone(), dir.clone());
     configs.push(Config {
         name: "stockade run (CLI), no cgroups",
@@ -154,6 +143,22 @@ fn main() {
     match arg(&args, "--guest-dir") {
         Some(g) => wasm(&args, &stockade_bin, std::path::Path::new(&g)),
         None => println!("\nWasm guests: skipped (no --guest-dir; install them with stockade guest install)"),
+    }
+}
+
+/// A plan run prestarted: the next jail is built after each run, outside the timed part.
+fn prestarted(name: &'static str, plan: &'static Plan) -> Config {
+    let mut parked = Some(plan.prestart().expect("prestart"));
+    Config {
+        name,
+        run: Box::new(move || {
+            let start = Instant::now();
+            let ok = parked.take().map(|p| p.run(Output::Capture).map(|r| r.status == Status::Ok).unwrap_or(false));
+            TIMED.with(|t| t.set(Some(start.elapsed())));
+            parked = plan.prestart().ok();
+            ok.unwrap_or(false)
+        }),
+        samples: vec![],
     }
 }
 
@@ -238,18 +243,7 @@ fn wasm(args: &[String], stockade_bin: &str, guest_dir: &std::path::Path) {
             run: Box::new(move || plan.run(Output::Capture).map(|r| r.status == Status::Ok).unwrap_or(false)),
             samples: vec![],
         });
-        let mut parked = Some(plan.prestart().expect("prestart"));
-        configs.push(Config {
-            name: name(lang, "jailed, library, prestarted"),
-            run: Box::new(move || {
-                let start = Instant::now();
-                let ok = parked.take().map(|p| p.run(Output::Capture).map(|r| r.status == Status::Ok).unwrap_or(false));
-                TIMED.with(|t| t.set(Some(start.elapsed())));
-                parked = plan.prestart().ok();
-                ok.unwrap_or(false)
-            }),
-            samples: vec![],
-        });
+        configs.push(prestarted(name(lang, "jailed, library, prestarted"), plan));
     }
     let rows = measure(&mut configs, rounds, None);
     println!("\nWasm guests, default policy (no fuel), rounds: {rounds}, interleaved round-robin");

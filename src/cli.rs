@@ -31,9 +31,34 @@ pub enum Command {
     /// Run a program in the jail and report what happened.
     #[command(after_help = RUN_EXAMPLES)]
     Run(Box<RunArgs>),
-    /// Work with policy files.
+    /// Work with policy files: check, explain, lint, score, diff, schema.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Check this host: kernel, namespaces, Landlock, seccomp, cgroups, guests; with --policy,
+    /// whether that policy runs here and what each layer gets.
+    #[command(after_help = DOCTOR_EXAMPLES)]
+    Doctor {
+        /// Also build a real jail from this policy (it runs `stockade --version` inside).
+        #[arg(long, value_name = "FILE")]
+        policy: Option<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Where the Wasm guests are installed.
+        #[arg(long, value_name = "DIR")]
+        guest_dir: Option<PathBuf>,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(
+        after_help = "Examples:\n  stockade completions bash > /etc/bash_completion.d/stockade\n  stockade completions zsh > ~/.zfunc/_stockade"
+    )]
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages into DIR (used by `cargo xtask man`).
+    #[command(name = "__man", hide = true)]
+    Man { dir: PathBuf },
     /// Manage the Wasm guests (CPython, QuickJS): install, list, verify.
     #[cfg(feature = "wasm")]
     #[command(subcommand)]
@@ -148,10 +173,91 @@ pub enum PolicyCommand {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
     },
+    /// Say in plain words what a policy lets the program see and do, its limits, and what this
+    /// host would enforce (nothing is run).
+    #[command(
+        after_help = "Examples:\n  stockade policy explain policies/default.toml\n  stockade policy explain --json my-policy.toml"
+    )]
+    Explain {
+        /// A policy file, or `builtin:default`.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Leave out what this host would enforce.
+        #[arg(long)]
+        no_host: bool,
+    },
+    /// Warn about weak settings: each warning has a stable id, the key, why, and a fix.
+    #[command(after_help = LINT_HELP)]
+    Lint {
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Exit 1 when there is any warning (for CI).
+        #[arg(long)]
+        strict: bool,
+    },
+    /// Score a policy's exposure from 0.0 (tightest) to 10.0 (every wall off); docs/policy-score.md
+    /// has the weights.
+    #[command(
+        after_help = "Examples:\n  stockade policy score policies/*.toml\n  stockade policy score --threshold 1.0 my-policy.toml   # exit 1 above 1.0 (for CI)"
+    )]
+    Score {
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// Exit 1 if any file scores above this.
+        #[arg(long, value_name = "X")]
+        threshold: Option<f64>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compare two policies setting by setting: tightened, loosened or changed, and the score delta.
+    #[command(
+        after_help = "Examples:\n  stockade policy diff policies/default.toml my-policy.toml\n  git show HEAD~1:jail.toml > /tmp/old.toml && stockade policy diff --fail-on-loosen /tmp/old.toml jail.toml"
+    )]
+    Diff {
+        #[arg(value_name = "OLD")]
+        a: PathBuf,
+        #[arg(value_name = "NEW")]
+        b: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Exit 1 if any setting is looser in NEW (for CI).
+        #[arg(long)]
+        fail_on_loosen: bool,
+    },
+    /// Print the JSON Schema of policy files (version 1), for editors.
+    #[command(after_help = "Example:\n  stockade policy schema > stockade-policy.schema.json")]
+    Schema,
     /// Print the shipped default policy (a starting point for your own).
     #[command(after_help = "Example:\n  stockade policy default > my-policy.toml")]
     Default,
 }
+
+const DOCTOR_EXAMPLES: &str = "\
+Examples:
+  stockade doctor
+  stockade doctor --policy policies/default.toml      # exit 1 if it cannot run here
+  stockade doctor --json
+
+Each check is ok, warn (works, with the caveat shown) or fail (runs that need it are refused).";
+
+const LINT_HELP: &str = "\
+Examples:
+  stockade policy lint policies/*.toml
+  stockade policy lint --strict --json my-policy.toml
+
+Rules: SL001 network-allowed, SL002 exec-allowed, SL003 syscall-group-allowed,
+SL004 writable-system-dir, SL005 no-memory-limit, SL006 no-pids-limit, SL007 long-timeout,
+SL008 rlimit-as-with-wasm, SL009 best-effort-layer, SL010 env-passes-secrets,
+SL011 output-uncapped, SL012 writable-exec, SL013 namespace-off, SL014 proc-full,
+SL015 data-dir-visible, SL016 stdin-inherited.";
 
 /// Parses `300ms`, `2s`, `1.5s`, `2m`, `1h`, or a bare number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -51,7 +51,9 @@
 
 #![deny(unsafe_code)]
 
+pub mod audit;
 mod child;
+pub mod doctor;
 mod error;
 pub mod layers;
 pub mod plan;

@@ -3,6 +3,7 @@
 mod cli;
 #[cfg(feature = "wasm")]
 mod guest;
+mod review;
 
 use clap::Parser;
 use cli::{Cli, Command, PolicyCommand, RunArgs};
@@ -22,11 +23,34 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Run(args) => run(*args),
-        Command::Policy(PolicyCommand::Check { files }) => check(&files),
+        Command::Policy(PolicyCommand::Check { files }) => review::check(&files),
+        Command::Policy(PolicyCommand::Explain { file, json, no_host }) => review::explain(&file, json, no_host),
+        Command::Policy(PolicyCommand::Lint { files, json, strict }) => review::lint(&files, json, strict),
+        Command::Policy(PolicyCommand::Score { files, threshold, json }) => review::score(&files, threshold, json),
+        Command::Policy(PolicyCommand::Diff { a, b, json, fail_on_loosen }) => {
+            review::diff(&a, &b, json, fail_on_loosen)
+        }
+        Command::Policy(PolicyCommand::Schema) => {
+            println!("{}", stockade::policy::json_schema());
+            ExitCode::SUCCESS
+        }
         Command::Policy(PolicyCommand::Default) => {
             print!("{}", stockade::policy::DEFAULT_POLICY_TOML);
             ExitCode::SUCCESS
         }
+        Command::Doctor { policy, json, guest_dir } => review::doctor(policy.as_deref(), json, guest_dir.as_deref()),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "stockade", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Man { dir } => match man_pages(&dir) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("stockade: {}: {e}", dir.display());
+                ExitCode::FAILURE
+            }
+        },
         #[cfg(feature = "wasm")]
         Command::Guest(cmd) => guest::command(cmd),
         #[cfg(feature = "wasm")]
@@ -141,16 +165,19 @@ fn write_report(dest: &str, report: &Report) -> std::io::Result<()> {
     }
 }
 
-fn check(files: &[std::path::PathBuf]) -> ExitCode {
-    let mut ok = true;
-    for f in files {
-        match Policy::load(f) {
-            Ok(_) => println!("{}: ok", f.display()),
-            Err(e) => {
-                ok = false;
-                eprintln!("{e}");
-            }
+/// One man page per command and subcommand: stockade.1, stockade-run.1, stockade-policy-lint.1...
+fn man_pages(dir: &std::path::Path) -> std::io::Result<()> {
+    use clap::CommandFactory;
+    fn write(cmd: clap::Command, name: String, dir: &std::path::Path) -> std::io::Result<()> {
+        let cmd = cmd.display_name(name.clone()).bin_name(name.replace('-', " "));
+        let mut out = Vec::new();
+        clap_mangen::Man::new(cmd.clone()).render(&mut out)?;
+        std::fs::write(dir.join(format!("{name}.1")), out)?;
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            write(sub.clone(), format!("{name}-{}", sub.get_name()), dir)?;
         }
+        Ok(())
     }
-    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    std::fs::create_dir_all(dir)?;
+    write(Cli::command(), "stockade".into(), dir)
 }

@@ -3,12 +3,14 @@
 //! Every key is documented once, here, beside its type; `policies/README.md` repeats the table for
 //! readers of the files. Omitted keys take the strict default shown in `policies/default.toml`.
 
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
+use std::borrow::Cow;
 use std::fmt;
 
 /// A policy file, version 1.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct PolicyFile {
     /// Policy format version. Only `1` exists.
@@ -63,7 +65,7 @@ impl PolicyFile {
 }
 
 /// `[namespaces]`: each namespace is created fresh for the run unless set to `false`.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct NamespacesFile {
     pub user: bool,
@@ -82,7 +84,7 @@ impl Default for NamespacesFile {
 }
 
 /// `[identity]`: who the program is, inside the jail and on the host.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct IdentityFile {
     /// uid the program sees inside the jail.
@@ -102,7 +104,7 @@ impl Default for IdentityFile {
 }
 
 /// `[filesystem]`: the jail's root is an empty read-only tmpfs holding only these.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct FilesystemFile {
     /// Host paths bound read-only (and executable) at the same path; each must exist.
@@ -142,7 +144,7 @@ impl Default for FilesystemFile {
 }
 
 /// What `/proc` shows inside the jail.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ProcMode {
     /// A procfs of the run's pid namespace with only the per-process entries (`subset=pid`):
@@ -155,7 +157,7 @@ pub enum ProcMode {
 }
 
 /// `[limits]`: limits the supervisor enforces.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct LimitsFile {
     /// Wall-clock limit in milliseconds; the whole run is killed when it passes.
@@ -173,6 +175,19 @@ impl Default for LimitsFile {
 pub enum Limit {
     Value(u64),
     Unlimited,
+}
+
+impl JsonSchema for Limit {
+    fn schema_name() -> Cow<'static, str> {
+        "Limit".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "A non-negative integer in the key's unit, or \"unlimited\".",
+            "oneOf": [{ "type": "integer", "minimum": 0 }, { "const": "unlimited" }]
+        })
+    }
 }
 
 impl Serialize for Limit {
@@ -211,7 +226,7 @@ impl<'de> Deserialize<'de> for Limit {
 }
 
 /// The resource limits stockade knows, by their policy key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum RlimitKey {
     /// RLIMIT_AS, bytes.
@@ -318,6 +333,24 @@ impl Default for RlimitsFile {
     }
 }
 
+impl JsonSchema for RlimitsFile {
+    fn schema_name() -> Cow<'static, str> {
+        "Rlimits".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let limit = generator.subschema_for::<Limit>().to_value();
+        let properties: serde_json::Map<String, serde_json::Value> =
+            RLIMIT_KEYS.iter().map(|k| (k.to_string(), limit.clone())).collect();
+        json_schema!({
+            "description": "Resource limits, soft = hard, applied in the order written.",
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": false
+        })
+    }
+}
+
 impl Serialize for RlimitsFile {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
@@ -357,7 +390,7 @@ impl<'de> Deserialize<'de> for RlimitsFile {
 }
 
 /// `[output]`: caps on what the supervisor reads from the program.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct OutputFile {
     /// Bytes of stdout passed on; the rest is read and discarded, and the report says `truncated`.
@@ -373,7 +406,7 @@ impl Default for OutputFile {
 }
 
 /// `[environment]`: the program's environment is built from these only.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct EnvironmentFile {
     /// Names copied from the caller's environment when set there.
@@ -398,6 +431,16 @@ impl Default for EnvironmentFile {
 /// A TOML table of strings kept in the order written.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OrderedStrings(pub Vec<(String, String)>);
+
+impl JsonSchema for OrderedStrings {
+    fn schema_name() -> Cow<'static, str> {
+        "StringTable".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({ "type": "object", "additionalProperties": { "type": "string" } })
+    }
+}
 
 impl Serialize for OrderedStrings {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -431,7 +474,7 @@ impl<'de> Deserialize<'de> for OrderedStrings {
 }
 
 /// `[process]`: the program's process environment.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct ProcessFile {
     /// Hostname inside the jail (needs the uts namespace).
@@ -447,7 +490,7 @@ impl Default for ProcessFile {
 }
 
 /// Where the program's stdin comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum StdinMode {
     Null,
@@ -455,7 +498,7 @@ pub enum StdinMode {
 }
 
 /// `[landlock]`: the kernel's path-based access control, mirroring the visible tree.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct LandlockFile {
     /// Refuse to run when the kernel's Landlock ABI is below `min-abi`.
@@ -471,7 +514,7 @@ impl Default for LandlockFile {
 }
 
 /// `[seccomp]`: system calls denied to the program, by group.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct SeccompFile {
     /// Refuse to run on a kernel without seccomp filters (instead of running without them).
@@ -490,7 +533,7 @@ impl Default for SeccompFile {
 }
 
 /// A named group of system calls the seccomp layer denies unless allowed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum SyscallGroup {
     /// `socket`/`socketpair` for any family but AF_UNIX.
@@ -589,7 +632,7 @@ impl SyscallGroup {
 }
 
 /// `[cgroups]`: one cgroup per run, with memory, process and CPU limits.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct CgroupsFile {
     /// Put each run in a cgroup of its own (needed for any limit below).
@@ -626,7 +669,7 @@ impl Default for CgroupsFile {
 }
 
 /// `[wasm]`: limits of the embedded Wasm runtime (`stockade run --python/--js/--wasm`).
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct WasmFile {
     /// Largest linear memory the guest may grow to, bytes (growth past it fails in the guest:

@@ -103,18 +103,22 @@ impl Policy {
 
     /// Parses and validates policy text; `name` is used in messages (usually the file path).
     pub fn from_toml(text: &str, name: &str) -> Result<Policy, PolicyError> {
-        let file = parse(text, name)?;
-        validate::validate(file, name).map_err(|problems| PolicyError::Invalid {
-            problems: problems
-                .into_iter()
-                .map(|p| LocatedProblem {
+        let (mut problems, file) = parse(text, name);
+        if let Some(file) = file {
+            match validate::validate(file, name) {
+                Ok(policy) if problems.is_empty() => return Ok(policy),
+                Ok(_) => {}
+                Err(found) => problems.extend(found.into_iter().map(|p| LocatedProblem {
                     file: name.to_string(),
                     position: locate(text, &p.key, false),
                     key: p.key,
                     message: p.message,
-                })
-                .collect(),
-        })
+                })),
+            }
+        }
+        // In the file's order.
+        problems.sort_by_key(|p| p.position.unwrap_or((usize::MAX, 0)));
+        Err(PolicyError::Invalid { problems })
     }
 
     /// Grants a host path read-only (and executable) at the same path inside; `flag` names the
@@ -170,28 +174,62 @@ impl Policy {
     }
 }
 
-/// TOML -> `PolicyFile`, with the key path and position of the first type error.
-fn parse(text: &str, name: &str) -> Result<PolicyFile, PolicyError> {
-    let located = |position: Option<(usize, usize)>, key: String, message: String| PolicyError::Invalid {
-        problems: vec![LocatedProblem { file: name.to_string(), position, key, message }],
+/// TOML -> `PolicyFile`. Every structural problem (unknown key, wrong type) is collected: the
+/// offending key is set aside and the rest parsed again, so the semantic checks still see every
+/// other key. Returns the problems so far and, when the rest parsed, the file.
+fn parse(text: &str, name: &str) -> (Vec<LocatedProblem>, Option<PolicyFile>) {
+    let problem = |position: Option<(usize, usize)>, key: String, message: String| LocatedProblem {
+        file: name.to_string(),
+        position,
+        key,
+        message,
     };
-    let de = toml::Deserializer::parse(text)
-        .map_err(|e| located(e.span().map(|s| line_col(text, s.start)), String::new(), first_line(e.message())))?;
-    serde_path_to_error::deserialize::<_, PolicyFile>(de).map_err(|e| {
-        let key = e.path().to_string();
-        let mut key = if key == "." { String::new() } else { key };
-        let inner = e.inner();
-        let mut position = inner.span().map(|s| line_col(text, s.start));
-        // An unknown key in a map-typed table: the path stops at the table; name the key itself.
-        if let Some(name) = inner.message().strip_prefix("unknown field `").and_then(|m| m.split('`').next())
-            && !key.ends_with(name)
-        {
-            key = if key.is_empty() { name.to_string() } else { format!("{key}.{name}") };
-            position = locate(text, &key, true).or(position);
+    let mut table: toml::Table = match toml::Deserializer::parse(text).and_then(|_| text.parse::<toml::Table>()) {
+        Ok(t) => t,
+        Err(e) => {
+            let position = e.span().map(|s| line_col(text, s.start));
+            return (vec![problem(position, String::new(), first_line(e.message()))], None);
         }
-        let position = position.or_else(|| locate(text, &key, false));
-        located(position, key, first_line(inner.message()))
-    })
+    };
+    let mut problems = Vec::new();
+    // Each round sets one key aside; a file has far fewer keys than this.
+    for _ in 0..256 {
+        let e = match serde_path_to_error::deserialize::<_, PolicyFile>(toml::Value::Table(table.clone())) {
+            Ok(file) => return (problems, Some(file)),
+            Err(e) => e,
+        };
+        let path = e.path().to_string();
+        let mut key = if path == "." { String::new() } else { path };
+        let message = first_line(&e.inner().to_string());
+        let mut at_key = false;
+        // An unknown key in a map-typed table: the path stops at the table; name the key itself.
+        if let Some(name) = message.strip_prefix("unknown field `").and_then(|m| m.split('`').next()) {
+            at_key = true;
+            if !key.ends_with(name) {
+                key = if key.is_empty() { name.to_string() } else { format!("{key}.{name}") };
+            }
+        }
+        let position = locate(text, &key, at_key).or_else(|| locate(text, &key, !at_key));
+        problems.push(problem(position, key.clone(), message));
+        if key.is_empty() || !remove_key(&mut table, &key) {
+            break;
+        }
+    }
+    (problems, None)
+}
+
+/// Removes a key path (`a.b[2]` removes `a.b`) from a table; false when it is not there.
+fn remove_key(table: &mut toml::Table, key: &str) -> bool {
+    let parts: Vec<&str> = key.split('.').map(|p| p.split('[').next().unwrap_or(p)).collect();
+    let Some((last, parents)) = parts.split_last() else { return false };
+    let mut t = table;
+    for p in parents {
+        match t.get_mut(*p) {
+            Some(toml::Value::Table(inner)) => t = inner,
+            _ => return false,
+        }
+    }
+    t.remove(*last).is_some()
 }
 
 fn first_line(message: &str) -> String {
@@ -204,6 +242,20 @@ fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let line = before.matches('\n').count() + 1;
     let col = before.rfind('\n').map_or(before.chars().count(), |i| before[i + 1..].chars().count()) + 1;
     (line, col)
+}
+
+/// The JSON Schema of policy files (version 1), for editors: every key with its type, default
+/// and documentation.
+pub fn json_schema() -> String {
+    let mut schema = schemars::schema_for!(PolicyFile);
+    schema.insert("title".into(), "stockade policy, version 1".into());
+    serde_json::to_string_pretty(&schema).unwrap_or_default()
+}
+
+/// Where the value of `key` (a path like `seccomp.allow[1]`) is written in `text`: 1-based
+/// line and column, as `stockade policy check` reports problems.
+pub fn locate_key(text: &str, key: &str) -> Option<(usize, usize)> {
+    locate(text, key, false)
 }
 
 /// Finds a key path (`a.b[2].c`) in TOML text: the (line, column) of its value, or of the key

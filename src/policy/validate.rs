@@ -183,6 +183,13 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
             }
         }
     }
+    // The same path both read-only and read-write: one of them is a mistake. (A read-write path
+    // inside a read-only one is fine: the inner grant wins there.)
+    for g in grants.iter().filter(|g| g.writable) {
+        if let Some(ro) = grants.iter().find(|r| !r.writable && r.path == g.path) {
+            bad(&g.origin, format!("{} is also granted read-only ({}): list it once", g.path.display(), ro.origin));
+        }
+    }
     if let Err(message) = check_inside_path(&fs.cwd) {
         bad("filesystem.cwd", message);
     }
@@ -260,6 +267,9 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
         && let Err(message) = check_inside_path(&cg.parent)
     {
         bad("cgroups.parent", message);
+    }
+    if !cg.parent.is_empty() && !cg.enabled {
+        bad("cgroups.parent", "is set, but cgroups.enabled = false: no cgroup is made".into());
     }
     if !cg.enabled {
         for (key, l) in [

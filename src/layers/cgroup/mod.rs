@@ -120,9 +120,19 @@ pub struct CgroupStats {
     pub cpu_sys_us: Option<u64>,
 }
 
-/// Prepares the plan: picks where each limit goes, checks the parents, and reaps leaves that
-/// killed supervisors left behind there.
+/// Prepares the plan ([`plan`]) and reaps leaves that killed supervisors left behind in its
+/// parents.
 pub fn prepare(policy: &CgroupPolicy, host: &Host) -> Result<CgroupPlan, CgroupError> {
+    let plan = plan(policy, host)?;
+    for dir in plan.v2_parent.iter().chain(plan.v1.iter().map(|p| &p.parent)) {
+        reap_stale(dir);
+    }
+    Ok(plan)
+}
+
+/// Picks where each limit goes and checks the parents, touching nothing (`stockade policy
+/// explain` and `doctor` show it).
+pub fn plan(policy: &CgroupPolicy, host: &Host) -> Result<CgroupPlan, CgroupError> {
     let mut plan = CgroupPlan {
         enabled: policy.enabled,
         shape: host.shape(),
@@ -213,7 +223,9 @@ pub fn prepare(policy: &CgroupPolicy, host: &Host) -> Result<CgroupPlan, CgroupE
             not_writable = Some(parent);
         }
         let detail = match (&not_writable, &v2_parent, plan.shape) {
+            (Some(p), _, _) if !p.exists() => format!("its v1 cgroup {} does not exist", p.display()),
             (Some(p), _, _) => format!("its v1 cgroup {} is not writable by this user: not delegated", p.display()),
+            (None, Some(p), _) if !p.exists() => format!("the cgroup {} does not exist", p.display()),
             (None, Some(p), _) if !v2_writable && v2_controllers.iter().any(|x| x == c.name()) => {
                 format!("the cgroup {} is not writable by this user: not delegated", p.display())
             }
@@ -236,9 +248,6 @@ pub fn prepare(policy: &CgroupPolicy, host: &Host) -> Result<CgroupPlan, CgroupE
     }
     // Without limits there, a cgroup2 leaf is a convenience: only where this user may make one.
     plan.v2_parent = v2_parent.filter(|_| v2_writable);
-    for dir in plan.v2_parent.iter().chain(plan.v1.iter().map(|p| &p.parent)) {
-        reap_stale(dir);
-    }
     Ok(plan)
 }
 

@@ -1,0 +1,244 @@
+//! `stockade doctor`: is this host ready, and would a policy run here? Each check reads the
+//! kernel's own answer (sysctls, a `clone3` probe in a child that exits at once, the Landlock
+//! ABI query, the cgroup mounts) and says what it means for a run.
+
+use crate::layers::cgroup::{self, host::Host};
+use crate::layers::namespaces;
+use crate::policy::Policy;
+use crate::{Job, Output, Plan, Report, Status};
+use serde::Serialize;
+use std::path::Path;
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Ok,
+    /// Works, with a caveat the detail names.
+    Warn,
+    /// Missing: runs that need it are refused.
+    Fail,
+}
+
+/// One host check.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub verdict: Verdict,
+    pub detail: String,
+}
+
+fn check(name: &'static str, verdict: Verdict, detail: impl Into<String>) -> Check {
+    Check { name, verdict, detail: detail.into() }
+}
+
+fn read_trim(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())
+}
+
+/// The kernel release, e.g. `6.18.44`.
+pub fn kernel_release() -> String {
+    read_trim("/proc/sys/kernel/osrelease").unwrap_or_else(|| "?".into())
+}
+
+fn kernel_at_least(release: &str, major: u32, minor: u32) -> bool {
+    let mut it = release.split(|c: char| !c.is_ascii_digit()).filter_map(|x| x.parse::<u32>().ok());
+    let (ma, mi) = (it.next().unwrap_or(0), it.next().unwrap_or(0));
+    (ma, mi) >= (major, minor)
+}
+
+/// Sysctls that turn user namespaces off, in words (empty: none does).
+pub fn userns_restrictions() -> Vec<String> {
+    let mut out = Vec::new();
+    if read_trim("/proc/sys/user/max_user_namespaces").as_deref() == Some("0") {
+        out.push("user.max_user_namespaces = 0 (nobody may create user namespaces)".into());
+    }
+    if read_trim("/proc/sys/kernel/unprivileged_userns_clone").as_deref() == Some("0") {
+        out.push("kernel.unprivileged_userns_clone = 0 (only root may)".into());
+    }
+    if read_trim("/proc/sys/kernel/apparmor_restrict_unprivileged_userns").as_deref() == Some("1") {
+        out.push(
+            "kernel.apparmor_restrict_unprivileged_userns = 1 (unprivileged callers need an AppArmor profile \
+             granting `userns,`)"
+                .into(),
+        );
+    }
+    out
+}
+
+/// The seccomp actions this kernel has (`/proc/sys/kernel/seccomp/actions_avail`).
+pub fn seccomp_actions() -> Option<String> {
+    read_trim("/proc/sys/kernel/seccomp/actions_avail")
+}
+
+/// What the host gives, check by check. `probe` allows the one active test: a `clone3` into
+/// every namespace, in a child that exits at once.
+pub fn host_checks(probe: bool, guest_dir: Option<&Path>) -> Vec<Check> {
+    let mut out = Vec::new();
+    let release = kernel_release();
+    out.push(if kernel_at_least(&release, 5, 12) {
+        check("kernel", Verdict::Ok, format!("Linux {release} (>= 5.12: clone3, close_range, mount_setattr, pidfd)"))
+    } else {
+        check("kernel", Verdict::Fail, format!("Linux {release}: stockade needs >= 5.12 (clone3, mount_setattr)"))
+    });
+
+    let restrictions = userns_restrictions();
+    let root = crate::sys::geteuid() == 0;
+    let all = namespaces::prepare(&crate::policy::Namespaces {
+        user: true,
+        pid: true,
+        mount: true,
+        net: true,
+        ipc: true,
+        uts: true,
+        cgroup: true,
+    })
+    .clone_flags;
+    let refused = if probe { namespaces::find_refused(all) } else { None };
+    out.push(match (refused, restrictions.is_empty()) {
+        (Some(ns), _) => check(
+            "namespaces",
+            Verdict::Fail,
+            format!(
+                "clone3 refused the {ns} namespace{}",
+                if restrictions.is_empty() { String::new() } else { format!(": {}", restrictions.join("; ")) }
+            ),
+        ),
+        (None, true) => check(
+            "namespaces",
+            Verdict::Ok,
+            if probe {
+                "user, pid, mount, net, ipc, uts and cgroup namespaces created (clone3 with CLONE_PIDFD)"
+            } else {
+                "no sysctl restricts user namespaces (not probed)"
+            },
+        ),
+        (None, false) => check(
+            "namespaces",
+            if root { Verdict::Ok } else { Verdict::Warn },
+            format!(
+                "{}{}",
+                if probe { "created as this user; " } else { "" },
+                restrictions.join("; ") + if root { " (root is not affected)" } else { "" }
+            ),
+        ),
+    });
+
+    let abi = crate::sys::landlock_abi();
+    out.push(match abi {
+        0 => check(
+            "landlock",
+            Verdict::Fail,
+            "no Landlock (CONFIG_SECURITY_LANDLOCK, lsm=landlock): policies with landlock.required = true refuse to run",
+        ),
+        a if a < 4 => check(
+            "landlock",
+            Verdict::Warn,
+            format!("ABI {a}: filesystem rules; no TCP rules (ABI 4) or scoping (ABI 6) — the network namespace and seccomp cover those"),
+        ),
+        a => check("landlock", Verdict::Ok, format!("ABI {a} (stockade applies up to 6)")),
+    });
+
+    out.push(match seccomp_actions() {
+        Some(a) if a.split_whitespace().any(|x| x == "user_notif") && a.contains("kill_process") => {
+            check("seccomp", Verdict::Ok, format!("filters with {a}"))
+        }
+        Some(a) => check(
+            "seccomp",
+            Verdict::Fail,
+            format!("actions {a}: the exec gate needs user_notif and kill_process (Linux >= 5.0)"),
+        ),
+        None => check("seccomp", Verdict::Fail, "no seccomp filters (CONFIG_SECCOMP_FILTER)"),
+    });
+
+    let host = Host::current();
+    let want = crate::policy::CgroupPolicy {
+        enabled: true,
+        best_effort: true,
+        parent: None,
+        memory_max_bytes: Some(512 << 20),
+        pids_max: Some(64),
+        cpu_max_us: Some((100_000, 100_000)),
+    };
+    out.push(match cgroup::plan(&want, &host) {
+        Ok(plan) => {
+            let r = plan.report(true);
+            let verdict = match r.status {
+                crate::Enforcement::Enforced => Verdict::Ok,
+                crate::Enforcement::Partial => Verdict::Warn,
+                crate::Enforcement::NotEnforced => Verdict::Fail,
+            };
+            let missing = r.reason.map(|m| format!("; {m}")).unwrap_or_default();
+            check("cgroups", verdict, format!("{}{missing}", r.applied).replace(" (cgroups.best-effort = true)", ""))
+        }
+        Err(e) => check("cgroups", Verdict::Fail, e.to_string()),
+    });
+
+    #[cfg(feature = "wasm")]
+    out.push(guests_check(guest_dir));
+    #[cfg(not(feature = "wasm"))]
+    let _ = guest_dir;
+    out
+}
+
+#[cfg(feature = "wasm")]
+fn guests_check(dir: Option<&Path>) -> Check {
+    use crate::wasm::{engine::EngineKind, guests, stdlib};
+    let dir = dir.map_or_else(guests::default_dir, Path::to_path_buf);
+    let mut missing = Vec::new();
+    let mut ok = Vec::new();
+    for g in guests::ALL {
+        match guests::verify(&g, &dir) {
+            Ok(_) => {
+                let artifact = guests::artifact_path(&dir, g.name, EngineKind::Epoch);
+                if !artifact.exists() {
+                    missing.push(format!("{} not precompiled (compiled on first use)", g.name));
+                } else if g.name == guests::PYTHON.name && !stdlib::path(&dir).exists() {
+                    missing.push("python's standard library not extracted (done on first use)".into());
+                } else {
+                    ok.push(g.name);
+                }
+            }
+            Err(e) => missing.push(e.to_string()),
+        }
+    }
+    let where_ = dir.display();
+    match (ok.len(), missing.is_empty()) {
+        (_, true) => {
+            check("guests", Verdict::Ok, format!("{} installed, verified and precompiled in {where_}", ok.join(", ")))
+        }
+        (0, false) => check(
+            "guests",
+            Verdict::Warn,
+            format!("{}: `stockade run --python/--js` needs `stockade guest install`", missing.join("; ")),
+        ),
+        _ => check("guests", Verdict::Warn, format!("{} ready in {where_}; {}", ok.join(", "), missing.join("; "))),
+    }
+}
+
+/// What a policy gets here: a real run of `self_exe --version` under it, so every layer is
+/// built exactly as for a job (the binary is granted read-only).
+pub fn try_policy(policy: &Policy, self_exe: &Path) -> Result<Report, crate::Error> {
+    let mut p = policy.clone();
+    p.add_read_only(&self_exe.display().to_string(), "doctor")?;
+    let plan = Plan::prepare(&p, &Job::new(self_exe.display().to_string()).arg("--version"))?;
+    plan.run(Output::Capture)
+}
+
+/// Whether a doctor's trial run means the policy runs here.
+pub fn runs_here(r: &Report) -> bool {
+    r.status == Status::Ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_versions_compare_numerically() {
+        assert!(kernel_at_least("6.18.44-fc", 5, 12));
+        assert!(kernel_at_least("5.12.0", 5, 12));
+        assert!(!kernel_at_least("5.4.0-150-generic", 5, 12));
+        assert!(!kernel_at_least("?", 5, 12));
+    }
+}
