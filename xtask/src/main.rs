@@ -9,6 +9,8 @@
 //!   cgroup v2 VM of `xtask/vm/` (Linux 6.1, Landlock ABI 2, cpu/memory/pids on cgroup2). With `--allow-skip`, a host that
 //!   cannot boot the VM is reported and skipped instead of failing.
 //! - `build-static`: the release CLI, statically linked.
+//! - `escape`: the escape-regression suite (tests/escape/, one attack per program) against the
+//!   default policy, judged from the host side; prints the table the README shows.
 //! - `man [DIR]`, `completions [DIR]`: man pages and shell completions generated from the CLI's
 //!   clap definitions (default `target/man`, `target/completions`).
 
@@ -85,6 +87,23 @@ fn bench(args: &[String]) -> Result<(), String> {
         None => println!("Wasm guests not installed: skipped (run ./setup.sh, or set STOCKADE_GUEST_DIR)"),
     }
     run(cmd.args(args.iter().filter(|a| *a != "--no-lws")))
+}
+
+/// The escape suite (tests/escape.rs) against the default policy; prints its table.
+fn escape() -> Result<(), String> {
+    let root = root();
+    run(Command::new("cargo").current_dir(&root).args([
+        "test",
+        "--quiet",
+        "--test",
+        "escape",
+        "--",
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ]))?;
+    println!("(table also in {})", root.join("target/escape-table.md").display());
+    Ok(())
 }
 
 /// The debug CLI, built.
@@ -232,10 +251,11 @@ fn main() -> ExitCode {
         Some("bench") => bench(&args[1..]),
         Some("build-static") => build_static_cli(&root()).map(|p| println!("{}", p.display())),
         Some("vm-test") => vm_test(&args[1..]),
+        Some("escape") => escape(),
         Some("man") => man(&args[1..]),
         Some("completions") => completions(&args[1..]),
         _ => Err("usage: cargo xtask bench [--rounds N] [--spaced-ms MS] | vm-test [--allow-skip] | build-static | \
-                  man [DIR] | completions [DIR]"
+                  man [DIR] | completions [DIR] | escape"
             .into()),
     };
     match result {

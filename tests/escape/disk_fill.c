@@ -1,0 +1,23 @@
+/* Fills the writable places (piston tests/fallocate.py): /tmp and the path given, until refused. */
+#include "attack.h"
+#include <signal.h>
+int main(int argc, char **argv) {
+    signal(SIGXFSZ, SIG_IGN); /* the file-size rlimit: EFBIG, next file */
+    static char chunk[1 << 20];
+    memset(chunk, 'x', sizeof chunk);
+    for (int i = 2; i < argc; i++) {
+        long total = 0;
+        for (int f = 0; f < 1000; f++) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/fill-%d", argv[i], f);
+            int fd = open(path, O_CREAT | O_WRONLY, 0644);
+            if (fd < 0) break;
+            ssize_t n;
+            while ((n = write(fd, chunk, sizeof chunk)) > 0) total += n;
+            close(fd);
+            if (n < 0 && errno != EFBIG) break;
+        }
+        printf("%s: wrote %ld MiB\n", argv[i], total >> 20);
+    }
+    return 0;
+}
