@@ -15,7 +15,7 @@ use common::*;
 use std::io::Write;
 use std::net::{TcpListener, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -38,6 +38,8 @@ const ATTACKS: &[&str] = &[
     "kernel_objects",
     "namespaces",
     "owner",
+    "mknod",
+    "personality",
     "sysctl",
     "keyring",
     "kmsg",
@@ -733,6 +735,40 @@ fn attacks() -> Vec<Attack> {
             run: |e, m| kernel_object(e, m, "packet", "socket:"),
         },
         Attack {
+            name: "raw IP socket",
+            category: "kernel surface",
+            verified: "/proc/PID/fd",
+            bare: Bare::Run,
+            run: |e, m| kernel_object(e, m, "raw", "socket:"),
+        },
+        Attack {
+            name: "personality (READ_IMPLIES_EXEC, no ASLR)",
+            category: "kernel surface",
+            verified: "/proc/PID/personality, from the host",
+            bare: Bare::Run,
+            run: |e, m| {
+                while_held(e, m, "personality", &[], |pid| {
+                    let p = std::fs::read_to_string(format!("/proc/{pid}/personality")).ok()?;
+                    let v = u64::from_str_radix(p.trim(), 16).ok()?;
+                    (v != 0).then(|| format!("the host read personality {v:#x}"))
+                })
+            },
+        },
+        Attack {
+            name: "mknod a device in the writable dir",
+            category: "kernel surface",
+            verified: "file type on the host",
+            bare: Bare::Run,
+            run: |e, m| {
+                let f = e.rw("node");
+                let _ = std::fs::remove_file(&f);
+                e.run(m, &[], "mknod", &[&f]);
+                let dev = std::fs::symlink_metadata(&f).ok().is_some_and(|md| md.file_type().is_char_device());
+                let _ = std::fs::remove_file(&f);
+                seen(dev, if dev { "a character device appeared on the host" } else { "no device node on the host" })
+            },
+        },
+        Attack {
             name: "netlink socket",
             category: "kernel surface",
             verified: "/proc/PID/fd",
@@ -1066,6 +1102,49 @@ fn attacks() -> Vec<Attack> {
                     .expect("run");
                 let leaked = text(&out).contains(&e.secret);
                 seen(leaked, if leaked { "secret in its output" } else { "secret not in its output" })
+            },
+        },
+        Attack {
+            name: "Python writing a read-only preopen: truncate, hardlink, rename, trailing-slash symlink (Wasmtime GHSA-2r75-cxrj-cmph, GHSA-4ch3-9j33-3pmj, GHSA-vqjp-4c8c-hfgg)",
+            category: "filesystem",
+            verified: "the read-only directory's files and listing on the host",
+            bare: Bare::NotApplicable("WASI alone confines it to its preopens; this checks the two layers together"),
+            run: |_, _| {
+                let guests = stockade::wasm::guests::default_dir();
+                if !guests.join("python.wasm").exists() {
+                    return seen(false, "skipped: guests not installed");
+                }
+                let data = tempfile::tempdir().expect("tempdir");
+                std::fs::set_permissions(data.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+                let keep = data.path().join("keep");
+                std::fs::write(&keep, "keep").expect("write");
+                std::fs::set_permissions(&keep, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+                let d = data.path().display().to_string();
+                let code = format!(
+                    "import os\nopen('/app/x','w').write('x')\nfor name, f in [('truncate', lambda: open('{d}/keep','w')), ('link', lambda: os.link('/app/x','{d}/linked')), ('rename', lambda: os.rename('/app/x','{d}/moved')), ('symlink', lambda: os.symlink('{d}/keep','/app/ts')), ('slash', lambda: open('/app/ts/','w')), ('via-link', lambda: open('/app/ts','w').write('owned'))]:\n    try: f(); print(name, 'ok')\n    except Exception as x: print(name, type(x).__name__)"
+                );
+                let out = stockade()
+                    .args(["run", "--guest-dir", &guests.display().to_string(), "--data", &d, "--python", &code])
+                    .output()
+                    .expect("run");
+                let content = std::fs::read_to_string(&keep).unwrap_or_default();
+                let listing: Vec<String> = std::fs::read_dir(data.path())
+                    .expect("list")
+                    .flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect();
+                let changed = content != "keep" || listing != ["keep"];
+                if !out.status.success() && !changed {
+                    eprintln!("python run: {}", text(&out));
+                }
+                seen(
+                    changed,
+                    if changed {
+                        format!("the directory now holds {listing:?}, keep = {content:?}")
+                    } else {
+                        "keep unchanged, nothing added".into()
+                    },
+                )
             },
         },
     ]

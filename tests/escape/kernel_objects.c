@@ -1,11 +1,12 @@
 /* Tries to obtain a kernel object the default policy denies, then holds it so the host can see
  * it in /proc/PID/fd: perf event, bpf map, userfaultfd, io_uring, packet socket, netlink socket,
- * fanotify. */
+ * raw IP socket, fanotify. */
 #include "attack.h"
 #include <linux/bpf.h>
 #include <linux/perf_event.h>
 #include <sys/fanotify.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
 #include <sys/syscall.h>
 #include <linux/io_uring.h>
 int main(int argc, char **argv) {
@@ -24,6 +25,8 @@ int main(int argc, char **argv) {
         fd = syscall(__NR_io_uring_setup, 4, &p);
     } else if (!strcmp(what, "packet")) {
         fd = socket(AF_PACKET, SOCK_RAW, 0);
+    } else if (!strcmp(what, "raw")) {
+        fd = socket(AF_INET, SOCK_RAW, IPPROTO_ICMP);
     } else if (!strcmp(what, "netlink")) {
         fd = socket(AF_NETLINK, SOCK_RAW, 0);
     } else if (!strcmp(what, "fanotify")) {
