@@ -56,6 +56,7 @@ mod child;
 pub mod doctor;
 mod error;
 pub mod layers;
+mod leftovers;
 pub mod plan;
 pub mod policy;
 pub mod program;

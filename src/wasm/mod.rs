@@ -174,12 +174,39 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<Plan, Error> {
     Ok(plan)
 }
 
+const WORKSPACE_PREFIX: &str = "stockade-ws";
+
+/// Removes the temporary workspaces of supervisors that were killed before their cleanup ran:
+/// directories named for a process that is gone, owned by this user (root chowns its workspaces
+/// to the jail's uid, so root takes any owner); never following a symlink (std's remove_dir_all
+/// works through directory fds).
+fn reap_stale_workspaces(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else { return };
+    let me = crate::sys::geteuid();
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !name.starts_with(WORKSPACE_PREFIX) || !crate::leftovers::owner_is_gone(WORKSPACE_PREFIX, &name) {
+            continue;
+        }
+        let path = e.path();
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() && (me == 0 || std::os::unix::fs::MetadataExt::uid(&m) == me) => {
+                let _ = std::fs::remove_dir_all(&path);
+            }
+            _ => {}
+        }
+    }
+}
+
 /// A new private directory for `/app`, owned by the jail's host uid when run as root.
 fn fresh_workspace(policy: &Policy) -> std::io::Result<TempWorkspace> {
     let base = std::env::temp_dir();
+    reap_stale_workspaces(&base);
+    let tag = crate::leftovers::owner_tag(WORKSPACE_PREFIX);
     for n in 0..100u32 {
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-        let path = base.join(format!("stockade-ws-{}-{nanos:x}-{n}", std::process::id()));
+        let path = base.join(format!("{tag}-{nanos:x}-{n}"));
         match std::fs::create_dir(&path) {
             Ok(()) => {
                 let ws = TempWorkspace(path);

@@ -253,22 +253,12 @@ pub fn plan(policy: &CgroupPolicy, host: &Host) -> Result<CgroupPlan, CgroupErro
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
-/// This process's start time (clock ticks since boot), which with its pid names it uniquely.
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(") ")?.1.split(' ').nth(19)?.parse().ok()
-}
-
 /// Kills and removes the leaves in `parent` whose supervisor is gone.
 fn reap_stale(parent: &Path) {
     let Ok(entries) = std::fs::read_dir(parent) else { return };
     for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let mut parts = name.strip_prefix("stockade-").map(|r| r.split('-')).into_iter().flatten();
-        let (Some(pid), Some(start)) = (parts.next(), parts.next()) else { continue };
-        let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else { continue };
-        if start_time(pid) == Some(start) {
-            continue; // its supervisor is alive
+        if !crate::leftovers::owner_is_gone("stockade", &e.file_name().to_string_lossy()) {
+            continue; // its supervisor is alive, or it is not ours
         }
         let dir = e.path();
         kill_all(&dir);
@@ -347,8 +337,7 @@ impl CgroupPlan {
         if !self.enabled || (self.v2_parent.is_none() && self.v1.is_empty()) {
             return Ok(None);
         }
-        let me = std::process::id();
-        let name = format!("stockade-{me}-{}-{}", start_time(me).unwrap_or(0), SEQ.fetch_add(1, Ordering::Relaxed));
+        let name = format!("{}-{}", crate::leftovers::owner_tag("stockade"), SEQ.fetch_add(1, Ordering::Relaxed));
         // Each directory joins `leaf` as soon as it exists, so a failed write still removes it.
         let mut leaf = Leaf { v2: None, v1: Vec::new() };
         if let Some(parent) = &self.v2_parent {
