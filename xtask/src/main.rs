@@ -11,6 +11,10 @@
 //! - `build-static`: the release CLI, statically linked.
 //! - `escape`: the escape-regression suite (tests/escape/, one attack per program) against the
 //!   default policy, judged from the host side; prints the table the README shows.
+//! - `soak [--runs N] [--workers W] [--seed S] [--release]`: every kind of run (normal, timeout,
+//!   OOM, fork bomb, flood, crash, daemon, Wasm, CLI supervisors killed with SIGKILL mid-run)
+//!   from one long-lived supervisor, then counts leaked processes, cgroups, mounts, temp dirs and
+//!   fds, and how the supervisor's memory moved (examples/soak.rs).
 //! - `man [DIR]`, `completions [DIR]`: man pages and shell completions generated from the CLI's
 //!   clap definitions (default `target/man`, `target/completions`).
 
@@ -104,6 +108,40 @@ fn escape() -> Result<(), String> {
     ]))?;
     println!("(table also in {})", root.join("target/escape-table.md").display());
     Ok(())
+}
+
+/// The soak (examples/soak.rs): `--runs` jobs of every kind over `--workers` threads, with CLI
+/// supervisors killed mid-run, then a count of everything left behind. Debug build by default
+/// (CI reuses the test build); `--release` for the speed of a real deployment.
+fn soak(args: &[String]) -> Result<(), String> {
+    let root = root();
+    let release = args.iter().any(|a| a == "--release");
+    let args: Vec<&String> = args.iter().filter(|a| *a != "--release").collect();
+    let dir = root.join("target/soak");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // The jail's uid reads the job through this directory.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).map_err(|e| e.to_string())?;
+    let job = dir.join("job");
+    run(Command::new("gcc").args(["-static", "-O1", "-o"]).arg(&job).arg(root.join("xtask/soak/job.c")))
+        .map_err(|e| format!("{e}\n(needs gcc and the static C library: apt-get install gcc libc6-dev)"))?;
+    let profile = if release { "release" } else { "debug" };
+    let mut build = Command::new("cargo");
+    build.current_dir(&root).args(["build", "--quiet", "--bin", "stockade", "--example", "soak"]);
+    if release {
+        build.arg("--release");
+    }
+    run(&mut build)?;
+    let bin = root.join("target").join(profile);
+    let mut cmd = Command::new(bin.join("examples/soak"));
+    cmd.arg("--job").arg(&job).arg("--stockade").arg(bin.join("stockade"));
+    match guest_dir(&bin.join("stockade")) {
+        Some(g) => {
+            cmd.arg("--guest-dir").arg(g);
+        }
+        None => println!("Wasm guests not installed: the soak runs no Wasm jobs"),
+    }
+    println!("machine: {} cores, kernel {}, {profile} build", cores(), kernel());
+    run(cmd.args(args))
 }
 
 /// The debug CLI, built.
@@ -252,10 +290,11 @@ fn main() -> ExitCode {
         Some("build-static") => build_static_cli(&root()).map(|p| println!("{}", p.display())),
         Some("vm-test") => vm_test(&args[1..]),
         Some("escape") => escape(),
+        Some("soak") => soak(&args[1..]),
         Some("man") => man(&args[1..]),
         Some("completions") => completions(&args[1..]),
         _ => Err("usage: cargo xtask bench [--rounds N] [--spaced-ms MS] | vm-test [--allow-skip] | build-static | \
-                  man [DIR] | completions [DIR] | escape"
+                  man [DIR] | completions [DIR] | escape | soak [--runs N] [--workers W] [--seed S] [--release]"
             .into()),
     };
     match result {
