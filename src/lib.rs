@@ -55,6 +55,8 @@ pub mod audit;
 mod child;
 pub mod doctor;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod layers;
 mod leftovers;
 pub mod plan;

@@ -1,0 +1,69 @@
+//! The properties the fuzz targets (`fuzz/`) check, callable from stable Rust too: the corpus and
+//! every crash ever found replay through them in `tests/fuzz_corpus.rs` on each `cargo test`.
+//! Each function panics when a property breaks; that panic is what the fuzzer reports.
+
+use crate::audit;
+use crate::policy::{Policy, PolicyError};
+use crate::report::Report;
+
+/// The name the fuzzed policy is parsed under; every error must name it.
+const FILE: &str = "fuzz.toml";
+
+/// Policy parsing and validation, then every review tool on what parsed.
+///
+/// Properties: no panic; an invalid policy yields at least one problem, each naming the file with
+/// a key or a position; a valid one explains, lints, scores within 0-10 and diffs against itself
+/// with no change. Input with a NUL byte is two policies: they diff both ways consistently.
+pub fn policy(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let (a, b) = match text.split_once('\0') {
+        Some((a, b)) => (a, Some(b)),
+        None => (text, None),
+    };
+    let Some(pa) = parse(a) else { return };
+    let _ = audit::explain::explain(&pa, false).to_text();
+    let _ = audit::lint::lint(&pa);
+    let s = audit::score(&pa);
+    assert!((0.0..=10.0).contains(&s.score), "score out of range: {}", s.score);
+    let same = audit::diff(&pa, &pa);
+    assert!(same.rows.iter().all(|r| r.change == audit::Change::Unchanged), "a policy differs from itself");
+    if let Some(pb) = b.and_then(parse) {
+        let (ab, ba) = (audit::diff(&pa, &pb), audit::diff(&pb, &pa));
+        for (x, y) in ab.rows.iter().zip(&ba.rows) {
+            let mirrored = match x.change {
+                audit::Change::Tightened => audit::Change::Loosened,
+                audit::Change::Loosened => audit::Change::Tightened,
+                c => c,
+            };
+            assert_eq!(mirrored, y.change, "diff is not symmetric for {}", x.key);
+        }
+    }
+}
+
+fn parse(text: &str) -> Option<Policy> {
+    match Policy::from_toml(text, FILE) {
+        Ok(p) => Some(p),
+        Err(PolicyError::Invalid { problems }) => {
+            assert!(!problems.is_empty(), "an invalid policy with no problem listed");
+            for p in &problems {
+                assert_eq!(p.file, FILE, "a problem that does not name the file: {p:?}");
+                assert!(!p.message.is_empty(), "a problem with no message: {p:?}");
+            }
+            None
+        }
+        Err(e) => panic!("from_toml returned a non-parse error: {e}"),
+    }
+}
+
+/// The report reader and writer.
+///
+/// Properties: no panic; any report the reader accepts is written and read back unchanged, and
+/// writing is deterministic.
+pub fn report(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(r) = Report::from_json(text) else { return };
+    let json = r.to_json();
+    let back = Report::from_json(&json).unwrap_or_else(|e| panic!("a written report does not read back: {e}\n{json}"));
+    assert_eq!(back, r, "a report changed through write and read");
+    assert_eq!(back.to_json(), json, "writing is not deterministic");
+}
