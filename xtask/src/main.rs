@@ -15,6 +15,9 @@
 //!   OOM, fork bomb, flood, crash, daemon, Wasm, CLI supervisors killed with SIGKILL mid-run)
 //!   from one long-lived supervisor, then counts leaked processes, cgroups, mounts, temp dirs and
 //!   fds, and how the supervisor's memory moved (examples/soak.rs).
+//! - `fuzz [--secs N] [TARGET...]`: each cargo-fuzz target (`policy`, `report`) for N seconds
+//!   (600 by default) on nightly, installing cargo-fuzz when missing; fails on any crash and says
+//!   where libFuzzer left the input (copy it to fuzz/regressions/TARGET/ once fixed).
 //! - `man [DIR]`, `completions [DIR]`: man pages and shell completions generated from the CLI's
 //!   clap definitions (default `target/man`, `target/completions`).
 
@@ -142,6 +145,43 @@ fn soak(args: &[String]) -> Result<(), String> {
     }
     println!("machine: {} cores, kernel {}, {profile} build", cores(), kernel());
     run(cmd.args(args))
+}
+
+/// The fuzz targets, one after the other, each for `--secs`.
+fn fuzz(args: &[String]) -> Result<(), String> {
+    let root = root();
+    let secs = args.iter().position(|a| a == "--secs").and_then(|i| args.get(i + 1)).map_or("600", String::as_str);
+    let named: Vec<&String> = args
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| !a.starts_with("--") && (*i == 0 || args[i - 1] != "--secs"))
+        .map(|(_, a)| a)
+        .collect();
+    let targets: Vec<&str> =
+        if named.is_empty() { vec!["policy", "report"] } else { named.iter().map(|s| s.as_str()).collect() };
+    let nightly = Command::new("cargo").args(["+nightly", "--version"]).output().is_ok_and(|o| o.status.success());
+    if !nightly {
+        return Err("cargo fuzz needs a nightly toolchain: rustup toolchain install nightly".into());
+    }
+    let has_fuzz = Command::new("cargo").args(["fuzz", "--version"]).output().is_ok_and(|o| o.status.success());
+    if !has_fuzz {
+        run(Command::new("cargo").args(["install", "--locked", "cargo-fuzz"]))?;
+    }
+    let dir = root.join("fuzz");
+    for t in targets {
+        println!("== fuzz {t} for {secs} s");
+        let corpus = dir.join("corpus").join(t);
+        run(Command::new("cargo").current_dir(&dir).args(["+nightly", "fuzz", "run", "-O", t]).arg(&corpus).args([
+            "--",
+            &format!("-max_total_time={secs}"),
+            "-rss_limit_mb=2048",
+            "-print_final_stats=1",
+        ]))
+        .map_err(|e| {
+            format!("{e}\nthe crashing input is in fuzz/artifacts/{t}/; once fixed, copy it to fuzz/regressions/{t}/")
+        })?;
+    }
+    Ok(())
 }
 
 /// The debug CLI, built.
@@ -291,10 +331,11 @@ fn main() -> ExitCode {
         Some("vm-test") => vm_test(&args[1..]),
         Some("escape") => escape(),
         Some("soak") => soak(&args[1..]),
+        Some("fuzz") => fuzz(&args[1..]),
         Some("man") => man(&args[1..]),
         Some("completions") => completions(&args[1..]),
         _ => Err("usage: cargo xtask bench [--rounds N] [--spaced-ms MS] | vm-test [--allow-skip] | build-static | \
-                  man [DIR] | completions [DIR] | escape | soak [--runs N] [--workers W] [--seed S] [--release]"
+                  man [DIR] | completions [DIR] | escape | soak [--runs N] [--workers W] [--seed S] [--release] | fuzz [--secs N] [TARGET...]"
             .into()),
     };
     match result {
