@@ -85,6 +85,12 @@ fn policy_for(args: &RunArgs) -> Result<Policy, PolicyError> {
     Ok(policy)
 }
 
+/// The Wasm options of `stockade run`: a build without the runner names them instead of taking
+/// them for the program.
+#[cfg(not(feature = "wasm"))]
+const WASM_FLAGS: &[&str] =
+    &["--python", "--python-file", "--js", "--js-file", "--wasm", "--workspace", "--data", "--guest-dir"];
+
 /// What `stockade run` was asked to run.
 enum What {
     Program(Job),
@@ -96,6 +102,13 @@ fn what(args: &RunArgs) -> Result<What, String> {
     #[cfg(feature = "wasm")]
     if let Some(w) = guest::wasm_job(args)? {
         return Ok(What::Wasm(w));
+    }
+    #[cfg(not(feature = "wasm"))]
+    if let Some(flag) = args.command.first().filter(|f| WASM_FLAGS.contains(&f.split('=').next().unwrap_or(""))) {
+        return Err(format!(
+            "{flag}: this stockade was built without the Wasm runner (feature `wasm`); \
+             a build with default features runs Wasm guests"
+        ));
     }
     let mut command = args.command.iter().cloned();
     let Some(program) = command.next() else {

@@ -1,6 +1,7 @@
 //! `cargo xtask <command>`: project chores that need more than cargo.
 //!
-//! - `bench [--rounds N] [--spaced-ms MS] [--wasm-rounds N] [--lws-rounds N] [--no-lws] [--vm]`:
+//! - `bench [--rounds N] [--spaced-rounds N] [--spaced-ms MS] [--throughput-secs S] [--wasm-rounds N]
+//!   [--cpu-rounds N] [--lws-rounds N] [--no-lws] [--vm]`:
 //!   builds a static `true` from C, a release (static) stockade and the bench harness, then runs
 //!   every configuration interleaved in one process (with `--vm`, inside the cgroup v2 test VM);
 //!   with the guests installed, Python and JS through the runner alone and jailed, and
@@ -51,6 +52,27 @@ pub fn build_static_cli(root: &Path) -> Result<PathBuf, String> {
     Ok(root.join("target/release/stockade"))
 }
 
+/// The same without the Wasm runner (`--no-default-features`), in its own target directory so
+/// the two builds do not invalidate each other.
+fn build_static_lean_cli(root: &Path) -> Result<PathBuf, String> {
+    run(Command::new("cargo").current_dir(root).args([
+        "rustc",
+        "--quiet",
+        "--release",
+        "--no-default-features",
+        "--package",
+        "stockade",
+        "--bin",
+        "stockade",
+        "--target-dir",
+        "target/lean",
+        "--",
+        "-C",
+        "target-feature=+crt-static",
+    ]))?;
+    Ok(root.join("target/lean/release/stockade"))
+}
+
 fn bench(args: &[String]) -> Result<(), String> {
     let in_vm = args.iter().any(|a| a == "--vm");
     let args: Vec<String> = args.iter().filter(|a| *a != "--vm").cloned().collect();
@@ -62,7 +84,17 @@ fn bench(args: &[String]) -> Result<(), String> {
     let truth = dir.join("true");
     run(Command::new("gcc").args(["-static", "-O2", "-o"]).arg(&truth).arg(&src))
         .map_err(|e| format!("{e}\n(needs gcc and the static C library: apt-get install gcc libc6-dev)"))?;
+    // A static program that sleeps 300 ms: the supervisors' memory is read while they wait on it.
+    let sleeper_src = dir.join("sleeper.c");
+    std::fs::write(
+        &sleeper_src,
+        "#include <time.h>\nint main(void) { struct timespec t = {0, 300000000}; return nanosleep(&t, 0); }\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let sleeper = dir.join("sleeper");
+    run(Command::new("gcc").args(["-static", "-O2", "-o"]).arg(&sleeper).arg(&sleeper_src))?;
     let stockade = build_static_cli(&root)?;
+    let lean = build_static_lean_cli(&root)?;
     run(Command::new("cargo").current_dir(&root).args(["build", "--quiet", "--release", "--example", "bench"]))?;
     let harness = root.join("target/release/examples/bench");
     if in_vm {
@@ -73,12 +105,20 @@ fn bench(args: &[String]) -> Result<(), String> {
         cmd.arg("--file").arg(format!("{}:/t/bench/true", truth.display()));
         cmd.arg("--file").arg(format!("{}:/t/stockade", stockade.display()));
         cmd.arg("--file").arg(format!("{}:/t/harness", harness.display()));
-        cmd.args(["--", "/t/harness", "--true", "/t/bench/true", "--stockade", "/t/stockade"]).args(&args);
+        cmd.arg("--file").arg(format!("{}:/t/stockade-lean", lean.display()));
+        cmd.arg("--file").arg(format!("{}:/t/bench/sleeper", sleeper.display()));
+        // bwrap in the same VM (run.sh copies its libraries), to compare on the same kernel.
+        if Path::new("/usr/bin/bwrap").exists() {
+            cmd.arg("--file").arg("/usr/bin/bwrap");
+        }
+        cmd.args(["--", "/t/harness", "--true", "/t/bench/true", "--stockade", "/t/stockade"]);
+        cmd.args(["--stockade-lean", "/t/stockade-lean", "--sleeper", "/t/bench/sleeper"]).args(&args);
         return run(&mut cmd);
     }
     println!("machine: {} cores, kernel {}", cores(), kernel());
     let mut cmd = Command::new(harness);
-    cmd.arg("--true").arg(&truth).arg("--stockade").arg(&stockade);
+    cmd.arg("--true").arg(&truth).arg("--stockade").arg(&stockade).arg("--stockade-lean").arg(&lean);
+    cmd.arg("--sleeper").arg(&sleeper);
     match guest_dir(&stockade) {
         Some(g) => {
             cmd.arg("--guest-dir").arg(g);
