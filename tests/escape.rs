@@ -282,6 +282,16 @@ fn while_held(env: &Env, mode: Mode, prog: &str, args: &[&str], look: impl Fn(i3
     }
 }
 
+/// Runs an attack with its output discarded, sampling a host counter every `every` until it ends.
+fn while_running(env: &Env, mode: Mode, prog: &str, every: Duration, mut sample: impl FnMut()) {
+    let (mut cmd, _) = env.command(mode, &[], prog, &[]);
+    let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+    while matches!(child.try_wait(), Ok(None)) {
+        sample();
+        std::thread::sleep(every);
+    }
+}
+
 fn fd_of_kind(kind: &'static str) -> impl Fn(i32) -> Option<String> {
     move |pid| {
         std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.flatten().find_map(|e| {
@@ -955,13 +965,8 @@ fn attacks() -> Vec<Attack> {
             bare: Bare::Unsafe,
             run: |e, m| {
                 let before = host_mem_available();
-                let (mut cmd, _) = e.command(m, &[], "memory_bomb", &[]);
-                let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
                 let mut low = before;
-                while matches!(child.try_wait(), Ok(None)) {
-                    low = low.min(host_mem_available());
-                    std::thread::sleep(Duration::from_millis(5));
-                }
+                while_running(e, m, "memory_bomb", Duration::from_millis(5), || low = low.min(host_mem_available()));
                 let dent = before.saturating_sub(low);
                 seen(
                     dent > (512 + 192) << 20,
@@ -990,13 +995,8 @@ fn attacks() -> Vec<Attack> {
             bare: Bare::Unsafe,
             run: |e, m| {
                 let before = files_allocated();
-                let (mut cmd, _) = e.command(m, &[], "fd_bomb", &[]);
-                let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
                 let mut peak = before;
-                while matches!(child.try_wait(), Ok(None)) {
-                    peak = peak.max(files_allocated());
-                    std::thread::sleep(Duration::from_millis(10));
-                }
+                while_running(e, m, "fd_bomb", Duration::from_millis(10), || peak = peak.max(files_allocated()));
                 let grew = peak.saturating_sub(before);
                 seen(
                     grew > 64 * 256 + 4096,
