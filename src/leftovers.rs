@@ -16,9 +16,15 @@ pub(crate) fn owner_tag(prefix: &str) -> String {
     format!("{prefix}-{me}-{}", start_time(me).unwrap_or(0))
 }
 
+/// The entries of `dir` named `PREFIX-PID-START...` whose supervisor is gone: what to reap.
+pub(crate) fn of_gone_owners(dir: &std::path::Path, prefix: &str) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries.flatten().filter(|e| owner_is_gone(prefix, &e.file_name().to_string_lossy())).map(|e| e.path()).collect()
+}
+
 /// Whether `name` (starting with `PREFIX-PID-START`) belongs to a supervisor that is gone.
 /// Names that do not parse are never someone's leftovers.
-pub(crate) fn owner_is_gone(prefix: &str, name: &str) -> bool {
+fn owner_is_gone(prefix: &str, name: &str) -> bool {
     let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('-')) else { return false };
     let mut parts = rest.split('-');
     let (Some(pid), Some(start)) = (parts.next(), parts.next()) else { return false };

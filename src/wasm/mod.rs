@@ -181,15 +181,8 @@ const WORKSPACE_PREFIX: &str = "stockade-ws";
 /// to the jail's uid, so root takes any owner); never following a symlink (std's remove_dir_all
 /// works through directory fds).
 fn reap_stale_workspaces(base: &Path) {
-    let Ok(entries) = std::fs::read_dir(base) else { return };
     let me = crate::sys::geteuid();
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let name = name.to_string_lossy();
-        if !name.starts_with(WORKSPACE_PREFIX) || !crate::leftovers::owner_is_gone(WORKSPACE_PREFIX, &name) {
-            continue;
-        }
-        let path = e.path();
+    for path in crate::leftovers::of_gone_owners(base, WORKSPACE_PREFIX) {
         match std::fs::symlink_metadata(&path) {
             Ok(m) if m.is_dir() && (me == 0 || std::os::unix::fs::MetadataExt::uid(&m) == me) => {
                 let _ = std::fs::remove_dir_all(&path);

@@ -255,12 +255,7 @@ static SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Kills and removes the leaves in `parent` whose supervisor is gone.
 fn reap_stale(parent: &Path) {
-    let Ok(entries) = std::fs::read_dir(parent) else { return };
-    for e in entries.flatten() {
-        if !crate::leftovers::owner_is_gone("stockade", &e.file_name().to_string_lossy()) {
-            continue; // its supervisor is alive, or it is not ours
-        }
-        let dir = e.path();
+    for dir in crate::leftovers::of_gone_owners(parent, "stockade") {
         kill_all(&dir);
         let _ = remove_dir(&dir, Duration::from_millis(200));
     }
