@@ -22,6 +22,7 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use stockade::layers::cgroup::host::Host;
 use stockade::wasm::{self, GuestCode, WasmJob};
 use stockade::{Job, Output, Plan, Policy, Report, Status};
 
@@ -273,38 +274,11 @@ fn traces(exes: &[&Path]) -> Traces {
     t
 }
 
-/// This process's cgroup directory in every mounted hierarchy (v1 controllers and v2).
+/// This process's cgroup directory in every mounted hierarchy (v1 controllers and v2), as the
+/// cgroup layer itself finds them.
 fn own_cgroups() -> BTreeSet<PathBuf> {
-    let mut dirs = BTreeSet::new();
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    for line in mountinfo.lines() {
-        let Some((left, right)) = line.split_once(" - ") else { continue };
-        let mut r = right.split_whitespace();
-        let (Some(fstype), _, Some(opts)) = (r.next(), r.next(), r.next()) else { continue };
-        let Some(point) = left.split_whitespace().nth(4) else { continue };
-        for l in own.lines() {
-            let mut p = l.splitn(3, ':');
-            let (Some(_), Some(ctrls), Some(path)) = (p.next(), p.next(), p.next()) else { continue };
-            let matches = match fstype {
-                "cgroup2" => ctrls.is_empty(),
-                "cgroup" => {
-                    !ctrls.is_empty()
-                        && ctrls.split(',').all(|c| {
-                            opts.split(',').any(|o| o == c || o == format!("name={}", c.trim_start_matches("name=")))
-                        })
-                }
-                _ => false,
-            };
-            if matches {
-                let d = Path::new(point).join(path.trim_start_matches('/'));
-                if d.is_dir() {
-                    dirs.insert(d);
-                }
-            }
-        }
-    }
-    dirs
+    let host = Host::current();
+    host.v2.iter().chain(host.v1.values()).filter_map(|h| h.dir(&h.own)).filter(|d| d.is_dir()).collect()
 }
 
 /// One leak of each kind, left on purpose to show the counters see them.
