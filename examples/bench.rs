@@ -289,6 +289,7 @@ fn which(name: &str) -> Result<String, ()> {
 fn peers(truth: &str, dir: &str) -> Vec<(&'static str, Vec<String>)> {
     let v = |a: &[&str]| a.iter().map(|s| (*s).to_string()).collect::<Vec<_>>();
     let mut found = Vec::new();
+    let mut missing = Vec::new();
     match which("bwrap") {
         Ok(bwrap) => found.push((
             "bwrap --unshare-all (ro binds, new /proc /dev /tmp)",
@@ -323,7 +324,7 @@ fn peers(truth: &str, dir: &str) -> Vec<(&'static str, Vec<String>)> {
                 truth,
             ]),
         )),
-        Err(()) => println!("bwrap not installed: skipped (apt-get install bubblewrap)"),
+        Err(()) => missing.push("bwrap not installed: skipped (apt-get install bubblewrap)"),
     }
     match which("firejail") {
         Ok(fj) => found.push((
@@ -345,7 +346,7 @@ fn peers(truth: &str, dir: &str) -> Vec<(&'static str, Vec<String>)> {
                 truth,
             ]),
         )),
-        Err(()) => println!("firejail not installed: skipped (apt-get install firejail)"),
+        Err(()) => missing.push("firejail not installed: skipped (apt-get install firejail)"),
     }
     match which("hakoniwa") {
         Ok(h) => {
@@ -384,9 +385,12 @@ fn peers(truth: &str, dir: &str) -> Vec<(&'static str, Vec<String>)> {
             ));
         }
         Err(()) => {
-            println!("hakoniwa not installed: skipped (apt-get install libseccomp-dev; cargo install hakoniwa-cli)")
+            missing.push("hakoniwa not installed: skipped (apt-get install libseccomp-dev; cargo install hakoniwa-cli)")
         }
     }
+    // Called once per section: say what is missing the first time only.
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| missing.iter().for_each(|m| println!("{m}")));
     found
 }
 

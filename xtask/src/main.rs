@@ -36,41 +36,19 @@ fn run(cmd: &mut Command) -> Result<(), String> {
 }
 
 /// Builds the release CLI statically linked (no dynamic loader at start: ~0.3 ms less per run).
-pub fn build_static_cli(root: &Path) -> Result<PathBuf, String> {
-    run(Command::new("cargo").current_dir(root).args([
-        "rustc",
-        "--quiet",
-        "--release",
-        "--package",
-        "stockade",
-        "--bin",
-        "stockade",
-        "--",
-        "-C",
-        "target-feature=+crt-static",
-    ]))?;
-    Ok(root.join("target/release/stockade"))
-}
-
-/// The same without the Wasm runner (`--no-default-features`), in its own target directory so
-/// the two builds do not invalidate each other.
-fn build_static_lean_cli(root: &Path) -> Result<PathBuf, String> {
-    run(Command::new("cargo").current_dir(root).args([
-        "rustc",
-        "--quiet",
-        "--release",
-        "--no-default-features",
-        "--package",
-        "stockade",
-        "--bin",
-        "stockade",
-        "--target-dir",
-        "target/lean",
-        "--",
-        "-C",
-        "target-feature=+crt-static",
-    ]))?;
-    Ok(root.join("target/lean/release/stockade"))
+/// `lean`: without the Wasm runner (`--no-default-features`), in its own target directory so the
+/// two builds do not invalidate each other.
+pub fn build_static_cli(root: &Path, lean: bool) -> Result<PathBuf, String> {
+    let mut cmd = Command::new("cargo");
+    cmd.current_dir(root).args(["rustc", "--quiet", "--release", "--package", "stockade", "--bin", "stockade"]);
+    let target = if lean {
+        cmd.args(["--no-default-features", "--target-dir", "target/lean"]);
+        root.join("target/lean")
+    } else {
+        root.join("target")
+    };
+    run(cmd.args(["--", "-C", "target-feature=+crt-static"]))?;
+    Ok(target.join("release/stockade"))
 }
 
 fn bench(args: &[String]) -> Result<(), String> {
@@ -93,8 +71,8 @@ fn bench(args: &[String]) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     let sleeper = dir.join("sleeper");
     run(Command::new("gcc").args(["-static", "-O2", "-o"]).arg(&sleeper).arg(&sleeper_src))?;
-    let stockade = build_static_cli(&root)?;
-    let lean = build_static_lean_cli(&root)?;
+    let stockade = build_static_cli(&root, false)?;
+    let lean = build_static_cli(&root, true)?;
     run(Command::new("cargo").current_dir(&root).args(["build", "--quiet", "--release", "--example", "bench"]))?;
     let harness = root.join("target/release/examples/bench");
     if in_vm {
@@ -367,7 +345,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("bench") => bench(&args[1..]),
-        Some("build-static") => build_static_cli(&root()).map(|p| println!("{}", p.display())),
+        Some("build-static") => build_static_cli(&root(), false).map(|p| println!("{}", p.display())),
         Some("vm-test") => vm_test(&args[1..]),
         Some("escape") => escape(),
         Some("soak") => soak(&args[1..]),
