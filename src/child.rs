@@ -169,6 +169,8 @@ pub struct ChildArgs<'a> {
     pub envp: &'a CStrArray<'a>,
     /// The `tasks` files of the run's v1 cgroup leaves, opened by the parent (close-on-exec).
     pub cgroup_tasks: &'a [RawFd],
+    /// Enter the cgroup namespace after the move into the v1 leaves (`clone3` left it out).
+    pub cgroup_namespace_after_move: bool,
     /// The run has its own pid namespace (init is PID 1 of it).
     pub pid_namespace: bool,
     /// The supervisor's argv and environ areas ([start, end) each), which init inherited and
@@ -210,7 +212,7 @@ fn setup(a: &ChildArgs<'_>) -> Result<(), Failure> {
     // First: if the supervisor dies from here on, so do we (and with us, as PID 1, the run).
     sys::set_parent_death_signal(libc::SIGKILL).map_err(at(Stage::ParentDeath))?;
     // Into the v1 cgroups before anything else is charged; fds closes the files right after.
-    cgroup::apply(a.cgroup_tasks).map_err(at_step(Stage::Cgroup))?;
+    cgroup::apply(a.cgroup_tasks, a.cgroup_namespace_after_move).map_err(at_step(Stage::Cgroup))?;
     fds::apply(&a.fds).map_err(at(Stage::Fds))?;
     wait_release(a.sync)?;
     // The id maps are written: become the inside uid/gid now. In a user namespace the child keeps

@@ -1,25 +1,28 @@
 //! `stockade guest ...` and the Wasm options of `stockade run` (CLI side).
 
 use crate::cli::{GuestCommand, RunArgs};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use stockade::wasm::engine::EngineKind;
 use stockade::wasm::guests::{self, Guest};
 use stockade::wasm::{GuestCode, WasmJob};
 
+/// The most source code stockade reads from a file or stdin.
+const MAX_CODE_BYTES: u64 = 16 << 20;
+
 /// Code given inline, or `-` for stdin.
 fn code_arg(code: &str) -> Result<String, String> {
     if code != "-" {
         return Ok(code.to_string());
     }
-    let mut s = String::new();
-    std::io::stdin().read_to_string(&mut s).map_err(|e| format!("cannot read the code from stdin: {e}"))?;
-    Ok(s)
+    let bytes = stockade::input::read_capped(std::io::stdin().lock(), MAX_CODE_BYTES)
+        .map_err(|e| format!("cannot read the code from stdin: {e}"))?
+        .ok_or(format!("the code on stdin is larger than {MAX_CODE_BYTES} bytes"))?;
+    String::from_utf8(bytes).map_err(|_| "the code on stdin is not UTF-8".to_string())
 }
 
 fn code_file(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+    stockade::input::read_text(path, MAX_CODE_BYTES, "source code").map_err(|e| e.to_string())
 }
 
 /// The Wasm job the run arguments ask for, if any.

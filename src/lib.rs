@@ -57,6 +57,7 @@ pub mod doctor;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod input;
 pub mod layers;
 mod leftovers;
 pub mod plan;

@@ -14,7 +14,7 @@ fn load(path: &Path) -> Result<(Policy, String, String), String> {
     let text = if name == DEFAULT_POLICY_NAME {
         DEFAULT_POLICY_TOML.to_string()
     } else {
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read policy {name}: {e}"))?
+        stockade::policy::read_file(path).map_err(|e| e.to_string())?
     };
     let policy = Policy::from_toml(&text, &name).map_err(|e| e.to_string())?;
     Ok((policy, text, name))

@@ -194,6 +194,11 @@ impl Plan {
             tasks.into_iter().map(sys::above_stdio).collect::<Result<Vec<_>, _>>().map_err(sv("renumber an fd"))?;
         let cgroup_tasks: Vec<RawFd> = tasks.iter().map(AsRawFd::as_raw_fd).collect();
 
+        // With v1 leaves, the cgroup namespace comes after the child's move into them.
+        let newcgroup = libc::CLONE_NEWCGROUP as u64;
+        let late_cgroupns = !cgroup_tasks.is_empty() && self.ns.clone_flags & newcgroup != 0;
+        let clone_flags = if late_cgroupns { self.ns.clone_flags & !newcgroup } else { self.ns.clone_flags };
+
         let mut keep: Vec<RawFd> = vec![sync_child.as_raw_fd(), report_w.as_raw_fd(), exe];
         keep.extend(ruleset.as_ref().map(AsRawFd::as_raw_fd));
         keep.extend(runner.as_ref().map(|(_, w)| w.as_raw_fd()));
@@ -223,12 +228,13 @@ impl Plan {
             argv: &argv,
             envp: &envp,
             cgroup_tasks: &cgroup_tasks,
+            cgroup_namespace_after_move: late_cgroupns,
             pid_namespace: self.policy.namespaces.pid,
             scrub: args_areas(),
         };
 
         let mut spawn_stack = vec![0u8; child::SPAWN_STACK_BYTES];
-        let (pid, pidfd) = match sys::clone3(self.ns.clone_flags, leaf.as_ref().and_then(Leaf::clone_fd)) {
+        let (pid, pidfd) = match sys::clone3(clone_flags, leaf.as_ref().and_then(Leaf::clone_fd)) {
             Ok(Forked::Child) => child::enter(&args, &mut spawn_stack),
             Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
             Err(errno) => return Err(self.clone_error(errno)),
@@ -423,6 +429,7 @@ impl Plan {
             Stage::Privileges => Some(crate::layers::privileges::step_name(f.detail).into()),
             Stage::Landlock => Some(self.landlock.step_name(f.detail)),
             Stage::Seccomp => Some(format!("filter {}", f.detail + 1)),
+            Stage::Cgroup if f.detail as usize >= self.cgroup.v1_leaves() => Some("enter the cgroup namespace".into()),
             Stage::Cgroup => Some(format!("move into the {} v1 leaf", self.cgroup.v1_controller(f.detail))),
             Stage::Exec => {
                 return format!(
@@ -718,7 +725,8 @@ fn pump(run: Run<'_>, report: OwnedFd, streams: &mut [Stream], deadline: Instant
                     }
                     let Some(l) = &listener else { continue };
                     let Ok(n) = sys::seccomp_notif_recv(l.as_fd()) else { continue };
-                    let (name, group) = seccomp::syscall_name(n.nr).unwrap_or(("unknown", SyscallGroup::Admin));
+                    let (name, group) =
+                        seccomp::syscall_name(n.nr, &n.args).unwrap_or(("unknown", SyscallGroup::Admin));
                     let first_exec = group == SyscallGroup::Exec
                         && sc.exec == ExecGuard::Supervised
                         && !std::mem::replace(&mut exec_seen, true);

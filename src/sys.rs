@@ -393,6 +393,12 @@ pub fn execveat(fd: RawFd, argv: &CStrArray<'_>, envp: &CStrArray<'_>) -> Errno 
     Errno::last()
 }
 
+/// `unshare(flags)`: new namespaces for the calling process. (Child side.)
+pub fn unshare(flags: c_int) -> Result<(), Errno> {
+    // SAFETY: integer argument only.
+    check_int(unsafe { libc::unshare(flags) }).map(drop)
+}
+
 /// `exit_group(code)`: leaves at once, without running atexit handlers or flushing stdio.
 pub fn exit(code: i32) -> ! {
     // SAFETY: _exit never returns and touches no user-space state.
@@ -923,6 +929,17 @@ pub fn writable(path: &std::path::Path) -> bool {
     let Ok(c) = CString::new(path.as_os_str().as_bytes()) else { return false };
     // SAFETY: c is NUL-terminated.
     unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// Whether `path` is on a filesystem mounted read-only (`statvfs` `ST_RDONLY`). (Parent side.)
+pub fn statvfs_read_only(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else { return false };
+    // SAFETY: statvfs is plain data, filled by the kernel.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is NUL-terminated; st is a valid statvfs.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    rc == 0 && st.f_flag & libc::ST_RDONLY != 0
 }
 
 /// Writes `value` to the file `name` in the directory `dir` (`openat` + `write`), as one write.

@@ -182,3 +182,46 @@ fn a_parent_without_the_controller_refuses_on_cgroup_v2() {
     assert!(stderr.contains("cgroups.memory-max-bytes") && stderr.contains("best-effort"), "{stderr}");
     assert_eq!(entries.unwrap_or(0), 0, "a leaf was left in the parent");
 }
+
+/// A container's cgroup filesystem is read-only: with `best-effort` the run goes ahead and the
+/// report says the cgroup layer was not enforced; without it the refusal says why. Like a
+/// container on a cgroup v1 host: the v1 hierarchies read-only, no cgroup2 (hidden where the host
+/// has one). Made in a private mount namespace (`unshare -m`), never on the host.
+#[test]
+fn a_read_only_cgroup_filesystem_is_not_enforced_under_best_effort_and_refused_otherwise() {
+    let Some(helper) = ready() else { return };
+    if std::process::Command::new("unshare").arg("--version").output().is_err() {
+        eprintln!("skip: unshare (util-linux) is not installed");
+        return;
+    }
+    let run = |policy: &str| {
+        let p = policy_file(policy);
+        let h = helper.display().to_string();
+        let dir = helper.parent().expect("dir").display().to_string();
+        let script = format!(
+            "for m in $(findmnt -rn -t cgroup2 -o TARGET); do umount \"$m\" || exit 99; done; \
+             for m in $(findmnt -rn -t cgroup,cgroup2 -o TARGET); do mount -o remount,bind,ro \"$m\" || exit 99; done; \
+             exec {} run --report - --policy {} --ro {dir} -- {h} sleep 0",
+            stockade_bin().display(),
+            path_of(&p)
+        );
+        let out = std::process::Command::new("unshare")
+            .args(["-m", "--propagation", "private", "/bin/sh", "-c", &script])
+            .output()
+            .expect("unshare");
+        assert_ne!(out.status.code(), Some(99), "remount failed: {}", String::from_utf8_lossy(&out.stderr));
+        (Report::from_json(&String::from_utf8_lossy(&out.stdout)), out)
+    };
+    let (r, out) = run("version = 1\n[cgroups]\nbest-effort = true\n");
+    let r = r.unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    let layer = r.enforcement.iter().find(|l| l.layer == "cgroup").expect("cgroup layer");
+    assert_eq!(layer.status, stockade::Enforcement::NotEnforced, "{layer:?}");
+    assert!(layer.reason.as_deref().unwrap_or("").contains("read-only"), "{layer:?}");
+    let (r, out) = run("version = 1\n");
+    let r = r.expect("a refusal report");
+    assert_eq!(r.status, Status::SetupFailed, "{r:?}");
+    let err = r.error.unwrap_or_default();
+    assert!(err.contains("read-only") && err.contains("best-effort"), "{err}");
+    assert_eq!(out.status.code(), Some(125));
+}

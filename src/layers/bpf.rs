@@ -44,10 +44,13 @@ pub enum Test {
     Ne(u32),
     /// `(arg & mask) != 0`.
     AnyBits(u32),
+    /// `(arg & mask) == value`.
+    MaskedEq(u32, u32),
 }
 
 /// One system call the filter names: unconditionally, or when any rule holds (a rule holds
-/// when all its tests do).
+/// when all its tests do). Several entries may name one number with rules (each group its own,
+/// with its own action): their rules are tried in order, the first that holds answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     pub nr: u32,
@@ -60,6 +63,7 @@ const JEQ_K: u16 = 0x15;
 const JGE_K: u16 = 0x35;
 const JGT_K: u16 = 0x25;
 const JSET_K: u16 = 0x45;
+const ALU_AND_K: u16 = 0x54;
 const JA: u16 = 0x05;
 const RET_K: u16 = 0x06;
 const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
@@ -110,16 +114,20 @@ enum Ins {
 pub fn compile(mut entries: Vec<Entry>) -> Vec<SockFilter> {
     entries.sort_by_key(|e| e.nr);
     let mut leaves: Vec<Leaf> = Vec::new();
-    let mut blocks: Vec<&Entry> = Vec::new();
+    let mut blocks: Vec<Vec<&Entry>> = Vec::new();
     for e in &entries {
         if e.rules.is_empty() {
             match leaves.last_mut() {
                 Some(Leaf::Range { hi, action, .. }) if *hi + 1 == e.nr && *action == e.action => *hi = e.nr,
                 _ => leaves.push(Leaf::Range { lo: e.nr, hi: e.nr, action: e.action }),
             }
+        } else if let Some(Leaf::Rules { nr, block }) = leaves.last()
+            && *nr == e.nr
+        {
+            blocks[*block].push(e);
         } else {
             leaves.push(Leaf::Rules { nr: e.nr, block: blocks.len() });
-            blocks.push(e);
+            blocks.push(vec![e]);
         }
     }
 
@@ -129,9 +137,9 @@ pub fn compile(mut entries: Vec<Entry>) -> Vec<SockFilter> {
 
     // Conditional blocks, each ending in a return.
     let mut block_code: Vec<Vec<SockFilter>> = Vec::new();
-    for e in blocks {
+    for group in blocks {
         let mut code = Vec::new();
-        for rule in &e.rules {
+        for (rule, action) in group.iter().flat_map(|e| e.rules.iter().map(|r| (r, e.action))) {
             // Each test either passes (falls through) or fails (jumps to the next rule).
             let tests: Vec<Vec<SockFilter>> = rule
                 .iter()
@@ -142,6 +150,7 @@ pub fn compile(mut entries: Vec<Entry>) -> Vec<SockFilter> {
                         Test::Eq(v) => vec![load, jump(JEQ_K, v, 0, FAIL)],
                         Test::Ne(v) => vec![load, jump(JEQ_K, v, FAIL, 0)],
                         Test::AnyBits(m) => vec![load, jump(JSET_K, m, 0, FAIL)],
+                        Test::MaskedEq(m, v) => vec![load, stmt(ALU_AND_K, m), jump(JEQ_K, v, 0, FAIL)],
                     }
                 })
                 .collect();
@@ -160,7 +169,7 @@ pub fn compile(mut entries: Vec<Entry>) -> Vec<SockFilter> {
                     code.push(ins);
                 }
             }
-            code.push(stmt(RET_K, e.action.ret()));
+            code.push(stmt(RET_K, action.ret()));
         }
         code.push(stmt(RET_K, Action::Allow.ret()));
         block_code.push(code);

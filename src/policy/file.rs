@@ -574,10 +574,17 @@ pub enum SyscallGroup {
     TtyInject,
     /// acct, swapon/off, quotactl, iopl/ioperm, vhangup, uselib.
     Admin,
+    /// `connect` on any socket, and unix datagram sockets (whose `sendto`/`sendmsg` name any
+    /// socket file): the way to a host daemon's socket (the system bus, a database) found in a
+    /// granted directory. Socket pairs and pipes work without it.
+    UnixConnect,
+    /// modify_ldt (x86 segment tables: Wine, DOS emulators) and memfd_secret (memory taken out
+    /// of the kernel's direct map).
+    ExoticMemory,
 }
 
 impl SyscallGroup {
-    pub const ALL: [SyscallGroup; 22] = [
+    pub const ALL: [SyscallGroup; 24] = [
         SyscallGroup::Network,
         SyscallGroup::Exec,
         SyscallGroup::IoUring,
@@ -600,6 +607,8 @@ impl SyscallGroup {
         SyscallGroup::Personality,
         SyscallGroup::TtyInject,
         SyscallGroup::Admin,
+        SyscallGroup::UnixConnect,
+        SyscallGroup::ExoticMemory,
     ];
 
     /// The group's policy name.
@@ -627,6 +636,8 @@ impl SyscallGroup {
             SyscallGroup::Personality => "personality",
             SyscallGroup::TtyInject => "tty-inject",
             SyscallGroup::Admin => "admin",
+            SyscallGroup::UnixConnect => "unix-connect",
+            SyscallGroup::ExoticMemory => "exotic-memory",
         }
     }
 }

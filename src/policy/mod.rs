@@ -21,19 +21,23 @@ use std::time::Duration;
 /// The shipped default policy, embedded in the binary.
 pub const DEFAULT_POLICY_TOML: &str = include_str!("../../policies/default.toml");
 
+/// The largest policy file stockade reads (the shipped ones are a few KiB).
+pub const MAX_POLICY_BYTES: u64 = 1 << 20;
+
+/// Reads a policy file's text: a regular file of at most [`MAX_POLICY_BYTES`].
+pub fn read_file(path: &Path) -> Result<String, PolicyError> {
+    Ok(crate::input::read_text(path, MAX_POLICY_BYTES, "a policy")?)
+}
+
 /// The name the embedded default policy goes by in messages and reports.
 pub const DEFAULT_POLICY_NAME: &str = "builtin:default";
 
 /// A policy that could not be read or is not valid.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
-    /// The file could not be read.
-    #[error("cannot read policy {}: {}", path.display(), crate::sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The file could not be read (missing, not a regular file, larger than [`MAX_POLICY_BYTES`]).
+    #[error("cannot read policy {0}")]
+    Read(#[from] crate::input::InputError),
     /// The file was read but is not a valid policy; every problem found is listed.
     #[error("{}", DisplayList(problems))]
     Invalid { problems: Vec<LocatedProblem> },
@@ -96,9 +100,7 @@ impl Policy {
 
     /// Reads and validates a policy file.
     pub fn load(path: &Path) -> Result<Policy, PolicyError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| PolicyError::Read { path: path.to_path_buf(), source })?;
-        Policy::from_toml(&text, &path.display().to_string())
+        Policy::from_toml(&read_file(path)?, &path.display().to_string())
     }
 
     /// Parses and validates policy text; `name` is used in messages (usually the file path).

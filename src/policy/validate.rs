@@ -246,6 +246,16 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
             bad(&format!("seccomp.kill[{i}]"), format!("{:?} is also in seccomp.allow", g.name()));
         }
     }
+    if let Some(i) = sc.allow.iter().position(|g| *g == SyscallGroup::Network)
+        && !sc.allow.contains(&SyscallGroup::UnixConnect)
+    {
+        bad(
+            &format!("seccomp.allow[{i}]"),
+            "\"network\" needs \"unix-connect\" in seccomp.allow too: a filter cannot tell a TCP socket's connect \
+             from a unix socket's"
+                .into(),
+        );
+    }
     let cg = &file.cgroups;
     let value = |l: Limit| match l {
         Limit::Value(v) => Some(v),

@@ -224,10 +224,10 @@ pub fn plan(policy: &CgroupPolicy, host: &Host) -> Result<CgroupPlan, CgroupErro
         }
         let detail = match (&not_writable, &v2_parent, plan.shape) {
             (Some(p), _, _) if !p.exists() => format!("its v1 cgroup {} does not exist", p.display()),
-            (Some(p), _, _) => format!("its v1 cgroup {} is not writable by this user: not delegated", p.display()),
+            (Some(p), _, _) => format!("its v1 cgroup {} {}", p.display(), why_not_writable(p)),
             (None, Some(p), _) if !p.exists() => format!("the cgroup {} does not exist", p.display()),
             (None, Some(p), _) if !v2_writable && v2_controllers.iter().any(|x| x == c.name()) => {
-                format!("the cgroup {} is not writable by this user: not delegated", p.display())
+                format!("the cgroup {} {}", p.display(), why_not_writable(p))
             }
             (None, Some(p), _) => format!("not in {}/cgroup.subtree_control and no v1 hierarchy has it", p.display()),
             (None, None, Shape::None) => "no cgroup filesystem is mounted".into(),
@@ -238,17 +238,30 @@ pub fn plan(policy: &CgroupPolicy, host: &Host) -> Result<CgroupPlan, CgroupErro
         }
         plan.missing.push(format!("{} ({detail})", c.name()));
     }
-    // Pure v1: CPU time comes from cpuacct (its own leaf, unless co-mounted with a limited one).
+    // Pure v1: CPU time comes from cpuacct (its own leaf, unless co-mounted with a limited one),
+    // a convenience made only where this user may (a container's read-only cgroupfs has none).
     if v2_parent.is_none()
         && let Some(h) = host.v1.get("cpuacct")
         && !plan.v1.iter().any(|p| p.parent.starts_with(&h.mount))
         && let Some(parent) = h.dir(&policy.parent.clone().unwrap_or_else(|| h.own.clone()))
+        && crate::sys::writable(&parent)
     {
         plan.v1.push(V1Part { controller: "cpuacct", parent, writes: Vec::new() });
     }
     // Without limits there, a cgroup2 leaf is a convenience: only where this user may make one.
     plan.v2_parent = v2_parent.filter(|_| v2_writable);
     Ok(plan)
+}
+
+/// Why this user cannot make cgroups in `dir`: a read-only cgroup filesystem (a container's,
+/// unless it has a cgroup namespace and a writable mount of its own) or no delegation.
+fn why_not_writable(dir: &Path) -> &'static str {
+    if crate::sys::statvfs_read_only(dir) {
+        "is on a read-only cgroup filesystem (in a container: give it a writable cgroup of its own, e.g. \
+         cgroup v2 with --cgroupns=private)"
+    } else {
+        "is not writable by this user: not delegated"
+    }
 }
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -411,17 +424,29 @@ impl CgroupPlan {
 }
 
 /// Child side: moves the calling (single-threaded) process into each v1 leaf by writing `0`
-/// ("this thread") to its `tasks` file. Raw writes on fds the parent opened; the detail of a
-/// failure is the leaf's index.
-pub fn apply(tasks: &[RawFd]) -> Result<(), (u32, crate::sys::Errno)> {
+/// ("this thread") to its `tasks` file, then, with `new_namespace`, enters a cgroup namespace
+/// rooted at those leaves (`clone3` left it out: made there, it would have been rooted at the
+/// supervisor's cgroups, and `/proc/self/cgroup` would show the leaf's name, which carries the
+/// supervisor's host pid). Raw calls on fds the parent opened; the detail of a failure is the
+/// leaf's index (the number of leaves: the unshare).
+pub fn apply(tasks: &[RawFd], new_namespace: bool) -> Result<(), (u32, crate::sys::Errno)> {
     for (i, fd) in tasks.iter().enumerate() {
         crate::sys::write(*fd, b"0").map_err(|e| (u32::try_from(i).unwrap_or(u32::MAX), e))?;
+    }
+    if new_namespace {
+        let step = u32::try_from(tasks.len()).unwrap_or(u32::MAX);
+        crate::sys::unshare(libc::CLONE_NEWCGROUP).map_err(|e| (step, e))?;
     }
     Ok(())
 }
 
 impl CgroupPlan {
     /// The controller of the `i`th v1 leaf (for a failure's message).
+    /// How many v1 leaves a run gets.
+    pub fn v1_leaves(&self) -> usize {
+        self.v1.len()
+    }
+
     pub fn v1_controller(&self, i: u32) -> &'static str {
         self.v1.get(i as usize).map_or("?", |p| p.controller)
     }
