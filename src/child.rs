@@ -155,6 +155,8 @@ pub struct ChildArgs<'a> {
     /// Write end of the report pipe (close-on-exec).
     pub report: RawFd,
     pub fs: &'a FsPlan,
+    /// This run's detached mounts of the bind sources (root's supervisor), close-on-exec.
+    pub trees: &'a [RawFd],
     pub uts: &'a UtsPlan,
     pub rlimits: &'a RlimitPlan,
     pub id: &'a IdPlan,
@@ -219,7 +221,7 @@ fn setup(a: &ChildArgs<'_>) -> Result<(), Failure> {
     // its namespace capabilities (its old uid was not the namespace's root) for the mounts below,
     // and files it creates on its tmpfs need a mapped owner. Exec as a non-root uid drops them.
     identity::apply(a.id).map_err(at_step(Stage::Identity))?;
-    filesystem::apply(a.fs).map_err(at_step(Stage::Filesystem))?;
+    filesystem::apply(a.fs, a.trees, a.sync).map_err(at_step(Stage::Filesystem))?;
     uts::apply(a.uts).map_err(at(Stage::Hostname))?;
     session::apply().map_err(at_step(Stage::Session))?;
     rlimit::apply(a.rlimits).map_err(at_step(Stage::Rlimits))?;

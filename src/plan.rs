@@ -74,9 +74,6 @@ pub struct Plan {
     pub(crate) dev_null: OwnedFd,
     /// The program is stockade's Wasm runner: it reports on fd 3.
     pub(crate) runner_channel: bool,
-    /// A fresh Wasm workspace, removed with the plan.
-    #[cfg(feature = "wasm")]
-    pub(crate) temp_workspace: Option<crate::wasm::TempWorkspace>,
 }
 
 impl Plan {
@@ -85,7 +82,7 @@ impl Plan {
     pub fn prepare(policy: &Policy, job: &Job) -> Result<Plan, Error> {
         let ns = namespaces::prepare(&policy.namespaces);
         let id = identity::prepare(policy)?;
-        let fs = filesystem::prepare(policy)?;
+        let fs = filesystem::prepare(policy, &id)?;
         let uts = uts::prepare(policy);
         let rlimits = rlimit::prepare(policy)?;
         let privileges = privileges::prepare();
@@ -118,8 +115,6 @@ impl Plan {
             stdin: job.stdin.unwrap_or(policy.stdin),
             dev_null: renumber(dev_null.into(), "renumber /dev/null")?,
             runner_channel: false,
-            #[cfg(feature = "wasm")]
-            temp_workspace: None,
         })
     }
 

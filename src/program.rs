@@ -242,7 +242,7 @@ mod tests {
         for r in ro {
             p.add_read_only(r, "--ro").expect("valid");
         }
-        filesystem::prepare(&p).expect("plan")
+        filesystem::prepare(&p, &crate::layers::identity::prepare(&p).expect("ids")).expect("plan")
     }
 
     #[test]

@@ -48,6 +48,9 @@ pub enum Status {
     WasmTrap,
     /// The Wasm guest tried to grow its memory past `wasm.memory-max-bytes` and was refused.
     WasmMemoryLimit,
+    /// A writable directory was full (`filesystem.writable-max-bytes` or `-files`) when the run
+    /// ended: a write failed with ENOSPC (the program's own exit code is kept); see `writable-dirs`.
+    DiskLimit,
 }
 
 /// Where a Wasm run's time went.
@@ -60,6 +63,28 @@ pub struct WasmTime {
     pub instantiate_ms: f64,
     /// Running `_start`.
     pub run_ms: f64,
+}
+
+/// One writable directory of the run (a staged tmpfs): what the program left in it and what was
+/// written back to the host.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct WritableDir {
+    /// The directory, as the program saw it (a granted host path, or a Wasm run's `/app`).
+    pub path: String,
+    /// Bytes and files (inodes) in use when the run ended, against the quota.
+    pub bytes_used: u64,
+    pub files_used: u64,
+    /// Whether the quota was reached.
+    pub full: bool,
+    /// Files and links written back to the host, their bytes, and entries removed there.
+    pub written_back: u64,
+    pub written_back_bytes: u64,
+    pub removed: u64,
+    /// Host entries that were not carried into the jail: sockets, FIFOs, devices, other
+    /// filesystems mounted below, unreadable files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_carried: Vec<String>,
 }
 
 /// The system call that ended a run with status `seccomp-violation`.
@@ -178,6 +203,9 @@ pub struct Report {
     /// Whether a fork or thread creation was refused at `cgroups.pids-max`.
     #[serde(default)]
     pub pids_limit_hit: bool,
+    /// The run's writable directories (staged on tmpfs, written back at the end).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable_dirs: Vec<WritableDir>,
     /// For Wasm runs: the guest's own exit code (`proc_exit`), when it exited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guest_exit_code: Option<i32>,
@@ -277,6 +305,7 @@ mod tests {
             oom_kills: 0,
             pids_peak: Some(2),
             pids_limit_hit: false,
+            writable_dirs: Vec::new(),
             guest_exit_code: None,
             fuel_consumed: None,
             wasm_memory_peak_bytes: None,

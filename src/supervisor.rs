@@ -10,6 +10,7 @@ use crate::child::{self, ChildArgs, Failure, MSG_LEN, Stage, TAG_EXIT, TAG_FAILU
 use crate::error::Error;
 use crate::layers::cgroup::{CgroupStats, Leaf};
 use crate::layers::fds::ChildFds;
+use crate::layers::filesystem::staging;
 use crate::layers::seccomp::{self, ExecGuard, SeccompPlan};
 use crate::plan::Plan;
 use crate::policy::StdinMode;
@@ -18,7 +19,7 @@ use crate::report::{
     EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_SETUP_FAILED, EXIT_TIMEOUT, Report, SCHEMA_VERSION, Status, StreamReport,
     signal_name,
 };
-use crate::report::{EXIT_SECCOMP_VIOLATION, Violation};
+use crate::report::{EXIT_SECCOMP_VIOLATION, Violation, WritableDir};
 use crate::sys::{self, CStrArray, Errno, Forked};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
@@ -148,6 +149,8 @@ pub struct Prepared<'p> {
     /// The Wasm runner's report channel (fd 3 in the program).
     runner: Option<OwnedFd>,
     leaf: Option<Leaf>,
+    /// The tmpfs of each writable directory (`FsPlan::staged` order), handed over by the child.
+    staged: Vec<OwnedFd>,
 }
 
 impl Plan {
@@ -182,6 +185,11 @@ impl Plan {
         let stdin_dup = stdin_dup.map(sys::above_stdio).transpose().map_err(sv("renumber an fd"))?;
         let stdin_fd = stdin_dup.as_ref().map_or(self.dev_null.as_raw_fd(), AsRawFd::as_raw_fd);
 
+        // This run's clones of the bind sources (root), attached by the child.
+        let trees = self.fs.clone_trees()?;
+        let trees =
+            trees.into_iter().map(sys::above_stdio).collect::<Result<Vec<_>, _>>().map_err(sv("renumber an fd"))?;
+        let tree_fds: Vec<RawFd> = trees.iter().map(AsRawFd::as_raw_fd).collect();
         let ruleset = self.landlock.build_ruleset(&self.fs, self.policy.filesystem.writable_exec)?;
         let ruleset = ruleset.map(sys::above_stdio).transpose().map_err(sv("renumber an fd"))?;
         let exe = self.program.exe.as_raw_fd();
@@ -201,6 +209,7 @@ impl Plan {
 
         let mut keep: Vec<RawFd> = vec![sync_child.as_raw_fd(), report_w.as_raw_fd(), exe];
         keep.extend(ruleset.as_ref().map(AsRawFd::as_raw_fd));
+        keep.extend(&tree_fds);
         keep.extend(runner.as_ref().map(|(_, w)| w.as_raw_fd()));
         keep.sort_unstable();
         keep.dedup();
@@ -217,6 +226,7 @@ impl Plan {
             sync: sync_child.as_raw_fd(),
             report: report_w.as_raw_fd(),
             fs: &self.fs,
+            trees: &tree_fds,
             uts: &self.uts,
             rlimits: &self.rlimits,
             id: &self.id,
@@ -244,7 +254,7 @@ impl Plan {
             drop(w);
             r
         });
-        drop((sync_child, report_w, out_w, err_w, stdin_dup, ruleset, tasks));
+        drop((sync_child, report_w, out_w, err_w, stdin_dup, ruleset, tasks, trees));
 
         // While the child waits at the barrier (having moved itself into its v1 cgroups; a
         // cgroup2 leaf it was born in): its id maps.
@@ -255,6 +265,10 @@ impl Plan {
         }
         // The child may already have failed and gone; its report says why.
         let _ = sys::send_nosignal(sync_parent.as_fd(), &[1]);
+        // Its writable directories' tmpfs, handed over as it builds its root (none: it failed).
+        let staged =
+            receive_staged(sync_parent.as_fd(), pidfd.as_fd(), self.fs.staged().len(), self.policy.wall_timeout)
+                .map_err(sv("receive the writable directories"))?;
         Ok(Prepared {
             plan: self,
             pid,
@@ -265,6 +279,7 @@ impl Plan {
             stderr: Some(err_r),
             runner: runner_r,
             leaf,
+            staged,
         })
     }
 
@@ -383,6 +398,7 @@ impl Plan {
             oom_kills: cg.oom_kills,
             pids_peak: cg.pids_peak,
             pids_limit_hit: cg.pids_limit_hit,
+            writable_dirs: Vec::new(),
             guest_exit_code: None,
             fuel_consumed: None,
             wasm_memory_peak_bytes: None,
@@ -457,6 +473,12 @@ impl Prepared<'_> {
     /// counted from here), and the run is reported.
     pub fn run(mut self, output: Output<'_>) -> Result<Report, Error> {
         let plan = self.plan;
+        // The host directories' contents, as of now, into the writable directories' tmpfs.
+        let create_as = (sys::geteuid() == 0).then_some((plan.id.host_uid, plan.id.host_gid));
+        let mut copied = Vec::new();
+        for (place, root) in plan.fs.staged().iter().zip(&self.staged) {
+            copied.push(staging::copy_in(place, root, create_as)?);
+        }
         let start = Instant::now();
         // The last barrier: the child execs the program. If it already failed, the report says why.
         let _ = sys::send_nosignal(self.sync.as_fd(), &[2]);
@@ -505,16 +527,30 @@ impl Prepared<'_> {
         let stats = leaf.as_ref().map(Leaf::stats).unwrap_or_default();
         let leaf_made = leaf.is_some();
         let removed = leaf.map_or(Ok(()), Leaf::remove);
+        // What the program left in its writable directories goes back to the host.
+        let mut notes = Vec::new();
+        let mut dirs = Vec::new();
+        for ((place, root), (manifest, summary)) in plan.fs.staged().iter().zip(&self.staged).zip(copied) {
+            let (dir, note) = write_back(place, root, &manifest, summary, create_as);
+            dirs.push(dir);
+            notes.extend(note);
+        }
         let mut report = plan.build_report(outcome, wall, out.sink.report(), err.sink.report(), stats, leaf_made);
+        if dirs.iter().any(|d| d.full) && matches!(report.status, Status::Ok | Status::ExitedNonzero | Status::Signaled)
+        {
+            report.status = Status::DiskLimit;
+        }
+        report.writable_dirs = dirs;
+        notes.extend(removed.err().map(|e| e.to_string()));
         #[cfg(feature = "wasm")]
         if let Some(summary) = runner_summary {
             crate::wasm::merge(&mut report, &summary);
         }
         #[cfg(not(feature = "wasm"))]
         let _ = runner_summary;
-        if let Err(e) = removed {
-            // The run itself is reported as it happened; the leftover is said loudly.
-            let note = e.to_string();
+        // The run itself is reported as it happened; a leftover or a failed write-back is said
+        // loudly.
+        for note in notes {
             report.error = Some(match report.error.take() {
                 Some(prev) => format!("{prev}; {note}"),
                 None => note,
@@ -534,6 +570,63 @@ impl Drop for Prepared<'_> {
             }
             let _ = sys::waitid_pidfd(self.pidfd.as_fd());
         }
+    }
+}
+
+/// Receives the `n` staged tmpfs fds the child sends while it builds its root, waiting at most
+/// `patience`; fewer when the child failed (or was killed) first: its report says why.
+fn receive_staged(
+    sync: BorrowedFd<'_>,
+    pidfd: BorrowedFd<'_>,
+    n: usize,
+    patience: Duration,
+) -> Result<Vec<OwnedFd>, Errno> {
+    let mut out = Vec::with_capacity(n);
+    let end = Instant::now() + patience;
+    while out.len() < n {
+        let mut fds = [
+            libc::pollfd { fd: sync.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        match sys::ppoll(&mut fds, Some(end.saturating_duration_since(Instant::now()))) {
+            Ok(0) => break,
+            Ok(_) if fds[0].revents & libc::POLLIN != 0 => match sys::recv_fd(sync)? {
+                Some(fd) => out.push(fd),
+                None => break,
+            },
+            Ok(_) => break,
+            Err(Errno(libc::EINTR)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+/// One writable directory after the run: its report entry, and a note when writing back failed.
+fn write_back(
+    place: &staging::StagedPlace,
+    root: &OwnedFd,
+    manifest: &staging::Manifest,
+    copied: staging::Summary,
+    owner: staging::CreateAs,
+) -> (WritableDir, Option<String>) {
+    let usage = staging::usage(root);
+    let mut dir = WritableDir {
+        path: place.inside.display().to_string(),
+        bytes_used: usage.bytes_used,
+        files_used: usage.files_used,
+        full: usage.full,
+        not_carried: copied.not_carried,
+        ..WritableDir::default()
+    };
+    match staging::write_back(place, root, manifest, owner) {
+        Ok(back) => {
+            dir.written_back = back.written;
+            dir.written_back_bytes = back.written_bytes;
+            dir.removed = back.removed;
+            (dir, None)
+        }
+        Err(e) => (dir, Some(e.to_string())),
     }
 }
 

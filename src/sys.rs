@@ -393,6 +393,24 @@ pub fn execveat(fd: RawFd, argv: &CStrArray<'_>, envp: &CStrArray<'_>) -> Errno 
     Errno::last()
 }
 
+/// `move_mount(fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)`: attaches the detached mount
+/// `fd` (a clone the supervisor made with `open_tree`) at `target`. (Child side.)
+pub fn move_mount(fd: RawFd, target: &CStr) -> Result<(), Errno> {
+    const MOVE_MOUNT_F_EMPTY_PATH: c_uint = 0x4;
+    // SAFETY: "" and target are NUL-terminated; fd is an open mount fd.
+    check(unsafe {
+        libc::syscall(libc::SYS_move_mount, fd, c"".as_ptr(), libc::AT_FDCWD, target.as_ptr(), MOVE_MOUNT_F_EMPTY_PATH)
+    })
+    .map(drop)
+}
+
+/// `open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)`. (Child side.)
+pub fn open_path_dir(path: &CStr) -> Result<RawFd, Errno> {
+    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: path is NUL-terminated.
+    check_int(unsafe { libc::open(path.as_ptr(), flags) })
+}
+
 /// `unshare(flags)`: new namespaces for the calling process. (Child side.)
 pub fn unshare(flags: c_int) -> Result<(), Errno> {
     // SAFETY: integer argument only.
@@ -929,6 +947,23 @@ pub fn writable(path: &std::path::Path) -> bool {
     let Ok(c) = CString::new(path.as_os_str().as_bytes()) else { return false };
     // SAFETY: c is NUL-terminated.
     unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// Sets this thread's filesystem uid and gid (`setfsuid`/`setfsgid` act on the calling thread
+/// only); returns the previous ones. Used around file creation in a tmpfs that belongs to a
+/// jail's user namespace, where host root is not mapped. (Parent side.)
+pub fn set_thread_fsids(uid: u32, gid: u32) -> (u32, u32) {
+    // SAFETY: integer arguments; both calls return the previous id and cannot fail in a way that
+    // matters here (an id the caller may not take leaves the old one, which the caller restores).
+    let old_gid = unsafe { libc::syscall(libc::SYS_setfsgid, gid) };
+    // SAFETY: as above.
+    let old_uid = unsafe { libc::syscall(libc::SYS_setfsuid, uid) };
+    (u32::try_from(old_uid).unwrap_or(0), u32::try_from(old_gid).unwrap_or(0))
+}
+
+/// The path an fd was opened with (`/proc/self/fd/N`), for messages.
+pub fn fd_path(fd: BorrowedFd<'_>) -> std::path::PathBuf {
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap_or_else(|_| "?".into())
 }
 
 /// Whether `path` is on a filesystem mounted read-only (`statvfs` `ST_RDONLY`). (Parent side.)

@@ -64,21 +64,21 @@ fn the_child_never_allocates_on_success_or_failure_paths() {
         assert_eq!(report.status, Status::Ok, "{report:?}");
         assert_eq!(report.stdout.text.as_deref(), Some("ok\n"));
     }
-    // A failure inside the jail takes the failure path, which must not allocate either: swap a
-    // granted directory on the host between prepare and run (the bind's device/inode check fails).
-    let swapped = tempfile::tempdir().expect("tempdir");
-    let target = swapped.path().join("grant");
-    std::fs::create_dir(&target).expect("mkdir");
-    let mut toctou = policy.clone();
-    toctou.add_read_only(&target.display().to_string(), "test").expect("grant");
-    let plan = Plan::prepare(&toctou, &Job::new("/bin/true")).expect("plan");
-    std::fs::rename(&target, swapped.path().join("old")).expect("rename");
-    std::fs::create_dir(&target).expect("mkdir again");
+    // A failure inside the jail takes the failure path, which must not allocate either: lower
+    // this process's hard core-size limit after prepare, below the policy's value (a jailed
+    // process cannot raise a hard limit, so the child's prlimit fails).
+    let mut raising = policy.clone();
+    raising.rlimits.retain(|(k, _)| *k != stockade::policy::RlimitKey::CoreBytes);
+    raising.rlimits.push((stockade::policy::RlimitKey::CoreBytes, stockade::policy::Limit::Value(4096)));
+    let plan = Plan::prepare(&raising, &Job::new("/bin/true")).expect("plan");
+    let zero = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: zero is a valid rlimit; lowering this test process's core-size limit is harmless.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_CORE, &zero) }, 0);
     let report = plan.run(Output::Capture).expect("run");
     assert_eq!(report.status, Status::SetupFailed);
     let error = report.error.clone().unwrap_or_default();
-    assert!(error.starts_with("jail setup failed at filesystem (stage 6: bind "), "{error}");
-    assert!(error.ends_with(": stale file handle"), "{error}");
+    assert!(error.starts_with("jail setup failed at rlimits (stage 9: rlimits.core-bytes)"), "{error}");
+    assert!(error.ends_with(": operation not permitted"), "{error}");
     assert_eq!(report.stockade_exit_code, 125);
     // An exec failure (not a valid executable, in a read-only grant) goes through init's
     // reporting path too.

@@ -7,9 +7,9 @@
 //!
 //! The ruleset is built per run in the parent with the `landlock` crate, with rules on the host
 //! inodes the binds show (a bind shares its inode). Objects that exist only inside the jail —
-//! its root tmpfs and `/tmp` — cannot be opened before fork, so the child adds those two rules
-//! itself (`open(O_PATH)` + `landlock_add_rule` on masks computed here) and then calls
-//! `landlock_restrict_self` on the prepared fd.
+//! its root tmpfs, `/tmp`, `/dev/shm` and the staged writable directories — cannot be opened
+//! before fork, so the child adds those rules itself (`open(O_PATH)` + `landlock_add_rule` on
+//! masks computed here) and then calls `landlock_restrict_self` on the prepared fd.
 
 use crate::layers::filesystem::{FsPlan, SourceKind};
 use crate::layers::{Enforcement, LayerReport};
@@ -58,7 +58,7 @@ pub struct LandlockPlan {
     /// Masks (kernel bits) for the child's own rules, already limited to what is handled.
     root_access: u64,
     tmp_access: u64,
-    /// Inside paths the child adds rules for: the root and, when there is one, `/tmp`.
+    /// Inside paths the child adds rules for: the root, then the jail's own writable mounts.
     child_rules: Vec<(CString, u64)>,
     status: Enforcement,
     reason: Option<String>,
@@ -99,8 +99,9 @@ pub fn prepare(policy: &Policy, fs: &FsPlan) -> Result<LandlockPlan, LandlockErr
     let mut child_rules = Vec::new();
     if fs.enabled() && kernel_abi > 0 {
         child_rules.push((c"/".to_owned(), root_access.bits()));
-        if fs.has_own_tmp() {
-            child_rules.push((c"/tmp".to_owned(), tmp_access.bits()));
+        for path in fs.own_writable() {
+            let c = CString::new(path.as_os_str().as_encoded_bytes()).unwrap_or_default();
+            child_rules.push((c, tmp_access.bits()));
         }
     }
     Ok(LandlockPlan {

@@ -122,6 +122,15 @@ pub struct FilesystemFile {
     pub dev: bool,
     /// Size of the private `/tmp` tmpfs in bytes; 0 means no `/tmp`.
     pub tmp_size_bytes: u64,
+    /// Size of `/dev/shm` (POSIX shared memory and semaphores: Python's multiprocessing) in bytes,
+    /// a tmpfs charged to the run's memory; 0 means none (needs `dev`).
+    pub shm_size_bytes: u64,
+    /// Quota of each writable directory (`read-write` paths, a Wasm `/app`), bytes: the program
+    /// works on a tmpfs of this size holding a copy of the host directory, written back when
+    /// the run ends; past it writes fail with ENOSPC and the run ends as `disk-limit`.
+    pub writable_max_bytes: u64,
+    /// Quota of each writable directory in files, directories and links (inodes).
+    pub writable_max_files: u64,
     /// Working directory of the program, a path inside the jail.
     pub cwd: String,
 }
@@ -138,6 +147,9 @@ impl Default for FilesystemFile {
             proc: ProcMode::PidOnly,
             dev: true,
             tmp_size_bytes: 64 << 20,
+            shm_size_bytes: 16 << 20,
+            writable_max_bytes: 64 << 20,
+            writable_max_files: 4096,
             cwd: "/tmp".into(),
         }
     }

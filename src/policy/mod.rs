@@ -145,7 +145,16 @@ impl Policy {
         };
         let path = check_grant_path(&absolute)
             .map_err(|message| PolicyError::Override { flag: format!("{flag} {path}"), message })?;
-        self.filesystem.grants.push(Grant { path, writable, optional: false, origin: flag.to_string() });
+        self.filesystem.grants.push(Grant { path, writable, optional: false, empty: false, origin: flag.to_string() });
+        Ok(())
+    }
+
+    /// Gives the run an empty writable directory of its own at `path` inside (under the writable
+    /// quota, nothing on the host): a Wasm run's `/app`, a service run's work directory.
+    pub fn add_empty_dir(&mut self, path: &str, flag: &str) -> Result<(), PolicyError> {
+        let path = check_grant_path(path)
+            .map_err(|message| PolicyError::Override { flag: format!("{flag} {path}"), message })?;
+        self.filesystem.grants.push(Grant { path, writable: true, optional: false, empty: true, origin: flag.into() });
         Ok(())
     }
 

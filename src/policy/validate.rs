@@ -110,16 +110,25 @@ pub struct Filesystem {
     pub dev: bool,
     /// `None`: no `/tmp`.
     pub tmp_size_bytes: Option<u64>,
+    /// `None`: no `/dev/shm`.
+    pub shm_size_bytes: Option<u64>,
+    /// Quota of each writable directory: bytes and inodes.
+    pub writable_max_bytes: u64,
+    pub writable_max_files: u64,
     pub cwd: PathBuf,
 }
 
-/// One host path made visible inside the jail at the same path.
+/// One host path made visible inside the jail at the same path (or, `empty`, a writable
+/// directory of the run's own there).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
     pub path: PathBuf,
     pub writable: bool,
     /// Skipped when missing on the host.
     pub optional: bool,
+    /// An empty writable directory made for the run (under the writable quota), no host path:
+    /// a Wasm run's fresh `/app`, a service run's work directory.
+    pub empty: bool,
     /// The key or flag that asked for it, for messages: `filesystem.read-only[2]`, `--rw`.
     pub origin: String,
 }
@@ -178,7 +187,7 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
         for (i, p) in list.iter().enumerate() {
             let key = format!("{key}[{i}]");
             match check_grant_path(p) {
-                Ok(path) => grants.push(Grant { path, writable, optional, origin: key }),
+                Ok(path) => grants.push(Grant { path, writable, optional, empty: false, origin: key }),
                 Err(message) => bad(&key, message),
             }
         }
@@ -192,6 +201,19 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
     }
     if let Err(message) = check_inside_path(&fs.cwd) {
         bad("filesystem.cwd", message);
+    }
+    if fs.shm_size_bytes > 0 && !fs.dev {
+        bad(
+            "filesystem.shm-size-bytes",
+            "needs filesystem.dev = true (/dev/shm lives in the jail's /dev); set 0".into(),
+        );
+    }
+    // A tmpfs smaller than a page, or with fewer inodes than its root needs, cannot be mounted.
+    if fs.writable_max_bytes < 4096 {
+        bad("filesystem.writable-max-bytes", "must be >= 4096 (one page)".into());
+    }
+    if fs.writable_max_files < 2 {
+        bad("filesystem.writable-max-files", "must be >= 2 (the directory itself counts)".into());
     }
     if namespaces.mount && fs.proc != ProcMode::None && !namespaces.pid {
         bad(
@@ -328,6 +350,9 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
             proc: fs.proc,
             dev: fs.dev,
             tmp_size_bytes: (fs.tmp_size_bytes > 0).then_some(fs.tmp_size_bytes),
+            shm_size_bytes: (fs.shm_size_bytes > 0).then_some(fs.shm_size_bytes),
+            writable_max_bytes: fs.writable_max_bytes,
+            writable_max_files: fs.writable_max_files,
             cwd: PathBuf::from(&fs.cwd),
         },
         wall_timeout: Duration::from_millis(timeout_ms),

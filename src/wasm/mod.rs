@@ -17,7 +17,6 @@ use crate::report::{Report, Status, WasmTime};
 use engine::EngineKind;
 use guests::{Guest, GuestError};
 use runner::{Outcome, Preopen, RunnerConfig, Summary};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// What to run in the runner.
@@ -49,17 +48,6 @@ pub struct WasmJob {
 impl WasmJob {
     pub fn new(code: GuestCode, runner: impl Into<PathBuf>) -> WasmJob {
         WasmJob { code, args: Vec::new(), workspace: None, data: Vec::new(), guest_dir: None, runner: runner.into() }
-    }
-}
-
-/// A fresh workspace, removed (with whatever the guest left) when the plan goes.
-#[derive(Debug)]
-pub(crate) struct TempWorkspace(PathBuf);
-
-impl Drop for TempWorkspace {
-    fn drop(&mut self) {
-        // std's remove_dir_all does not follow symlinks the guest may have planted.
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -103,6 +91,10 @@ fn guest_files(code: &GuestCode, dir: &Path, kind: EngineKind) -> Result<(PathBu
     }
 }
 
+/// Where a fresh workspace (no `--workspace`) is inside the jail: an empty directory of the
+/// run's own, under the writable quota, that the guest sees as `/app`.
+pub const FRESH_WORKSPACE: &str = "/app";
+
 /// The runner's configuration for a job with `workspace` as `/app`: what the guest gets, and
 /// nothing about the jail around it. [`prepare`] grants exactly these paths to the jail; the
 /// runner alone (`stockade __runner JSON`, e.g. for comparison in the bench) runs the same guest.
@@ -143,21 +135,26 @@ pub fn runner_config(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result
 }
 
 /// Prepares a Wasm job under a policy: the plan to run (any number of times).
+///
+/// `/app` is a writable directory of the jail under the writable quota: an empty one of the
+/// run's own, or (`--workspace DIR`) a copy of `DIR`, created when missing, written back when
+/// the run ends.
 pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<Plan, Error> {
-    let (workspace, temp) = match &job.workspace {
-        Some(ws) => (ws.clone(), None),
-        None => {
-            let ws = fresh_workspace(policy).map_err(|source| GuestError::Io { path: std::env::temp_dir(), source })?;
-            (ws.0.clone(), Some(ws))
-        }
-    };
-    let config = runner_config(policy, job, &workspace)?;
     let mut policy = policy.clone();
     let text = |p: &Path| p.display().to_string();
+    let workspace = match &job.workspace {
+        Some(ws) => {
+            create_workspace(ws).map_err(|source| GuestError::Io { path: ws.clone(), source })?;
+            ws.clone()
+        }
+        None => PathBuf::from(FRESH_WORKSPACE),
+    };
+    let config = runner_config(&policy, job, &workspace)?;
     policy.add_read_only(&text(&config.artifact), "wasm artifact")?;
     policy.add_read_only(&text(&job.runner), "wasm runner")?;
     for p in &config.preopens {
         match (p.writable, p.guest.as_str()) {
+            (true, _) if job.workspace.is_none() => policy.add_empty_dir(FRESH_WORKSPACE, "wasm workspace")?,
             (true, _) => policy.add_read_write(&text(&p.host), "--workspace")?,
             (false, stdlib::GUEST_LIB) => policy.add_read_only(&text(&p.host), "python standard library")?,
             (false, _) => policy.add_read_only(&text(&p.host), "--data")?,
@@ -169,51 +166,18 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<Plan, Error> {
     run.stdin = None;
     let mut plan = Plan::prepare(&policy, &run)?;
     plan.runner_channel = true;
-    plan.temp_workspace = temp;
     plan.program.argv_display = std::iter::once(text(&job.runner)).chain(config.argv.iter().cloned()).collect();
     Ok(plan)
 }
 
-const WORKSPACE_PREFIX: &str = "stockade-ws";
-
-/// Removes the temporary workspaces of supervisors that were killed before their cleanup ran:
-/// directories named for a process that is gone, owned by this user (root chowns its workspaces
-/// to the jail's uid, so root takes any owner); never following a symlink (std's remove_dir_all
-/// works through directory fds).
-fn reap_stale_workspaces(base: &Path) {
-    let me = crate::sys::geteuid();
-    for path in crate::leftovers::of_gone_owners(base, WORKSPACE_PREFIX) {
-        match std::fs::symlink_metadata(&path) {
-            Ok(m) if m.is_dir() && (me == 0 || std::os::unix::fs::MetadataExt::uid(&m) == me) => {
-                let _ = std::fs::remove_dir_all(&path);
-            }
-            _ => {}
-        }
+/// Creates a `--workspace` directory that does not exist yet (its parent must), private to the
+/// caller: the jail works on a copy, so its uid needs no access to it.
+fn create_workspace(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        other => other,
     }
-}
-
-/// A new private directory for `/app`, owned by the jail's host uid when run as root.
-fn fresh_workspace(policy: &Policy) -> std::io::Result<TempWorkspace> {
-    let base = std::env::temp_dir();
-    reap_stale_workspaces(&base);
-    let tag = crate::leftovers::owner_tag(WORKSPACE_PREFIX);
-    for n in 0..100u32 {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-        let path = base.join(format!("{tag}-{nanos:x}-{n}"));
-        match std::fs::create_dir(&path) {
-            Ok(()) => {
-                let ws = TempWorkspace(path);
-                std::fs::set_permissions(&ws.0, std::fs::Permissions::from_mode(0o700))?;
-                if crate::sys::geteuid() == 0 {
-                    std::os::unix::fs::chown(&ws.0, Some(policy.identity.host_uid), Some(policy.identity.host_gid))?;
-                }
-                return Ok(ws);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Err(std::io::Error::from_raw_os_error(libc::EEXIST))
 }
 
 /// Folds the runner's summary into the report: the Wasm statuses and figures.

@@ -1,25 +1,42 @@
 //! The jail's filesystem: a fresh read-only tmpfs root holding only what the policy grants.
 //!
-//! `prepare` (parent) resolves every grant on the host, opens it to check what it is, records its
-//! device and inode, and turns the policy into a flat list of [`MountOp`]s on pre-built C strings.
-//! `apply` (child) runs the list with one system call per op. A bind takes the canonical path in
-//! the child's own mount namespace (a mount opened in the parent's namespace cannot be bound in
-//! another), then checks that the mounted root is the device and inode the parent saw, so a path
-//! swapped on the host in between is refused rather than shown.
+//! `prepare` (parent) resolves every grant on the host, opens it to check what it is, and turns
+//! the policy into a flat list of [`MountOp`]s on pre-built C strings. `apply` (child) runs the
+//! list with one system call per op.
+//!
+//! **Read-only grants** (and writable single files, and the device nodes) are the host objects
+//! the parent opened. A root supervisor clones each one per run as a detached mount
+//! (`open_tree(OPEN_TREE_CLONE)`, which root can make of any path, also below a `0700`
+//! directory the jail's uid could never walk) and the child attaches exactly that object
+//! (`move_mount`): what was checked is what is mounted. A normal user cannot clone mounts; its
+//! jail runs as that same user, so the child binds the canonical path in its own mount
+//! namespace and checks the mounted root is the device and inode the parent saw (a path swapped
+//! in between is refused). Kernel filesystems mounted below a grant (`/proc`, `/sys`, `nsfs`...)
+//! refuse the grant, with their paths: a recursive bind would carry them in.
+//!
+//! **Writable directories** are staged (see `staging.rs`): a tmpfs with the policy's quota,
+//! mounted by the child and filled and written back by the supervisor through fds.
 //!
 //! Every grant appears at its canonical host path; symlinks crossed on the way to a grant (merged
 //! `/usr`: `/bin -> usr/bin`) are recreated inside, so the path as written resolves inside too.
-//! Directories are only ever created on the jail's own tmpfs, never inside a bind of a host path.
+//! Directories are only ever created on the jail's own tmpfs filesystems, never inside a bind of
+//! a host path.
 
+mod grant;
+pub mod staging;
+
+use crate::layers::identity::IdPlan;
 use crate::layers::{Enforcement, LayerReport};
 use crate::policy::{Policy, ProcMode};
 use crate::sys::{self, Errno};
+use grant::Resolved;
+pub use staging::StagedPlace;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{CString, c_ulong};
-use std::fs::{File, OpenOptions};
-use std::os::fd::AsFd;
+use std::fs::File;
+use std::os::fd::{AsFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 /// Where the new root is assembled before `pivot_root`. It is a mount point only inside the run's
@@ -36,19 +53,6 @@ const DEV_LINKS: [(&str, &str); 4] = [
     ("stdin", "/proc/self/fd/0"),
     ("stdout", "/proc/self/fd/1"),
     ("stderr", "/proc/self/fd/2"),
-];
-
-/// Filesystem magic numbers of kernel pseudo filesystems that are never bound into a jail.
-const PSEUDO_FS: [(i64, &str); 9] = [
-    (0x9fa0, "procfs"),
-    (0x6265_6572, "sysfs"),
-    (0x0027_e0eb, "cgroup"),
-    (0x6367_7270, "cgroup2"),
-    (0x6462_6720, "debugfs"),
-    (0x7472_6163, "tracefs"),
-    (0x7363_6673, "securityfs"),
-    (0xcafe_4a11, "bpffs"),
-    (0x1cd1, "devpts"),
 ];
 
 /// Why the filesystem plan could not be built.
@@ -74,6 +78,41 @@ pub enum FsError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "{origin} {}: kernel filesystems are mounted below it, which a bind would carry into the jail: {}; grant \
+         a directory without them",
+        path.display(),
+        list.join(", ")
+    )]
+    KernelSubmounts { origin: String, path: PathBuf, list: Vec<String> },
+    #[error("cannot clone the mount of {} for the jail: {}", path.display(), sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
+    Clone {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{origin} {}: does not fit its quota (filesystem.writable-max-bytes, filesystem.writable-max-files): \
+         raise them, or grant a smaller directory",
+        path.display()
+    )]
+    Quota { origin: String, path: PathBuf },
+    #[error("cannot {what} {}: {}", path.display(), sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
+    Stage {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("writing back {}: cannot {what}: {}", path.display(), sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
+    WriteBack {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the jail did not hand over its writable directories (it ended first)")]
+    NotHandedOver,
 }
 
 /// One step of building the root, with everything pre-computed.
@@ -100,12 +139,15 @@ pub enum MountOp {
         target: CString,
         link: CString,
     },
-    /// `mount(source, target, MS_BIND|MS_REC)`, then the target's root must be `(dev, ino)`.
+    /// Attach a host object at `target` (see [`BindSource`]).
     Bind {
-        source: CString,
+        source: BindSource,
         target: CString,
-        dev: u64,
-        ino: u64,
+    },
+    /// Hand the filesystem just mounted at `target` to the supervisor: its fd, over the release
+    /// channel (a staged writable directory).
+    Send {
+        target: CString,
     },
     SetAttr {
         target: CString,
@@ -119,6 +161,17 @@ pub enum MountOp {
     Chdir {
         path: CString,
     },
+}
+
+/// Where a bind's object comes from.
+#[derive(Debug)]
+pub enum BindSource {
+    /// The N-th detached mount the supervisor cloned for this run (`open_tree`), attached with
+    /// `move_mount`: exactly the object the parent opened and checked.
+    Tree(usize),
+    /// `mount(path, target, MS_BIND|MS_REC)` in the child's namespace, then the target's root
+    /// must be `(dev, ino)` (a normal user's supervisor cannot clone mounts).
+    Path { source: CString, dev: u64, ino: u64 },
 }
 
 impl MountOp {
@@ -140,6 +193,7 @@ impl MountOp {
             MountOp::Touch { path } => format!("create mount point {}", inside(path)),
             MountOp::Symlink { link, .. } => format!("symlink {}", inside(link)),
             MountOp::Bind { target, .. } => format!("bind {}", inside(target)),
+            MountOp::Send { target } => format!("hand {} to the supervisor", inside(target)),
             MountOp::SetAttr { target, .. } => format!("set mount flags on {}", inside(target)),
             MountOp::PivotRoot { .. } => "pivot_root".into(),
             MountOp::Chdir { path } => format!("chdir {}", path.to_string_lossy()),
@@ -155,38 +209,48 @@ pub enum SourceKind {
     Device { writable: bool },
 }
 
+/// What backs a path the jail shows from the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backing {
+    /// A bind of the host object (read-only, or a writable single file).
+    Host { writable: bool },
+    /// A staged tmpfs holding a copy of the host directory (or, `fresh`, an empty one).
+    Staged { fresh: bool },
+}
+
 /// What the program will see, and how to build it.
 #[derive(Debug)]
 pub struct FsPlan {
     pub ops: Vec<MountOp>,
     /// Every bind source, opened `O_PATH` on the host (for Landlock rules on their inodes).
     sources: Vec<(File, SourceKind)>,
-    /// Bind targets (canonical host paths) and whether they are writable.
-    binds: Vec<(PathBuf, bool)>,
+    /// For `BindSource::Tree(i)`: the index in `sources` of the object to clone per run.
+    trees: Vec<usize>,
+    /// What each shown path is backed by.
+    binds: Vec<(PathBuf, Backing)>,
     /// Paths on the jail's tmpfs: directories created, and symlinks with their targets.
     tmpfs_dirs: BTreeSet<PathBuf>,
     tmpfs_links: BTreeMap<PathBuf, PathBuf>,
-    /// Mount points of the jail's own filesystems (`/proc`, `/dev`, `/tmp`).
+    /// Mount points of the jail's own filesystems (`/proc`, `/dev`, `/tmp`, `/dev/shm`).
     special: Vec<PathBuf>,
+    /// Writable directories, in the order the child hands their tmpfs over.
+    staged: Vec<StagedPlace>,
+    /// Writable mounts of the jail's own (`/tmp`, `/dev/shm`, the staged directories): the child
+    /// adds their Landlock rules.
+    own_writable: Vec<PathBuf>,
     enabled: bool,
     summary: String,
-}
-
-/// A grant resolved on the host.
-struct Resolved {
-    canonical: PathBuf,
-    file: File,
-    is_dir: bool,
-    writable: bool,
-    links: Vec<(PathBuf, PathBuf)>,
 }
 
 /// Entries of the new tree, sorted by target so parents come before children.
 enum Entry {
     Bind(Resolved),
+    /// A writable directory: the host one to copy (or `None`: a fresh one), and who asked.
+    Staged(Option<Resolved>, String),
     Tmp(u64),
     Proc(ProcMode),
     Dev,
+    Shm(u64),
 }
 
 fn cstring(p: &Path) -> CString {
@@ -200,62 +264,96 @@ fn staged(p: &Path) -> CString {
 }
 
 /// Builds the filesystem plan for a policy. With the mount namespace off, it is empty.
-pub fn prepare(policy: &Policy) -> Result<FsPlan, FsError> {
+pub fn prepare(policy: &Policy, id: &IdPlan) -> Result<FsPlan, FsError> {
     let fs = &policy.filesystem;
     let mut plan = FsPlan {
         ops: Vec::new(),
         sources: Vec::new(),
+        trees: Vec::new(),
         binds: Vec::new(),
         tmpfs_dirs: BTreeSet::new(),
         tmpfs_links: BTreeMap::new(),
         special: Vec::new(),
+        staged: Vec::new(),
+        own_writable: Vec::new(),
         enabled: policy.namespaces.mount,
         summary: String::new(),
     };
     // Resolve every grant; merge duplicates (writable wins: `--rw` on a policy read-only path).
-    let mut resolved: BTreeMap<PathBuf, Resolved> = BTreeMap::new();
+    let mut resolved: BTreeMap<PathBuf, (Resolved, String)> = BTreeMap::new();
+    let mut fresh: Vec<(PathBuf, String)> = Vec::new();
     for grant in &fs.grants {
-        let Some(r) = resolve_grant(&grant.path, grant.writable, grant.optional, &grant.origin)? else {
+        if grant.empty {
+            fresh.push((grant.path.clone(), grant.origin.clone()));
+            continue;
+        }
+        let Some(r) = grant::resolve(&grant.path, grant.writable, grant.optional, &grant.origin)? else {
             continue;
         };
         match resolved.get_mut(&r.canonical) {
-            Some(existing) => {
+            Some((existing, origin)) => {
+                if r.writable && !existing.writable {
+                    origin.clone_from(&grant.origin);
+                }
                 existing.writable |= r.writable;
                 existing.links.extend(r.links);
             }
             None => {
-                resolved.insert(r.canonical.clone(), r);
+                resolved.insert(r.canonical.clone(), (r, grant.origin.clone()));
             }
         }
     }
     if !policy.namespaces.mount {
         // No root of our own: the host tree is what the program sees. The grants still define
-        // what it may touch, so they still become Landlock rules (with the devices).
-        for (_, r) in resolved {
+        // what it may touch, so they still become Landlock rules (with the devices); writable
+        // ones are the host's own and must be writable by the jail's uid.
+        for (r, origin) in resolved.into_values() {
+            if r.writable {
+                grant::check_writable_by(&r, &origin, id.host_uid, id.host_gid)?;
+            }
             let kind = if r.writable { SourceKind::Writable } else { SourceKind::ReadOnly };
             plan.sources.push((r.file, kind));
         }
         if fs.dev {
             for name in DEVICES {
                 let host = Path::new("/dev").join(name);
-                let file = open_path(&host).map_err(|source| FsError::Device { path: host.clone(), source })?;
+                let file = grant::open_path(&host).map_err(|source| FsError::Device { path: host.clone(), source })?;
                 plan.sources.push((file, SourceKind::Device { writable: matches!(name, "null" | "zero" | "full") }));
             }
         }
+        plan.summary = "host filesystem (namespaces.mount = false); writable grants are the host's, unbounded".into();
         return Ok(plan);
     }
 
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let by_tree = can_clone_mounts();
     let mut links: Vec<(PathBuf, PathBuf)> = Vec::new();
     let mut entries: Vec<(PathBuf, Entry)> = Vec::new();
     let mut kept: Vec<(PathBuf, bool)> = Vec::new();
-    for (path, r) in resolved {
+    for (path, (r, origin)) in resolved {
         links.extend(r.links.iter().cloned());
         // A grant inside another with the same access adds nothing.
         let redundant = kept.iter().rev().find(|(p, _)| path.starts_with(p)).is_some_and(|(_, w)| *w == r.writable);
-        if !redundant {
-            kept.push((path.clone(), r.writable));
-            entries.push((path, Entry::Bind(r)));
+        if redundant {
+            continue;
         }
+        kept.push((path.clone(), r.writable));
+        if r.writable && r.is_dir {
+            entries.push((path, Entry::Staged(Some(r), origin)));
+            continue;
+        }
+        if r.writable {
+            grant::check_writable_by(&r, &origin, id.host_uid, id.host_gid)?;
+        }
+        let below = grant::kernel_submounts(&mountinfo, &path);
+        if !below.is_empty() {
+            let list = below.iter().map(|(p, t)| format!("{} ({t})", p.display())).collect();
+            return Err(FsError::KernelSubmounts { origin, path, list });
+        }
+        entries.push((path, Entry::Bind(r)));
+    }
+    for (path, origin) in fresh {
+        entries.push((path, Entry::Staged(None, origin)));
     }
     let tmp = Path::new("/tmp");
     if let Some(size) = fs.tmp_size_bytes
@@ -268,8 +366,13 @@ pub fn prepare(policy: &Policy) -> Result<FsPlan, FsError> {
     }
     if fs.dev {
         entries.push((PathBuf::from("/dev"), Entry::Dev));
+        if let Some(size) = fs.shm_size_bytes {
+            entries.push((PathBuf::from("/dev/shm"), Entry::Shm(size)));
+        }
     }
     entries.sort_by(|a, b| a.0.cmp(&b.0));
+    // Mounts of the jail below a staged directory: the copy and the write-back leave them alone.
+    let mount_points: Vec<PathBuf> = entries.iter().map(|(p, _)| p.clone()).collect();
 
     plan.ops.push(MountOp::PrivateRoot);
     plan.ops.push(MountOp::Tmpfs {
@@ -278,6 +381,7 @@ pub fn prepare(policy: &Policy) -> Result<FsPlan, FsError> {
         data: c"mode=0755,size=1m,nr_inodes=16384".into(),
     });
     let noexec = if fs.writable_exec { 0 } else { sys::MOUNT_ATTR_NOEXEC };
+    let noexec_flag = if fs.writable_exec { 0 } else { libc::MS_NOEXEC };
     let mut dev_sealed = None;
     for (path, entry) in entries {
         plan.make_mount_point(&path, !matches!(&entry, Entry::Bind(r) if !r.is_dir));
@@ -288,16 +392,35 @@ pub fn prepare(policy: &Policy) -> Result<FsPlan, FsError> {
                     | sys::MOUNT_ATTR_NODEV
                     | if r.writable { noexec } else { sys::MOUNT_ATTR_RDONLY };
                 let kind = if r.writable { SourceKind::Writable } else { SourceKind::ReadOnly };
-                plan.bind(&path, r.file, kind, target, set)?;
-                plan.binds.push((path, r.writable));
+                plan.bind(&path, r.file, kind, target, set, by_tree)?;
+                plan.binds.push((path, Backing::Host { writable: r.writable }));
             }
-            Entry::Tmp(size) => {
-                let mut flags = libc::MS_NOSUID | libc::MS_NODEV;
-                if !fs.writable_exec {
-                    flags |= libc::MS_NOEXEC;
-                }
+            Entry::Staged(host, origin) => {
+                let data = format!(
+                    "mode=0755,uid={},gid={},size={},nr_inodes={}",
+                    id.uid, id.gid, fs.writable_max_bytes, fs.writable_max_files
+                );
+                let flags = libc::MS_NOSUID | libc::MS_NODEV | noexec_flag;
+                plan.ops.push(MountOp::Tmpfs {
+                    target: target.clone(),
+                    flags: flags as c_ulong,
+                    data: CString::new(data).unwrap_or_default(),
+                });
+                plan.ops.push(MountOp::Send { target });
+                let skip = mount_points
+                    .iter()
+                    .filter(|p| *p != &path && p.starts_with(&path))
+                    .filter_map(|p| p.strip_prefix(&path).ok().map(Path::to_path_buf))
+                    .collect();
+                plan.binds.push((path.clone(), Backing::Staged { fresh: host.is_none() }));
+                plan.own_writable.push(path.clone());
+                plan.staged.push(StagedPlace { inside: path, host: host.map(|r| r.file), skip, origin });
+            }
+            Entry::Tmp(size) | Entry::Shm(size) => {
+                let flags = libc::MS_NOSUID | libc::MS_NODEV | noexec_flag;
                 let data = CString::new(format!("mode=1777,size={size}")).unwrap_or_default();
                 plan.ops.push(MountOp::Tmpfs { target, flags: flags as c_ulong, data });
+                plan.own_writable.push(path.clone());
                 plan.special.push(path);
             }
             Entry::Proc(mode) => {
@@ -313,13 +436,14 @@ pub fn prepare(policy: &Policy) -> Result<FsPlan, FsError> {
                 });
                 for name in DEVICES {
                     let host = Path::new("/dev").join(name);
-                    let file = open_path(&host).map_err(|source| FsError::Device { path: host.clone(), source })?;
+                    let file =
+                        grant::open_path(&host).map_err(|source| FsError::Device { path: host.clone(), source })?;
                     let node = staged(&host);
                     plan.ops.push(MountOp::Touch { path: node.clone() });
                     // Writes to a device node pass a read-only mount; its inode's times cannot change.
                     let kind = SourceKind::Device { writable: matches!(name, "null" | "zero" | "full") };
                     let set = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC;
-                    plan.bind(&host, file, kind, node, set)?;
+                    plan.bind(&host, file, kind, node, set, by_tree)?;
                 }
                 for (name, to) in DEV_LINKS {
                     plan.ops.push(MountOp::Symlink {
@@ -356,17 +480,35 @@ pub fn prepare(policy: &Policy) -> Result<FsPlan, FsError> {
     if plan.resolve_inside(&fs.cwd).is_none() {
         return Err(FsError::Cwd { path: fs.cwd.clone() });
     }
-    let ro = plan.binds.iter().filter(|(_, w)| !w).count();
-    let rw = plan.binds.len() - ro;
+    let ro = plan.binds.iter().filter(|(_, b)| *b == Backing::Host { writable: false }).count();
+    let rw_files = plan.binds.iter().filter(|(_, b)| *b == Backing::Host { writable: true }).count();
+    let staged_dirs = plan.staged.len();
     plan.summary = format!(
-        "new root: {ro} read-only and {rw} writable path(s){}; /proc {}; /dev {}; /tmp {}",
-        if fs.writable_exec { ", writable paths executable" } else { ", writable paths noexec" },
+        "new root: {ro} read-only path(s){}{}; {}{}; /proc {}; /dev {}; /tmp {}",
+        if rw_files > 0 { format!(", {rw_files} writable file(s)") } else { String::new() },
+        if by_tree { " (cloned mounts)" } else { " (bound by path as the caller)" },
+        if staged_dirs > 0 {
+            format!(
+                "{staged_dirs} writable director{} staged on tmpfs ({} bytes, {} files each), written back at \
+                 the end",
+                if staged_dirs == 1 { "y" } else { "ies" },
+                fs.writable_max_bytes,
+                fs.writable_max_files
+            )
+        } else {
+            "no writable directories".into()
+        },
+        if fs.writable_exec { ", writable places executable" } else { ", writable places noexec" },
         match fs.proc {
             ProcMode::PidOnly => "pid-only",
             ProcMode::Full => "full",
             ProcMode::None => "none",
         },
-        if fs.dev { "minimal" } else { "none" },
+        match (fs.dev, fs.shm_size_bytes) {
+            (false, _) => "none".to_string(),
+            (true, Some(n)) => format!("minimal, /dev/shm {n} bytes"),
+            (true, None) => "minimal".to_string(),
+        },
         match fs.tmp_size_bytes {
             Some(n) => format!("{n} bytes"),
             None => "none".into(),
@@ -375,22 +517,64 @@ pub fn prepare(policy: &Policy) -> Result<FsPlan, FsError> {
     Ok(plan)
 }
 
+/// Whether this process may clone mounts (`open_tree(OPEN_TREE_CLONE)` needs `CAP_SYS_ADMIN` over
+/// its mount namespace: root on the host, not a "root" in a user namespace of its own). Asked
+/// once, of `/` (a clone of one mount, dropped at once).
+fn can_clone_mounts() -> bool {
+    use rustix::mount::{OpenTreeFlags, open_tree};
+    static CAN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *CAN.get_or_init(|| {
+        sys::geteuid() == 0
+            && open_tree(rustix::fs::CWD, c"/", OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC)
+                .is_ok()
+    })
+}
+
 impl FsPlan {
-    fn bind(&mut self, source: &Path, file: File, kind: SourceKind, target: CString, set: u64) -> Result<(), FsError> {
-        let meta = file.metadata().map_err(|e| FsError::Grant {
-            origin: "bind".into(),
-            path: source.to_path_buf(),
-            source: e,
-        })?;
-        self.ops.push(MountOp::Bind {
-            source: cstring(source),
-            target: target.clone(),
-            dev: meta.dev(),
-            ino: meta.ino(),
-        });
+    fn bind(
+        &mut self,
+        source: &Path,
+        file: File,
+        kind: SourceKind,
+        target: CString,
+        set: u64,
+        by_tree: bool,
+    ) -> Result<(), FsError> {
+        let source = if by_tree {
+            self.trees.push(self.sources.len());
+            BindSource::Tree(self.trees.len() - 1)
+        } else {
+            let meta = file.metadata().map_err(|e| FsError::Grant {
+                origin: "bind".into(),
+                path: source.to_path_buf(),
+                source: e,
+            })?;
+            BindSource::Path { source: cstring(source), dev: meta.dev(), ino: meta.ino() }
+        };
+        self.ops.push(MountOp::Bind { source, target: target.clone() });
         self.ops.push(MountOp::SetAttr { target, set, recursive: true });
         self.sources.push((file, kind));
         Ok(())
+    }
+
+    /// This run's detached clones of the bind sources (root only), in `BindSource::Tree` order.
+    /// Each is attached by one run's child, so every run needs its own.
+    pub fn clone_trees(&self) -> Result<Vec<OwnedFd>, FsError> {
+        use rustix::mount::{OpenTreeFlags, open_tree};
+        let flags = OpenTreeFlags::OPEN_TREE_CLONE
+            | OpenTreeFlags::AT_RECURSIVE
+            | OpenTreeFlags::AT_EMPTY_PATH
+            | OpenTreeFlags::OPEN_TREE_CLOEXEC;
+        self.trees
+            .iter()
+            .map(|&i| {
+                let (file, _) = &self.sources[i];
+                open_tree(file.as_fd(), c"", flags).map_err(|e| FsError::Clone {
+                    path: sys::fd_path(file.as_fd()),
+                    source: std::io::Error::from_raw_os_error(e.raw_os_error()),
+                })
+            })
+            .collect()
     }
 
     /// The bind sources, opened on the host, with their kind.
@@ -398,36 +582,56 @@ impl FsPlan {
         &self.sources
     }
 
+    /// The writable directories, in the order the child hands their tmpfs over.
+    pub fn staged(&self) -> &[StagedPlace] {
+        &self.staged
+    }
+
+    /// Writable mounts of the jail's own (inside paths): `/tmp`, `/dev/shm`, staged directories.
+    pub fn own_writable(&self) -> &[PathBuf] {
+        &self.own_writable
+    }
+
     /// Whether the jail has its own mount namespace and root.
     pub fn enabled(&self) -> bool {
         self.enabled
     }
 
-    /// Whether `/tmp` is the jail's own tmpfs (not a host grant, not absent).
-    pub fn has_own_tmp(&self) -> bool {
-        self.special.iter().any(|p| p == Path::new("/tmp"))
-    }
-
-    /// True when `p` is backed by a host file the parent can open (inside a bind), or when there
-    /// is no mount namespace and the host tree is the jail's.
+    /// True when `p` is backed by a host file the parent can open (inside a bind or a copy of a
+    /// host directory), or when there is no mount namespace and the host tree is the jail's.
     pub fn host_backed(&self, p: &Path) -> bool {
-        !self.enabled || self.covered_by_bind(p)
+        !self.enabled || self.backing(p).is_some_and(|b| b != Backing::Staged { fresh: true })
     }
 
-    /// True when `p` lies in (or is) a bind of a host path: it exists there already.
+    /// What backs `p`: the innermost bind or staged directory holding it.
+    fn backing(&self, p: &Path) -> Option<Backing> {
+        self.binds.iter().filter(|(b, _)| p.starts_with(b)).max_by_key(|(b, _)| b.as_os_str().len()).map(|(_, k)| *k)
+    }
+
+    /// True when `p` lies in (or is) a bind of a host path or a staged directory: what exists
+    /// there comes from the host (or from the run), never from the plan's own ops.
     fn covered_by_bind(&self, p: &Path) -> bool {
-        self.binds.iter().any(|(b, _)| p.starts_with(b))
+        self.backing(p).is_some()
     }
 
-    /// Creates the directories leading to `dir` on the jail's tmpfs (never inside a bind).
+    /// True when `p` lies in a bind of a host path, where nothing may be created.
+    fn covered_by_host_bind(&self, p: &Path) -> bool {
+        matches!(self.backing(p), Some(Backing::Host { .. }))
+    }
+
+    /// Creates the directories leading to `dir` on the jail's tmpfs filesystems (never inside a
+    /// host bind).
     fn make_dirs(&mut self, dir: &Path) {
         let mut cur = PathBuf::from("/");
         for c in dir.components().skip(1) {
             cur.push(c);
-            if self.covered_by_bind(&cur) {
+            if self.covered_by_host_bind(&cur) {
                 return;
             }
-            if self.special.iter().any(|s| s == &cur) || self.tmpfs_dirs.contains(&cur) {
+            if self.special.iter().any(|s| s == &cur)
+                || self.tmpfs_dirs.contains(&cur)
+                || self.binds.iter().any(|(b, _)| b == &cur)
+            {
                 continue;
             }
             self.ops.push(MountOp::Mkdir { path: staged(&cur) });
@@ -440,7 +644,7 @@ impl FsPlan {
         if let Some(parent) = target.parent() {
             self.make_dirs(parent);
         }
-        if self.covered_by_bind(target) {
+        if self.covered_by_host_bind(target) {
             return;
         }
         if dir {
@@ -451,16 +655,18 @@ impl FsPlan {
     }
 
     /// Resolves a path as the jail will see it; returns its canonical form, or None if it does
-    /// not exist inside. Host paths inside binds are looked up on the host (binds are identity
-    /// mapped); paths on the jail's tmpfs are looked up in the plan.
+    /// not exist inside. Host paths inside binds (and copies of host directories) are looked up on
+    /// the host (binds are identity mapped); paths on the jail's tmpfs are looked up in the plan.
     pub fn resolve_inside(&self, path: &Path) -> Option<PathBuf> {
         if !self.enabled {
             return std::fs::canonicalize(path).ok();
         }
-        walk(
+        grant::walk(
             path,
             |next| {
-                if self.covered_by_bind(next) {
+                if self.binds.iter().any(|(b, _)| b == next) {
+                    Ok(None)
+                } else if self.covered_by_bind(next) && self.host_backed(next) {
                     let meta = std::fs::symlink_metadata(next).map_err(|_| ())?;
                     if meta.file_type().is_symlink() {
                         std::fs::read_link(next).map(Some).map_err(|_| ())
@@ -485,136 +691,25 @@ impl FsPlan {
         if !self.enabled {
             return LayerReport::new("filesystem", "host filesystem (namespaces.mount = false)", "none").with_status(
                 Enforcement::NotEnforced,
-                "disabled by the policy: namespaces.mount = false (the grants are still Landlock rules)",
+                "disabled by the policy: namespaces.mount = false (the grants are still Landlock rules; writable \
+                 grants are the host's own, not bounded)",
             );
         }
         LayerReport::new("filesystem", &self.summary, &self.summary)
     }
 }
 
-/// `O_PATH` open of a path without following a final symlink.
-fn open_path(p: &Path) -> std::io::Result<File> {
-    OpenOptions::new().read(true).custom_flags(libc::O_PATH | libc::O_NOFOLLOW).open(p)
-}
-
-/// Resolves `path` from `/` one component at a time, like the kernel: `step(p)` says whether `p`
-/// is a symlink (`Ok(Some(target))`, followed) or a real entry (`Ok(None)`). `.` and `..` are
-/// handled lexically on the resolved prefix, as the kernel does after following links.
-fn walk<E>(
-    path: &Path,
-    mut step: impl FnMut(&Path) -> Result<Option<PathBuf>, E>,
-    too_many_links: impl Fn() -> E,
-) -> Result<PathBuf, E> {
-    let reversed = |p: &Path| -> Vec<PathBuf> { p.components().rev().map(|c| PathBuf::from(c.as_os_str())).collect() };
-    let mut cur = PathBuf::from("/");
-    let mut rest = reversed(path);
-    let mut hops = 0;
-    while let Some(c) = rest.pop() {
-        match c.as_os_str().as_bytes() {
-            b"/" => cur = PathBuf::from("/"),
-            b"." => {}
-            b".." => {
-                cur.pop();
-            }
-            _ => {
-                let next = cur.join(&c);
-                match step(&next)? {
-                    Some(to) => {
-                        hops += 1;
-                        if hops > 40 {
-                            return Err(too_many_links());
-                        }
-                        rest.extend(reversed(&to));
-                    }
-                    None => cur = next,
-                }
-            }
-        }
-    }
-    Ok(cur)
-}
-
-/// Resolves a grant on the host, recording every symlink crossed, then opens the canonical result.
-/// Returns None for an optional grant that does not exist.
-fn resolve_grant(path: &Path, writable: bool, optional: bool, origin: &str) -> Result<Option<Resolved>, FsError> {
-    let io_err = |source: std::io::Error| FsError::Grant { origin: origin.into(), path: path.to_path_buf(), source };
-    let refused = |reason: String| FsError::Refused { origin: origin.into(), path: path.to_path_buf(), reason };
-    let caller = sys::geteuid();
-    let mut links = Vec::new();
-    let mut untrusted: Option<(PathBuf, u32)> = None;
-    let walked = walk(
-        path,
-        |next| {
-            let meta = std::fs::symlink_metadata(next)?;
-            if !meta.file_type().is_symlink() {
-                return Ok(None);
-            }
-            // A link owned by someone else (a jailed uid, say, in a directory an earlier run could
-            // write) is not followed: the grant would show whatever that user chose.
-            if meta.uid() != 0 && meta.uid() != caller {
-                untrusted = Some((next.to_path_buf(), meta.uid()));
-                return Err(std::io::Error::from_raw_os_error(libc::EPERM));
-            }
-            let to = std::fs::read_link(next)?;
-            links.push((next.to_path_buf(), to.clone()));
-            Ok(Some(to))
-        },
-        || std::io::Error::from_raw_os_error(libc::ELOOP),
-    );
-    let cur = match walked {
-        Ok(p) => p,
-        Err(_) if untrusted.is_some() => {
-            let (link, uid) = untrusted.unwrap_or_default();
-            return Err(refused(format!(
-                "crosses the symlink {} owned by uid {uid}; only links owned by root or the caller are followed",
-                link.display()
-            )));
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && optional => return Ok(None),
-        Err(e) => return Err(io_err(e)),
-    };
-    if cur == Path::new("/") {
-        return Err(refused("resolves to \"/\", which would show the whole host".into()));
-    }
-    for reserved in ["/proc", "/sys", "/dev"] {
-        if cur.starts_with(reserved) {
-            return Err(refused(format!(
-                "resolves to {}, inside {reserved}, which is never bound from the host",
-                cur.display()
-            )));
-        }
-    }
-    let file = open_path(&cur).map_err(io_err)?;
-    let meta = file.metadata().map_err(io_err)?;
-    let ft = meta.file_type();
-    if !(ft.is_dir() || ft.is_file()) {
-        let kind = if ft.is_socket() {
-            "a socket"
-        } else if ft.is_fifo() {
-            "a fifo"
-        } else if ft.is_char_device() || ft.is_block_device() {
-            "a device"
-        } else {
-            "not a file or directory"
-        };
-        return Err(refused(format!("is {kind}; only files and directories can be granted")));
-    }
-    let magic = sys::fs_magic(file.as_fd()).map_err(|e| io_err(e.io()))?;
-    if let Some((_, name)) = PSEUDO_FS.iter().find(|(m, _)| *m == magic) {
-        return Err(refused(format!("is on {name}, a kernel filesystem that is never bound into a jail")));
-    }
-    Ok(Some(Resolved { canonical: cur, file, is_dir: ft.is_dir(), writable, links }))
-}
-
-/// Child side: runs the ops in order. On failure returns the index of the op and the errno.
-pub fn apply(plan: &FsPlan) -> Result<(), (u32, Errno)> {
+/// Child side: runs the ops in order. `trees` are this run's detached mounts (`BindSource::Tree`),
+/// `sync` the release channel the staged directories go to the supervisor over. On failure
+/// returns the index of the op and the errno.
+pub fn apply(plan: &FsPlan, trees: &[RawFd], sync: RawFd) -> Result<(), (u32, Errno)> {
     for (i, op) in plan.ops.iter().enumerate() {
-        apply_one(op).map_err(|e| (u32::try_from(i).unwrap_or(u32::MAX), e))?;
+        apply_one(op, trees, sync).map_err(|e| (u32::try_from(i).unwrap_or(u32::MAX), e))?;
     }
     Ok(())
 }
 
-fn apply_one(op: &MountOp) -> Result<(), Errno> {
+fn apply_one(op: &MountOp, trees: &[RawFd], sync: RawFd) -> Result<(), Errno> {
     match op {
         MountOp::PrivateRoot => sys::mount(None, c"/", None, (libc::MS_REC | libc::MS_PRIVATE) as c_ulong, None),
         MountOp::Tmpfs { target, flags, data } => {
@@ -630,12 +725,22 @@ fn apply_one(op: &MountOp) -> Result<(), Errno> {
         MountOp::Mkdir { path } => sys::mkdir(path, 0o755),
         MountOp::Touch { path } => sys::create_file(path, 0o444),
         MountOp::Symlink { target, link } => sys::symlink(target, link),
-        MountOp::Bind { source, target, dev, ino } => {
+        MountOp::Bind { source: BindSource::Tree(i), target } => {
+            let fd = trees.get(*i).copied().ok_or(Errno(libc::EBADF))?;
+            sys::move_mount(fd, target)
+        }
+        MountOp::Bind { source: BindSource::Path { source, dev, ino }, target } => {
             sys::mount(Some(source), target, None, (libc::MS_BIND | libc::MS_REC) as c_ulong, None)?;
             if sys::stat_ids(target)? != (*dev, *ino) {
                 return Err(Errno(libc::ESTALE));
             }
             Ok(())
+        }
+        MountOp::Send { target } => {
+            let fd = sys::open_path_dir(target)?;
+            let sent = sys::send_fd(sync, fd);
+            sys::close(fd);
+            sent
         }
         MountOp::SetAttr { target, set, recursive } => sys::mount_setattr(target, *recursive, *set, 0),
         MountOp::PivotRoot { new_root } => {
@@ -660,13 +765,14 @@ mod tests {
         for r in extra_rw {
             p.add_read_write(r, "--rw").expect("valid");
         }
-        prepare(&p).expect("plan")
+        let id = crate::layers::identity::prepare(&p).expect("ids");
+        prepare(&p, &id).expect("plan")
     }
 
     #[test]
     fn default_plan_shows_usr_and_replicates_merged_usr_links() {
         let plan = plan_for(&[], &[]);
-        assert!(plan.binds.iter().any(|(p, w)| p == Path::new("/usr") && !w));
+        assert!(plan.binds.iter().any(|(p, b)| p == Path::new("/usr") && *b == Backing::Host { writable: false }));
         let sh = plan.resolve_inside(Path::new("/bin/sh")).expect("/bin/sh visible");
         assert_eq!(std::fs::canonicalize("/bin/sh").expect("host sh"), sh);
         assert!(plan.resolve_inside(Path::new("/etc/passwd")).is_none(), "/etc/passwd must not be visible");
@@ -676,7 +782,7 @@ mod tests {
             if let MountOp::Mkdir { path } | MountOp::Touch { path } = op {
                 let inside = PathBuf::from(path.to_string_lossy().trim_start_matches(STAGE));
                 assert!(
-                    !plan.covered_by_bind(&inside) || plan.binds.iter().any(|(b, _)| b == &inside),
+                    !plan.covered_by_host_bind(&inside) || plan.binds.iter().any(|(b, _)| b == &inside),
                     "{} is inside a host bind",
                     inside.display()
                 );
@@ -710,7 +816,8 @@ mod tests {
         std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).expect("lchown");
         let mut p = Policy::builtin();
         p.add_read_only(link.to_str().expect("utf8"), "--ro").expect("syntax ok");
-        let err = prepare(&p).expect_err("planted link").to_string();
+        let id = crate::layers::identity::prepare(&p).expect("ids");
+        let err = prepare(&p, &id).expect_err("planted link").to_string();
         assert!(err.contains("owned by uid 65534; only links owned by root or the caller are followed"), "{err}");
     }
 
@@ -718,7 +825,8 @@ mod tests {
     fn missing_and_special_grants_are_refused_with_their_origin() {
         let mut p = Policy::builtin();
         p.add_read_only("/nonexistent/stockade-test", "--ro").expect("syntax ok");
-        let err = prepare(&p).expect_err("missing path").to_string();
+        let id = crate::layers::identity::prepare(&p).expect("ids");
+        let err = prepare(&p, &id).expect_err("missing path").to_string();
         assert_eq!(err, "--ro /nonexistent/stockade-test: no such file or directory");
         let mut p = Policy::builtin();
         p.add_read_write("/sys/../proc", "--rw").expect_err("lexically refused");
