@@ -151,6 +151,8 @@ pub struct Prepared<'p> {
     leaf: Option<Leaf>,
     /// The tmpfs of each writable directory (`FsPlan::staged` order), handed over by the child.
     staged: Vec<OwnedFd>,
+    /// The uid owning the run's user namespace, held until the run is over.
+    _owner: Option<crate::layers::identity::OwnerLease>,
 }
 
 impl Plan {
@@ -244,11 +246,30 @@ impl Plan {
         };
 
         let mut spawn_stack = vec![0u8; child::SPAWN_STACK_BYTES];
-        let (pid, pidfd) = match sys::clone3(clone_flags, leaf.as_ref().and_then(Leaf::clone_fd)) {
-            Ok(Forked::Child) => child::enter(&args, &mut spawn_stack),
-            Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
-            Err(errno) => return Err(self.clone_error(errno)),
+        // The run's user namespace is owned by a uid of its own (root): the kernel charges the
+        // run's per-user counters to its owner. Only this thread, only for the clone.
+        let owner = self.id.lease_owner()?;
+        let securebits = match &owner {
+            Some(o) => Some(
+                sys::thread_become_owner(o.uid)
+                    .map_err(|errno| crate::layers::identity::IdentityError::BecomeOwner { uid: o.uid, errno })?,
+            ),
+            None => None,
         };
+        let restore = || securebits.map_or(Ok(()), sys::thread_restore_root);
+        let (pid, pidfd, restored) = match sys::clone3(clone_flags, leaf.as_ref().and_then(Leaf::clone_fd)) {
+            Ok(Forked::Child) => child::enter(&args, &mut spawn_stack),
+            Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd, restore()),
+            Err(errno) => {
+                let _ = restore();
+                return Err(self.clone_error(errno));
+            }
+        };
+        if let Err(errno) = restored {
+            let _ = sys::pidfd_send_signal(pidfd.as_fd(), libc::SIGKILL);
+            let _ = sys::waitid_pidfd(pidfd.as_fd());
+            return Err(Error::Supervisor { what: "take back root's uid after the clone", errno });
+        }
         // The child has its copies; ours would keep the pipes from ever reaching end of file.
         let runner_r = runner.map(|(r, w)| {
             drop(w);
@@ -280,6 +301,7 @@ impl Plan {
             runner: runner_r,
             leaf,
             staged,
+            _owner: owner,
         })
     }
 

@@ -966,6 +966,52 @@ pub fn fd_path(fd: BorrowedFd<'_>) -> std::path::PathBuf {
     std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap_or_else(|_| "?".into())
 }
 
+/// Takes an exclusive open-file-description lock on byte `offset` of the file (`F_OFD_SETLK`,
+/// never waiting): `Ok(false)` when another open file description holds it. The lock goes with
+/// the description: closed, or its process dead, it is free again. (Parent side.)
+pub fn ofd_lock_byte(fd: BorrowedFd<'_>, offset: u64) -> Result<bool, Errno> {
+    // SAFETY: flock is plain data; all-zero is a valid starting value (l_pid must be 0 for OFD).
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = libc::off_t::try_from(offset).map_err(|_| Errno(libc::EOVERFLOW))?;
+    fl.l_len = 1;
+    // SAFETY: fd is open; fl is a valid struct flock.
+    match check_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_OFD_SETLK, &fl as *const libc::flock) }) {
+        Ok(_) => Ok(true),
+        Err(Errno(libc::EAGAIN | libc::EACCES)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Makes this thread's effective uid `uid` (real and saved stay root) with its capabilities
+/// kept (`SECBIT_NO_SETUID_FIXUP` on this thread), so that a `clone3` with `CLONE_NEWUSER` made
+/// next creates a user namespace owned by `uid`. Credentials are per thread in the kernel and
+/// these are raw calls (glibc's `setresuid` would change every thread). Returns the securebits
+/// to give back to [`thread_restore_root`], which must follow on this thread. (Parent side.)
+pub fn thread_become_owner(uid: u32) -> Result<c_ulong, Errno> {
+    // SAFETY: integer arguments only.
+    let old = check_int(unsafe { libc::prctl(libc::PR_GET_SECUREBITS, 0, 0, 0, 0) })? as c_ulong;
+    let keep = old | libc::SECBIT_NO_SETUID_FIXUP as c_ulong;
+    // SAFETY: integer arguments only.
+    check_int(unsafe { libc::prctl(libc::PR_SET_SECUREBITS, keep, 0, 0, 0) })?;
+    // SAFETY: integer arguments only; u32::MAX is -1, "unchanged".
+    if let Err(e) = check(unsafe { libc::syscall(libc::SYS_setresuid, u32::MAX, uid, u32::MAX) }) {
+        // SAFETY: as above.
+        unsafe { libc::prctl(libc::PR_SET_SECUREBITS, old, 0, 0, 0) };
+        return Err(e);
+    }
+    Ok(old)
+}
+
+/// Gives this thread back effective uid 0 and its securebits (after [`thread_become_owner`]).
+pub fn thread_restore_root(securebits: c_ulong) -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_setresuid, u32::MAX, 0u32, u32::MAX) })?;
+    // SAFETY: integer arguments only.
+    check_int(unsafe { libc::prctl(libc::PR_SET_SECUREBITS, securebits, 0, 0, 0) }).map(drop)
+}
+
 /// Whether `path` is on a filesystem mounted read-only (`statvfs` `ST_RDONLY`). (Parent side.)
 pub fn statvfs_read_only(path: &std::path::Path) -> bool {
     use std::os::unix::ffi::OsStrExt;

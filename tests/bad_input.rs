@@ -125,12 +125,15 @@ fn a_working_directory_missing_inside_is_refused_before_start() {
 
 #[test]
 fn user_namespaces_disabled() {
-    // Inside a user namespace of our own, set the namespace limit to 0 and try.
+    // Inside a user namespace of our own, set the namespace limit to 0 and try. Only uid 0 is
+    // mapped there, so no uid of the owner range can own the run's namespace: root owns it.
     let bin = stockade_bin().display().to_string();
     let mounts = mount_count();
+    let p = policy_file("version = 1\n[identity]\nowner-uid-count = 0\n");
+    let policy = path_of(&p);
     let out = std::process::Command::new("unshare")
         .args(["--user", "--map-root-user", "/bin/sh", "-c"])
-        .arg(format!("echo 0 > /proc/sys/user/max_user_namespaces && exec {bin} run -- /bin/true"))
+        .arg(format!("echo 0 > /proc/sys/user/max_user_namespaces && exec {bin} run --policy {policy} -- /bin/true"))
         .output();
     let Ok(out) = out else {
         eprintln!("skip: unshare(1) is not available");
@@ -149,7 +152,7 @@ fn user_namespaces_disabled() {
     // Another namespace refused: the message names it and the key that turns it off.
     let out = std::process::Command::new("unshare")
         .args(["--user", "--map-root-user", "/bin/sh", "-c"])
-        .arg(format!("echo 0 > /proc/sys/user/max_net_namespaces && exec {bin} run -- /bin/true"))
+        .arg(format!("echo 0 > /proc/sys/user/max_net_namespaces && exec {bin} run --policy {policy} -- /bin/true"))
         .output()
         .expect("unshare");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -168,4 +171,27 @@ fn policy_check_reports_every_file() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stdout.contains(&format!("{}: ok", good.path().display())), "{stdout}");
     assert!(stderr.contains(&format!("{}:4:14: rlimits.core-bytes", bad.path().display())), "{stderr}");
+}
+
+/// Run by "root" in a user namespace where the owner uids are not mapped (a container's), the
+/// default policy refuses, naming the key that lets root's counters be shared instead.
+#[test]
+fn unmapped_owner_uids_refuse_with_the_key() {
+    let bin = stockade_bin().display().to_string();
+    let out = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "/bin/sh", "-c"])
+        .arg(format!("exec {bin} run -- /bin/true"))
+        .output();
+    let Ok(out) = out else {
+        eprintln!("skip: unshare(1) is not available");
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("unshare failed") {
+        eprintln!("skip: this host does not allow the test's own user namespace: {stderr}");
+        return;
+    }
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("the owner uids 2130706432-2130771967 are not all mapped"), "{stderr}");
+    assert!(stderr.contains("identity.owner-uid-count = 0"), "{stderr}");
 }

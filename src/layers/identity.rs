@@ -26,6 +26,42 @@ pub enum IdentityError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "identity: the owner uids {first}-{last} are not all mapped in this process's user namespace (a \
+         container's?), so no run's user namespace can be owned by one; map them, move them with \
+         identity.owner-uid-first, or set identity.owner-uid-count = 0 (runs then share the caller's per-user \
+         kernel counters)"
+    )]
+    OwnersUnmapped { first: u32, last: u32 },
+    #[error(
+        "identity: cannot use the owner-uid lock {}: {}; make it writable by root, or set \
+         identity.owner-uid-count = 0 (runs then share the caller's per-user kernel counters)",
+        path.display(), sys::describe_errno(source.raw_os_error().unwrap_or(0))
+    )]
+    OwnerLock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "identity: all {count} owner uids are held by running jails; raise identity.owner-uid-count (it bounds \
+         the runs at once)"
+    )]
+    OwnersBusy { count: u32 },
+    #[error("identity: cannot take owner uid {uid} for the clone: {errno}")]
+    BecomeOwner { uid: u32, errno: Errno },
+}
+
+/// The file whose bytes are the owner uids' locks, shared by every stockade on the host: byte N
+/// locked (an open-file-description lock, released when its holder closes it or dies) means
+/// uid `first + N` owns a live run's user namespace.
+pub const OWNER_LOCK: &str = "/run/stockade/owner-uids.lock";
+
+/// One owner uid, held for one run.
+#[derive(Debug)]
+pub struct OwnerLease {
+    pub uid: u32,
+    _lock: std::fs::File,
 }
 
 /// Step numbers for failure messages.
@@ -46,6 +82,8 @@ pub struct IdPlan {
     /// The host ids the program runs as.
     pub host_uid: u32,
     pub host_gid: u32,
+    /// The host uids that own the runs' user namespaces (root with a user namespace only).
+    owners: Option<(u32, u32)>,
 }
 
 pub fn prepare(policy: &Policy) -> Result<IdPlan, IdentityError> {
@@ -67,9 +105,18 @@ pub fn prepare(policy: &Policy) -> Result<IdPlan, IdentityError> {
             gid: id.host_gid,
             host_uid: id.host_uid,
             host_gid: id.host_gid,
+            owners: None,
         });
     }
     let (host_uid, host_gid) = if root { (id.host_uid, id.host_gid) } else { (euid, egid) };
+    let owners = id.owner_uids.filter(|_| root);
+    if let Some((first, count)) = owners {
+        let last = first.saturating_add(count - 1);
+        let uid_map = std::fs::read_to_string("/proc/self/uid_map").unwrap_or_default();
+        if !mapped(&uid_map, first, last) {
+            return Err(IdentityError::OwnersUnmapped { first, last });
+        }
+    }
     Ok(IdPlan {
         userns: true,
         deny_setgroups: !root,
@@ -80,6 +127,15 @@ pub fn prepare(policy: &Policy) -> Result<IdPlan, IdentityError> {
         gid: id.gid,
         host_uid,
         host_gid,
+        owners,
+    })
+}
+
+/// Whether `first..=last` lies inside one line of a `uid_map` (`inside outside count`).
+fn mapped(uid_map: &str, first: u32, last: u32) -> bool {
+    uid_map.lines().any(|l| {
+        let f: Vec<u64> = l.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+        f.len() == 3 && f[0] <= u64::from(first) && u64::from(last) < f[0] + f[2]
     })
 }
 
@@ -104,6 +160,37 @@ impl IdPlan {
         write("uid_map", &self.uid_map)
     }
 
+    /// Takes a free owner uid for one run (`None`: the caller owns the run's user namespace).
+    pub fn lease_owner(&self) -> Result<Option<OwnerLease>, IdentityError> {
+        let Some((first, count)) = self.owners else { return Ok(None) };
+        let path = std::path::Path::new(OWNER_LOCK);
+        let lock_err = |source: std::io::Error| IdentityError::OwnerLock { path: path.to_path_buf(), source };
+        if let Some(dir) = path.parent() {
+            use std::os::unix::fs::DirBuilderExt;
+            match std::fs::DirBuilder::new().mode(0o755).create(dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => return Err(lock_err(e)),
+                _ => {}
+            }
+        }
+        // Its own open file description: locks of one description do not exclude each other.
+        let file = {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new().read(true).write(true).create(true).mode(0o600).open(path).map_err(lock_err)?
+        };
+        // Start somewhere different for each run: concurrent supervisors rarely race for a byte.
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let start = (std::process::id() ^ nanos) % count;
+        for i in 0..count {
+            let n = (start + i) % count;
+            match sys::ofd_lock_byte(std::os::fd::AsFd::as_fd(&file), u64::from(n)) {
+                Ok(true) => return Ok(Some(OwnerLease { uid: first + n, _lock: file })),
+                Ok(false) => {}
+                Err(e) => return Err(lock_err(e.io())),
+            }
+        }
+        Err(IdentityError::OwnersBusy { count })
+    }
+
     pub fn report(&self) -> LayerReport {
         let groups = if self.clear_groups {
             "no supplementary groups"
@@ -111,13 +198,24 @@ impl IdPlan {
             "the caller's own supplementary groups (an unprivileged caller cannot drop them)"
         };
         let asked = format!("host uid {} gid {}, never 0", self.host_uid, self.host_gid);
+        let counters = match (self.userns, self.owners) {
+            (true, Some((first, count))) => format!(
+                "per-user kernel counters charged to a user namespace owner of the run's own (uid {first}-{})",
+                u64::from(first) + u64::from(count) - 1
+            ),
+            (true, None) if sys::geteuid() == 0 => {
+                "per-user kernel counters shared with root (identity.owner-uid-count = 0)".to_string()
+            }
+            (true, None) => format!("per-user kernel counters charged to the caller (uid {})", self.host_uid),
+            (false, _) => format!("per-user kernel counters charged to host uid {}", self.host_uid),
+        };
         let applied = if self.userns {
             format!(
-                "inside uid {} gid {} mapped to host uid {} gid {}; {groups}",
+                "inside uid {} gid {} mapped to host uid {} gid {}; {groups}; {counters}",
                 self.uid, self.gid, self.host_uid, self.host_gid
             )
         } else {
-            format!("host uid {} gid {} (no user namespace); {groups}", self.host_uid, self.host_gid)
+            format!("host uid {} gid {} (no user namespace); {groups}; {counters}", self.host_uid, self.host_gid)
         };
         LayerReport::new("identity", &asked, &applied)
     }

@@ -95,13 +95,33 @@ pub struct IdentityFile {
     pub host_uid: u32,
     /// Host gid the jail's gid maps to when stockade runs as root.
     pub host_gid: u32,
+    /// First of the host uids that own the runs' user namespaces when stockade runs as root,
+    /// one per concurrent run: the kernel charges a run's per-user counters (queued signals,
+    /// inotify instances and watches, POSIX message queues, user namespaces) to that uid, not to
+    /// root and not to another run. No file or process ever has it. (A normal user's runs are
+    /// charged to that user.)
+    pub owner_uid_first: u32,
+    /// How many owner uids there are (the most runs at once); 0: root owns every run's user
+    /// namespace, and the runs share root's counters.
+    pub owner_uid_count: u32,
 }
 
 impl Default for IdentityFile {
     fn default() -> Self {
-        IdentityFile { uid: 65534, gid: 65534, host_uid: 65534, host_gid: 65534 }
+        IdentityFile {
+            uid: 65534,
+            gid: 65534,
+            host_uid: 65534,
+            host_gid: 65534,
+            owner_uid_first: DEFAULT_OWNER_UID_FIRST,
+            owner_uid_count: 65536,
+        }
     }
 }
+
+/// 0x7f000000: above the ranges systemd documents for system, regular, dynamic and container
+/// users (0-1879048191, plus its reserved 0x7ffe0000 foreign range), below 2^31.
+pub const DEFAULT_OWNER_UID_FIRST: u32 = 0x7f00_0000;
 
 /// `[filesystem]`: the jail's root is an empty read-only tmpfs holding only these.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -341,6 +361,9 @@ impl Default for RlimitsFile {
             (RlimitKey::MaxProcesses, Limit::Value(64)),
             (RlimitKey::LockedMemoryBytes, Limit::Value(0)),
             (RlimitKey::MessageQueueBytes, Limit::Value(0)),
+            (RlimitKey::MaxPendingSignals, Limit::Value(256)),
+            (RlimitKey::NiceCeiling, Limit::Value(0)),
+            (RlimitKey::RealtimePriority, Limit::Value(0)),
         ])
     }
 }

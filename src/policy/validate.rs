@@ -99,6 +99,8 @@ pub struct Identity {
     pub gid: u32,
     pub host_uid: u32,
     pub host_gid: u32,
+    /// The host uids that own the runs' user namespaces (first, count); `None`: the caller.
+    pub owner_uids: Option<(u32, u32)>,
 }
 
 /// The jail's filesystem.
@@ -174,6 +176,23 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
     ] {
         if value == u32::MAX {
             bad(key, "4294967295 is not a valid id".into());
+        }
+    }
+    let owners = (id.owner_uid_count > 0).then_some((id.owner_uid_first, id.owner_uid_count));
+    if let Some((first, count)) = owners {
+        let last = u64::from(first) + u64::from(count) - 1;
+        if first == 0 {
+            bad("identity.owner-uid-first", "must not be 0: the point is a uid that is not root's".into());
+        } else if last >= u64::from(u32::MAX) {
+            bad("identity.owner-uid-count", format!("the range ends at {last}, past the last valid uid 4294967294"));
+        } else if (u64::from(first)..=last).contains(&u64::from(id.host_uid)) {
+            bad(
+                "identity.owner-uid-first",
+                format!("the owner uids include identity.host-uid {}: they must be uids no one uses", id.host_uid),
+            );
+        }
+        if count > 1 << 20 {
+            bad("identity.owner-uid-count", "must be at most 1048576".into());
         }
     }
 
@@ -343,7 +362,13 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
     Ok(Policy {
         origin: origin.to_string(),
         namespaces,
-        identity: Identity { uid: id.uid, gid: id.gid, host_uid: id.host_uid, host_gid: id.host_gid },
+        identity: Identity {
+            uid: id.uid,
+            gid: id.gid,
+            host_uid: id.host_uid,
+            host_gid: id.host_gid,
+            owner_uids: owners,
+        },
         filesystem: Filesystem {
             grants,
             writable_exec: fs.writable_exec,
