@@ -175,7 +175,14 @@ impl IdPlan {
         // Its own open file description: locks of one description do not exclude each other.
         let file = {
             use std::os::unix::fs::OpenOptionsExt;
-            std::fs::OpenOptions::new().read(true).write(true).create(true).mode(0o600).open(path).map_err(lock_err)?
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(path)
+                .map_err(lock_err)?
         };
         // Start somewhere different for each run: concurrent supervisors rarely race for a byte.
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
