@@ -58,7 +58,7 @@ fn dir_or_default(dir: Option<PathBuf>) -> PathBuf {
 
 pub fn command(cmd: GuestCommand) -> ExitCode {
     let result = match cmd {
-        GuestCommand::Install { dir, wheels } => install(&dir_or_default(dir), wheels.as_deref()),
+        GuestCommand::Install { dir, wheels } => install(&dir.unwrap_or_else(guests::install_dir), wheels.as_deref()),
         GuestCommand::List { dir } => {
             list(&dir_or_default(dir));
             Ok(())

@@ -105,6 +105,7 @@ pub fn refused_report(policy: &str, job: &Job, error: &Error) -> Report {
         oom_kills: 0,
         pids_peak: None,
         pids_limit_hit: false,
+        supervisor_cpu_ms: None,
         writable_dirs: Vec::new(),
         guest_exit_code: None,
         fuel_consumed: None,

@@ -22,6 +22,9 @@ use std::os::fd::OwnedFd;
 /// The PATH used to find the program when the policy's environment sets none.
 pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
+/// The most extra output channels a job may have (fds 3 up to 9 in the program).
+pub const MAX_EXTRA_OUTPUTS: usize = (crate::sys::FIRST_FREE_FD - 3) as usize;
+
 /// What to run: a program and its arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
@@ -29,12 +32,36 @@ pub struct Job {
     pub args: Vec<String>,
     /// Overrides the policy's `process.stdin`.
     pub stdin: Option<StdinMode>,
+    /// The program's stdin is a pipe fed with these bytes (then closed), instead of `/dev/null`
+    /// or the caller's. A prestarted run may be given other bytes ([`Prepared::set_stdin`]).
+    ///
+    /// [`Prepared::set_stdin`]: crate::Prepared::set_stdin
+    pub stdin_data: Option<Vec<u8>>,
+    /// Output channels besides stdout and stderr: the program gets one pipe per entry as fds 3,
+    /// 4..., each captured up to its cap (bytes) and given back by
+    /// [`Prepared::run_with_channels`](crate::Prepared::run_with_channels).
+    pub extra_outputs: Vec<u64>,
+    /// The argument vector the report shows, when it is not the one exec'd (a runner's).
+    pub argv_display: Option<Vec<String>>,
 }
 
 impl Job {
     /// A job running `program` (a path, or a name looked up in the jail's PATH).
     pub fn new(program: impl Into<String>) -> Job {
-        Job { program: program.into(), args: Vec::new(), stdin: None }
+        Job {
+            program: program.into(),
+            args: Vec::new(),
+            stdin: None,
+            stdin_data: None,
+            extra_outputs: Vec::new(),
+            argv_display: None,
+        }
+    }
+
+    /// Feeds `data` to the program's stdin (see [`Job::stdin_data`]).
+    pub fn stdin_bytes(mut self, data: impl Into<Vec<u8>>) -> Job {
+        self.stdin_data = Some(data.into());
+        self
     }
 
     /// Adds one argument.
@@ -71,9 +98,11 @@ pub struct Plan {
     pub(crate) program: ProgramPlan,
     pub(crate) envp: Vec<CString>,
     pub(crate) stdin: StdinMode,
+    /// Bytes for the program's stdin pipe (see [`Job::stdin_data`]).
+    pub(crate) stdin_data: Option<std::sync::Arc<[u8]>>,
+    /// Caps of the extra output channels (fds 3, 4...).
+    pub(crate) extra_outputs: Vec<u64>,
     pub(crate) dev_null: OwnedFd,
-    /// The program is stockade's Wasm runner: it reports on fd 3.
-    pub(crate) runner_channel: bool,
 }
 
 impl Plan {
@@ -93,6 +122,15 @@ impl Plan {
         let path_var = env.iter().rev().find(|(k, _)| k == "PATH").map_or(DEFAULT_PATH, |(_, v)| v.as_str());
         let mut program = program::prepare(&job.program, &job.args, path_var, &fs)?;
         program.exe = renumber(program.exe, "renumber the program fd")?;
+        if let Some(shown) = &job.argv_display {
+            program.argv_display.clone_from(shown);
+        }
+        if job.extra_outputs.len() > MAX_EXTRA_OUTPUTS {
+            return Err(Error::Supervisor {
+                what: "give the program more than 7 extra outputs",
+                errno: sys::Errno(libc::EMFILE),
+            });
+        }
         // Names and values were checked for NUL at validation; caller values may hold one: skip those.
         let envp = env.iter().filter_map(|(k, v)| CString::new(format!("{k}={v}")).ok()).collect();
         let dev_null = File::open("/dev/null").map_err(|e| Error::Supervisor {
@@ -113,8 +151,9 @@ impl Plan {
             program,
             envp,
             stdin: job.stdin.unwrap_or(policy.stdin),
+            stdin_data: job.stdin_data.as_deref().map(std::sync::Arc::from),
+            extra_outputs: job.extra_outputs.clone(),
             dev_null: renumber(dev_null.into(), "renumber /dev/null")?,
-            runner_channel: false,
         })
     }
 
@@ -148,10 +187,15 @@ impl Plan {
         let env = format!("cleared; set: {}", if env_names.is_empty() { "none".into() } else { env_names.join(", ") });
         out.push(LayerReport::new("environment", &env, &env));
         let fds = format!(
-            "fds 0-2 only; stdin {}",
-            match self.stdin {
-                StdinMode::Null => "/dev/null",
-                StdinMode::Inherit => "inherited",
+            "fds 0-2{}; stdin {}",
+            match self.extra_outputs.len() {
+                0 => " only".to_string(),
+                n => format!(" and {n} output channel(s) from fd 3"),
+            },
+            match (self.stdin_data.is_some(), self.stdin) {
+                (true, _) => "a pipe of the caller's bytes",
+                (false, StdinMode::Null) => "/dev/null",
+                (false, StdinMode::Inherit) => "inherited",
             }
         );
         out.push(LayerReport::new("fds", &fds, &fds));

@@ -59,6 +59,9 @@ pub enum Status {
 pub struct WasmTime {
     /// Loading the precompiled artifact.
     pub load_ms: f64,
+    /// Compiling the module inside the jail (a module run for the first time; then cached).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_ms: Option<f64>,
     /// Instantiating the module with WASI.
     pub instantiate_ms: f64,
     /// Running `_start`.
@@ -203,6 +206,11 @@ pub struct Report {
     /// Whether a fork or thread creation was refused at `cgroups.pids-max`.
     #[serde(default)]
     pub pids_limit_hit: bool,
+    /// CPU time the supervisor's thread spent on this run (copying the writable directories in
+    /// and back, reading output, enforcing the deadline), milliseconds. Not in any limit of the
+    /// run: the supervisor lives outside the run's cgroup.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supervisor_cpu_ms: Option<f64>,
     /// The run's writable directories (staged on tmpfs, written back at the end).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writable_dirs: Vec<WritableDir>,
@@ -305,6 +313,7 @@ mod tests {
             oom_kills: 0,
             pids_peak: Some(2),
             pids_limit_hit: false,
+            supervisor_cpu_ms: None,
             writable_dirs: Vec::new(),
             guest_exit_code: None,
             fuel_consumed: None,

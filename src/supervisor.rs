@@ -34,8 +34,6 @@ pub enum Output<'a> {
 }
 
 const CHUNK: usize = 64 * 1024;
-/// The most the Wasm runner's JSON summary may take.
-const RUNNER_REPORT_MAX: u64 = 64 * 1024;
 /// A write of at most this many bytes to a pipe that polled writable never blocks.
 const PIPE_BUF: usize = 4096;
 
@@ -128,7 +126,22 @@ impl Sink {
 struct Stream {
     fd: Option<OwnedFd>,
     sink: Sink,
+    /// Not polled before this: the last read was small, let more accumulate (see `BATCH`).
+    quiet_until: Option<Instant>,
 }
+
+impl Stream {
+    fn new(fd: Option<OwnedFd>, sink: Sink) -> Stream {
+        Stream { fd, sink, quiet_until: None }
+    }
+}
+
+/// After a read of less than `SMALL_READ` bytes, a stream is left alone for `BATCH` so that a
+/// program writing a byte at a time costs the supervisor one wakeup per `BATCH` (at most 500 a
+/// second per stream), not one per write: the supervisor is outside the run's cgroup and its
+/// CPU is nobody's limit. A full pipe blocks the writer meanwhile; a full read is never delayed.
+const BATCH: Duration = Duration::from_millis(2);
+const SMALL_READ: usize = 16 * 1024;
 
 /// A jail built and waiting at its last barrier before exec: namespaces made, cgroup joined,
 /// root built, privileges dropped, Landlock and seccomp on. [`Prepared::run`] releases it.
@@ -146,8 +159,11 @@ pub struct Prepared<'p> {
     report: Option<OwnedFd>,
     stdout: Option<OwnedFd>,
     stderr: Option<OwnedFd>,
-    /// The Wasm runner's report channel (fd 3 in the program).
-    runner: Option<OwnedFd>,
+    /// The read ends of the job's extra output channels (fds 3, 4... in the program).
+    extra: Vec<OwnedFd>,
+    /// The write end of the program's stdin pipe, and what to feed it.
+    stdin_feed: Option<OwnedFd>,
+    stdin_data: Option<std::sync::Arc<[u8]>>,
     leaf: Option<Leaf>,
     /// The tmpfs of each writable directory (`FsPlan::staged` order), handed over by the child.
     staged: Vec<OwnedFd>,
@@ -174,15 +190,23 @@ impl Plan {
         let report_w = sys::above_stdio(report_w).map_err(sv("renumber an fd"))?;
         let out_w = sys::above_stdio(out_w).map_err(sv("renumber an fd"))?;
         let err_w = sys::above_stdio(err_w).map_err(sv("renumber an fd"))?;
-        let runner = if self.runner_channel {
-            let (r, w) = sys::pipe().map_err(sv("create the runner's report pipe"))?;
-            Some((r, sys::above_stdio(w).map_err(sv("renumber an fd"))?))
+        let mut extra: Vec<(OwnedFd, OwnedFd)> = Vec::with_capacity(self.extra_outputs.len());
+        for _ in &self.extra_outputs {
+            let (r, w) = sys::pipe().map_err(sv("create an output channel"))?;
+            extra.push((r, sys::above_stdio(w).map_err(sv("renumber an fd"))?));
+        }
+        let extra_w: Vec<RawFd> = extra.iter().map(|(_, w)| w.as_raw_fd()).collect();
+        // stdin: the caller's bytes through a pipe (fed while the program runs), the caller's
+        // own stdin, or /dev/null.
+        let (stdin_dup, stdin_feed): (Option<OwnedFd>, Option<OwnedFd>) = if self.stdin_data.is_some() {
+            let (r, w) = sys::pipe().map_err(sv("create the stdin pipe"))?;
+            sys::set_nonblocking(w.as_fd(), true).map_err(sv("make the stdin pipe non-blocking"))?;
+            (Some(r), Some(w))
         } else {
-            None
-        };
-        let stdin_dup: Option<OwnedFd> = match self.stdin {
-            StdinMode::Null => None,
-            StdinMode::Inherit => std::io::stdin().as_fd().try_clone_to_owned().ok(),
+            match self.stdin {
+                StdinMode::Null => (None, None),
+                StdinMode::Inherit => (std::io::stdin().as_fd().try_clone_to_owned().ok(), None),
+            }
         };
         let stdin_dup = stdin_dup.map(sys::above_stdio).transpose().map_err(sv("renumber an fd"))?;
         let stdin_fd = stdin_dup.as_ref().map_or(self.dev_null.as_raw_fd(), AsRawFd::as_raw_fd);
@@ -212,7 +236,7 @@ impl Plan {
         let mut keep: Vec<RawFd> = vec![sync_child.as_raw_fd(), report_w.as_raw_fd(), exe];
         keep.extend(ruleset.as_ref().map(AsRawFd::as_raw_fd));
         keep.extend(&tree_fds);
-        keep.extend(runner.as_ref().map(|(_, w)| w.as_raw_fd()));
+        keep.extend(&extra_w);
         keep.sort_unstable();
         keep.dedup();
         let argv = CStrArray::new(&self.program.argv);
@@ -222,7 +246,7 @@ impl Plan {
                 stdin: stdin_fd,
                 stdout: out_w.as_raw_fd(),
                 stderr: err_w.as_raw_fd(),
-                runner: runner.as_ref().map(|(_, w)| w.as_raw_fd()),
+                extra: &extra_w,
                 keep: &keep,
             },
             sync: sync_child.as_raw_fd(),
@@ -271,10 +295,7 @@ impl Plan {
             return Err(Error::Supervisor { what: "take back root's uid after the clone", errno });
         }
         // The child has its copies; ours would keep the pipes from ever reaching end of file.
-        let runner_r = runner.map(|(r, w)| {
-            drop(w);
-            r
-        });
+        let extra: Vec<OwnedFd> = extra.into_iter().map(|(r, _)| r).collect();
         drop((sync_child, report_w, out_w, err_w, stdin_dup, ruleset, tasks, trees));
 
         // While the child waits at the barrier (having moved itself into its v1 cgroups; a
@@ -298,7 +319,9 @@ impl Plan {
             report: Some(report_r),
             stdout: Some(out_r),
             stderr: Some(err_r),
-            runner: runner_r,
+            extra,
+            stdin_feed,
+            stdin_data: self.stdin_data.clone(),
             leaf,
             staged,
             _owner: owner,
@@ -420,6 +443,7 @@ impl Plan {
             oom_kills: cg.oom_kills,
             pids_peak: cg.pids_peak,
             pids_limit_hit: cg.pids_limit_hit,
+            supervisor_cpu_ms: None,
             writable_dirs: Vec::new(),
             guest_exit_code: None,
             fuel_consumed: None,
@@ -493,8 +517,32 @@ impl Prepared<'_> {
 
     /// Releases the jail: the program is started and waited for (at most the wall-clock limit,
     /// counted from here), and the run is reported.
-    pub fn run(mut self, output: Output<'_>) -> Result<Report, Error> {
+    pub fn run(self, output: Output<'_>) -> Result<Report, Error> {
+        self.run_with_channels(output).map(|(report, _)| report)
+    }
+
+    /// Gives the program these bytes on stdin instead of the plan's ([`Job::stdin_data`]: the
+    /// plan must have had some, an empty one will do, for the jail to have a stdin pipe).
+    ///
+    /// [`Job::stdin_data`]: crate::Job::stdin_data
+    pub fn set_stdin(&mut self, data: impl Into<Vec<u8>>) -> Result<(), Error> {
+        if self.stdin_feed.is_none() {
+            return Err(Error::Supervisor {
+                what: "feed a jail prepared without a stdin pipe",
+                errno: Errno(libc::EBADF),
+            });
+        }
+        self.stdin_data = Some(std::sync::Arc::from(data.into()));
+        Ok(())
+    }
+
+    /// [`Prepared::run`], also giving back what the program wrote on its extra output channels
+    /// ([`Job::extra_outputs`], each up to its cap).
+    ///
+    /// [`Job::extra_outputs`]: crate::Job::extra_outputs
+    pub fn run_with_channels(mut self, output: Output<'_>) -> Result<(Report, Vec<Vec<u8>>), Error> {
         let plan = self.plan;
+        let cpu_at_start = sys::thread_cpu_time();
         // The host directories' contents, as of now, into the writable directories' tmpfs.
         let create_as = (sys::geteuid() == 0).then_some((plan.id.host_uid, plan.id.host_gid));
         let mut copied = Vec::new();
@@ -510,12 +558,14 @@ impl Prepared<'_> {
             Output::Forward { stdout, stderr } => (forward(stdout), forward(stderr)),
         };
         let mut streams = vec![
-            Stream { fd: self.stdout.take(), sink: Sink::new(plan.policy.stdout_max_bytes, fwd_out) },
-            Stream { fd: self.stderr.take(), sink: Sink::new(plan.policy.stderr_max_bytes, fwd_err) },
+            Stream::new(self.stdout.take(), Sink::new(plan.policy.stdout_max_bytes, fwd_out)),
+            Stream::new(self.stderr.take(), Sink::new(plan.policy.stderr_max_bytes, fwd_err)),
         ];
-        if let Some(r) = self.runner.take() {
-            streams.push(Stream { fd: Some(r), sink: Sink::new(Some(RUNNER_REPORT_MAX), None) });
+        for (fd, cap) in std::mem::take(&mut self.extra).into_iter().zip(&plan.extra_outputs) {
+            streams.push(Stream::new(Some(fd), Sink::new(Some(*cap), None)));
         }
+        let feed =
+            self.stdin_feed.take().map(|fd| Feed { fd, data: self.stdin_data.take().unwrap_or_default(), at: 0 });
         let deadline = start + plan.policy.wall_timeout;
         let report_r = self
             .report
@@ -532,6 +582,7 @@ impl Prepared<'_> {
             },
             report_r,
             &mut streams,
+            feed,
             deadline,
         )?;
         // Reaped: nothing for Drop to kill.
@@ -544,7 +595,7 @@ impl Prepared<'_> {
         let (Some(out), Some(err)) = (streams.next(), streams.next()) else {
             return Err(Error::Supervisor { what: "collect output", errno: Errno(libc::EINVAL) });
         };
-        let runner_summary = streams.next().map(|s| s.sink.captured());
+        let channels: Vec<Vec<u8>> = streams.map(|s| s.sink.captured()).collect();
         let leaf = self.leaf.take();
         let stats = leaf.as_ref().map(Leaf::stats).unwrap_or_default();
         let leaf_made = leaf.is_some();
@@ -563,13 +614,8 @@ impl Prepared<'_> {
             report.status = Status::DiskLimit;
         }
         report.writable_dirs = dirs;
+        report.supervisor_cpu_ms = Some(ms(sys::thread_cpu_time().saturating_sub(cpu_at_start)));
         notes.extend(removed.err().map(|e| e.to_string()));
-        #[cfg(feature = "wasm")]
-        if let Some(summary) = runner_summary {
-            crate::wasm::merge(&mut report, &summary);
-        }
-        #[cfg(not(feature = "wasm"))]
-        let _ = runner_summary;
         // The run itself is reported as it happened; a leftover or a failed write-back is said
         // loudly.
         for note in notes {
@@ -578,8 +624,15 @@ impl Prepared<'_> {
                 None => note,
             });
         }
-        Ok(report)
+        Ok((report, channels))
     }
+}
+
+/// The program's stdin pipe and the bytes still to write to it.
+struct Feed {
+    fd: OwnedFd,
+    data: std::sync::Arc<[u8]>,
+    at: usize,
 }
 
 impl Drop for Prepared<'_> {
@@ -702,7 +755,13 @@ struct Run<'a> {
     leaf: Option<&'a Leaf>,
 }
 
-fn pump(run: Run<'_>, report: OwnedFd, streams: &mut [Stream], deadline: Instant) -> Result<Outcome, Error> {
+fn pump(
+    run: Run<'_>,
+    report: OwnedFd,
+    streams: &mut [Stream],
+    mut feed: Option<Feed>,
+    deadline: Instant,
+) -> Result<Outcome, Error> {
     let Run { pid, pidfd, sync, seccomp: sc, pid_namespace, leaf } = run;
     let mut want_listener = sc.has_listener();
     let mut listener: Option<OwnedFd> = None;
@@ -748,15 +807,27 @@ fn pump(run: Run<'_>, report: OwnedFd, streams: &mut [Stream], deadline: Instant
         if let Some(r) = &report {
             add(r.as_raw_fd(), libc::POLLIN, Role::Report);
         }
+        let mut wake: Option<Instant> = (!killed).then_some(kill_at);
         for (i, s) in streams.iter().enumerate() {
             if let Some(fd) = &s.fd {
-                add(fd.as_raw_fd(), libc::POLLIN, Role::Read(i));
+                // Once the run is reaped, drain at once.
+                match s.quiet_until.filter(|t| *t > now && reaped.is_none()) {
+                    Some(t) => wake = Some(wake.map_or(t, |w| w.min(t))),
+                    None => add(fd.as_raw_fd(), libc::POLLIN, Role::Read(i)),
+                }
             }
             if let Some(fd) = s.sink.wants_write() {
                 add(fd, libc::POLLOUT, Role::Write(i));
             }
         }
-        let timeout = if killed { None } else { Some(kill_at.saturating_duration_since(now)) };
+        if reaped.is_some() {
+            // Nobody left to read it.
+            feed = None;
+        }
+        if let Some(f) = &feed {
+            add(f.fd.as_raw_fd(), libc::POLLOUT, Role::Feed);
+        }
+        let timeout = wake.map(|w| w.saturating_duration_since(now));
         let n = match sys::ppoll(&mut fds, timeout) {
             Ok(n) => n,
             Err(Errno(libc::EINTR)) => continue,
@@ -822,10 +893,29 @@ fn pump(run: Run<'_>, report: OwnedFd, streams: &mut [Stream], deadline: Instant
                     let fd = s.fd.as_ref().map(AsRawFd::as_raw_fd).unwrap_or(-1);
                     match sys::read(fd, &mut buf) {
                         Ok(0) | Err(_) => s.fd = None,
-                        Ok(k) => s.sink.push(&buf[..k]),
+                        Ok(k) => {
+                            s.sink.push(&buf[..k]);
+                            s.quiet_until = (k < SMALL_READ).then(|| Instant::now() + BATCH);
+                        }
                     }
                 }
                 Role::Write(i) => streams[i].sink.write_some(PIPE_BUF),
+                Role::Feed => {
+                    let Some(f) = &mut feed else { continue };
+                    // POLLERR: the program closed its end; anything else: write what fits.
+                    let done = match sys::write(f.fd.as_raw_fd(), &f.data[f.at..]) {
+                        Ok(k) => {
+                            f.at += k;
+                            f.at >= f.data.len()
+                        }
+                        Err(Errno(libc::EAGAIN)) => false,
+                        Err(_) => true,
+                    };
+                    if done {
+                        // Closing the pipe is the program's end of file.
+                        feed = None;
+                    }
+                }
                 Role::Sync => {
                     want_listener = false;
                     if p.revents & libc::POLLIN != 0 {
@@ -889,4 +979,5 @@ enum Role {
     Report,
     Read(usize),
     Write(usize),
+    Feed,
 }

@@ -591,15 +591,18 @@ pub fn fs_magic(fd: BorrowedFd<'_>) -> Result<i64, Errno> {
     Ok(st.f_type)
 }
 
-/// Returns an fd numbered 4 or higher (close-on-exec) for the same file: the child dups its
-/// stdio onto 0-2 and the Wasm runner's report channel onto 3, which must not clobber an fd it
-/// still needs.
+/// The lowest fd number the parent hands the child anything at: the child dups its stdio onto
+/// 0-2 and a job's extra output channels onto 3.. (at most `FIRST_FREE_FD - 3` of them), which
+/// must not clobber an fd it still needs.
+pub const FIRST_FREE_FD: RawFd = 10;
+
+/// Returns an fd numbered [`FIRST_FREE_FD`] or higher (close-on-exec) for the same file.
 pub fn above_stdio(fd: OwnedFd) -> Result<OwnedFd, Errno> {
-    if fd.as_raw_fd() >= 4 {
+    if fd.as_raw_fd() >= FIRST_FREE_FD {
         return Ok(fd);
     }
     // SAFETY: fcntl on a valid fd; no pointers.
-    let new = check_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 4) })?;
+    let new = check_int(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, FIRST_FREE_FD) })?;
     // SAFETY: F_DUPFD_CLOEXEC returned a fresh fd that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(new) })
 }
@@ -964,6 +967,17 @@ pub fn set_thread_fsids(uid: u32, gid: u32) -> (u32, u32) {
 /// The path an fd was opened with (`/proc/self/fd/N`), for messages.
 pub fn fd_path(fd: BorrowedFd<'_>) -> std::path::PathBuf {
     std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap_or_else(|_| "?".into())
+}
+
+/// CPU time this thread has used (`CLOCK_THREAD_CPUTIME_ID`). (Parent side.)
+pub fn thread_cpu_time() -> Duration {
+    // SAFETY: timespec is plain data; all-zero is valid.
+    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
+    // SAFETY: ts is a valid out-pointer.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(u64::try_from(ts.tv_sec).unwrap_or(0), u32::try_from(ts.tv_nsec).unwrap_or(0))
 }
 
 /// Takes an exclusive open-file-description lock on byte `offset` of the file (`F_OFD_SETLK`,

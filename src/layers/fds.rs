@@ -1,5 +1,5 @@
-//! File descriptors: the program gets exactly fds 0, 1 and 2 (and stockade's own Wasm runner
-//! its report channel as fd 3).
+//! File descriptors: the program gets exactly fds 0, 1 and 2, and the job's extra output channels
+//! as fds 3, 4... (stockade's own Wasm runner: its summary and its compiled module).
 //!
 //! The child dups its stdio into place, then closes every other fd except the few the jail still
 //! needs (all close-on-exec): the caller's leftovers, an inherited cwd fd, other runs' pipes.
@@ -14,8 +14,9 @@ pub struct ChildFds<'a> {
     pub stdin: RawFd,
     pub stdout: RawFd,
     pub stderr: RawFd,
-    /// The Wasm runner's report channel, which the program gets as fd 3.
-    pub runner: Option<RawFd>,
+    /// The job's extra output channels, which the program gets as fds 3, 4... (all of them at or
+    /// above `sys::FIRST_FREE_FD`, so no dup clobbers another).
+    pub extra: &'a [RawFd],
     pub keep: &'a [RawFd],
 }
 
@@ -34,9 +35,9 @@ pub fn apply(f: &ChildFds<'_>) -> Result<(), Errno> {
     sys::close_range(next as u32, u32::MAX)?;
     // The fds kept are close-on-exec already; make sure of it.
     sys::cloexec_from(3)?;
-    // Last, the one fd beyond stdio the program may get (dup2 clears close-on-exec).
-    match f.runner {
-        Some(fd) => sys::dup2(fd, 3),
-        None => Ok(()),
+    // Last, the fds beyond stdio the program gets (dup2 clears close-on-exec).
+    for (target, &fd) in (3..).zip(f.extra) {
+        sys::dup2(fd, target)?;
     }
+    Ok(())
 }

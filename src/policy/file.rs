@@ -728,10 +728,20 @@ pub struct WasmFile {
     pub table_elements_max: u64,
     /// Most module instances (and memories) per run.
     pub instances_max: u32,
+    /// Largest module `--wasm` (or a service request) may bring, bytes. A module is compiled
+    /// inside the jail the first time it runs, under the run's limits, and cached by the
+    /// SHA-256 of the bytes compiled.
+    pub module_max_bytes: u64,
 }
 
 impl Default for WasmFile {
     fn default() -> Self {
-        WasmFile { memory_max_bytes: 256 << 20, fuel: Limit::Unlimited, table_elements_max: 1 << 20, instances_max: 4 }
+        WasmFile {
+            memory_max_bytes: 256 << 20,
+            fuel: Limit::Unlimited,
+            table_elements_max: 1 << 20,
+            instances_max: 4,
+            module_max_bytes: 32 << 20,
+        }
     }
 }

@@ -38,6 +38,7 @@ pub struct WasmPolicy {
     pub fuel: Option<u64>,
     pub table_elements_max: u64,
     pub instances_max: u32,
+    pub module_max_bytes: u64,
 }
 
 /// The run's cgroup and its limits (`None`: no limit).
@@ -346,6 +347,9 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
     if matches!(wasm.fuel, Limit::Value(0)) {
         bad("wasm.fuel", "must be > 0, or \"unlimited\"".into());
     }
+    if wasm.module_max_bytes < 8 || wasm.module_max_bytes > 1 << 30 {
+        bad("wasm.module-max-bytes", "must be between 8 (a module's header) and 1073741824".into());
+    }
 
     let hostname = &file.process.hostname;
     if let Err(message) = check_hostname(hostname) {
@@ -403,6 +407,7 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
             fuel: value(wasm.fuel),
             table_elements_max: wasm.table_elements_max,
             instances_max: wasm.instances_max,
+            module_max_bytes: wasm.module_max_bytes,
         },
     })
 }

@@ -72,28 +72,67 @@ pub enum GuestError {
     Member { wheel: PathBuf, member: String },
     #[error("compiling {}: {reason}", path.display())]
     Compile { path: PathBuf, reason: String },
+    #[error(transparent)]
+    Input(#[from] crate::input::InputError),
 }
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> GuestError + '_ {
     move |source| GuestError::Io { path: path.to_path_buf(), source }
 }
 
-/// The guest directory: `$STOCKADE_GUEST_DIR`, else per user.
+/// The system guest directory, which `sudo stockade guest install` fills.
+pub const SYSTEM_DIR: &str = "/var/lib/stockade/guests";
+
+/// The guest directory: `$STOCKADE_GUEST_DIR`; else root's is the system one; a normal user's is
+/// their own (`$XDG_DATA_HOME/stockade/guests`) when they installed guests there, else the
+/// system one (its files belong to root, which [`check_owner`] accepts).
 pub fn default_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("STOCKADE_GUEST_DIR") {
         return PathBuf::from(d);
     }
     if crate::sys::geteuid() == 0 {
-        return PathBuf::from("/var/lib/stockade/guests");
+        return PathBuf::from(SYSTEM_DIR);
     }
-    let base = std::env::var_os("XDG_DATA_HOME").map(PathBuf::from).unwrap_or_else(|| {
+    let own = user_data_dir().join("stockade/guests");
+    if own.exists() || !Path::new(SYSTEM_DIR).exists() { own } else { PathBuf::from(SYSTEM_DIR) }
+}
+
+/// Where `stockade guest install` puts guests when no directory is given: root's system
+/// directory, a normal user's own (never the system one, which only root may change).
+pub fn install_dir() -> PathBuf {
+    if std::env::var_os("STOCKADE_GUEST_DIR").is_some() || crate::sys::geteuid() == 0 {
+        return default_dir();
+    }
+    user_data_dir().join("stockade/guests")
+}
+
+fn user_data_dir() -> PathBuf {
+    std::env::var_os("XDG_DATA_HOME").map(PathBuf::from).unwrap_or_else(|| {
         PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into())).join(".local/share")
-    });
-    base.join("stockade/guests")
+    })
+}
+
+/// Where compiled modules are cached for a guest directory: inside it when this user owns it,
+/// else in the user's own cache (`$XDG_CACHE_HOME/stockade/modules`): a normal user using the
+/// system guests cannot, and must not, write there.
+pub fn cache_dir(guest_dir: &Path) -> PathBuf {
+    let owned = std::fs::metadata(guest_dir).is_ok_and(|m| m.uid() == crate::sys::geteuid());
+    if owned {
+        return guest_dir.join("cache");
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into())).join(".cache"));
+    base.join("stockade/modules")
 }
 
 pub fn find(name: &str) -> Option<Guest> {
     ALL.into_iter().find(|g| g.name == name)
+}
+
+/// SHA-256 of bytes, lowercase hex.
+pub fn sha256_bytes(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 pub fn sha256_file(path: &Path) -> Result<String, GuestError> {

@@ -14,8 +14,9 @@ use crate::error::Error;
 use crate::plan::{Job, Plan};
 use crate::policy::Policy;
 use crate::report::{Report, Status, WasmTime};
+use crate::supervisor::{Output, Prepared};
 use engine::EngineKind;
-use guests::{Guest, GuestError};
+use guests::GuestError;
 use runner::{Outcome, Preopen, RunnerConfig, Summary};
 use std::path::{Path, PathBuf};
 
@@ -51,20 +52,34 @@ impl WasmJob {
     }
 }
 
-fn guest_for(code: &GuestCode) -> Option<Guest> {
-    match code {
-        GuestCode::Python(_) => Some(guests::PYTHON),
-        GuestCode::Js(_) => Some(guests::QUICKJS),
-        GuestCode::Module(_) => None,
-    }
+/// What a job's code runs on.
+#[derive(Debug)]
+enum Code {
+    /// A precompiled artifact the runner loads: a managed guest's (verified and precompiled
+    /// once, outside any jail: its bytes are pinned), or a module's from the cache.
+    Artifact(PathBuf),
+    /// A module not compiled yet: its bytes (read once; the bytes hashed are the bytes compiled)
+    /// go to the runner on stdin and are compiled inside the jail, under the run's limits; the
+    /// artifact it hands back is cached at `cache_to` (named for the bytes' SHA-256).
+    Compile { bytes: Vec<u8>, cache_to: PathBuf },
 }
 
-/// What a job's code runs on: the artifact (a managed guest's, verified and precompiled once, or
-/// an arbitrary module's, compiled on first use and cached under its SHA-256), and for Python
-/// the extracted standard library.
-fn guest_files(code: &GuestCode, dir: &Path, kind: EngineKind) -> Result<(PathBuf, Option<PathBuf>), GuestError> {
-    match guest_for(code) {
-        Some(g) => {
+/// The most a cached artifact may take (a module compiles to a few times its size).
+pub const ARTIFACT_MAX_BYTES: u64 = 512 << 20;
+/// The most the module cache of a guest directory holds; past it the least recently used
+/// artifacts go.
+pub const CACHE_MAX_BYTES: u64 = 2 << 30;
+
+/// The code a job runs, and for Python the extracted standard library.
+fn guest_files(
+    policy: &Policy,
+    code: &GuestCode,
+    dir: &Path,
+    kind: EngineKind,
+) -> Result<(Code, Option<PathBuf>), GuestError> {
+    match code {
+        GuestCode::Python(_) | GuestCode::Js(_) => {
+            let g = if matches!(code, GuestCode::Python(_)) { guests::PYTHON } else { guests::QUICKJS };
             guests::check_owner(dir)?;
             let artifact = guests::artifact_path(dir, g.name, kind);
             let needs_stdlib = g.name == guests::PYTHON.name;
@@ -74,19 +89,29 @@ fn guest_files(code: &GuestCode, dir: &Path, kind: EngineKind) -> Result<(PathBu
                 if needs_stdlib {
                     guests::check_owner(&stdlib)?;
                 }
-                return Ok((artifact, needs_stdlib.then_some(stdlib)));
+                return Ok((Code::Artifact(artifact), needs_stdlib.then_some(stdlib)));
             }
             let module = guests::verify(&g, dir)?;
             let stdlib = if needs_stdlib { Some(stdlib::ensure(&module, dir)?) } else { None };
-            Ok((guests::ensure_artifact(&module, &artifact, kind)?, stdlib))
+            Ok((Code::Artifact(guests::ensure_artifact(&module, &artifact, kind)?), stdlib))
         }
-        None => {
-            let GuestCode::Module(path) = code else { unreachable!("handled above") };
-            let sha = guests::sha256_file(path)?;
-            let cache = dir.join("cache");
+        GuestCode::Module(path) => {
+            // Once, from a regular file: a FIFO or a file rewritten between two reads cannot
+            // put one module's code under another's hash.
+            let bytes = crate::input::read_regular(path, policy.wasm.module_max_bytes, "a Wasm module")?;
+            let sha = guests::sha256_bytes(&bytes);
+            let cache = guests::cache_dir(dir);
             guests::prepare_dir(&cache)?;
             let artifact = guests::artifact_path(&cache, &format!("module-{sha}"), kind);
-            Ok((guests::ensure_artifact(path, &artifact, kind)?, None))
+            if artifact.exists() {
+                guests::check_owner(&artifact)?;
+                // Least recently used goes first when the cache is full.
+                if let Ok(f) = std::fs::File::open(&artifact) {
+                    let _ = f.set_modified(std::time::SystemTime::now());
+                }
+                return Ok((Code::Artifact(artifact), None));
+            }
+            Ok((Code::Compile { bytes, cache_to: artifact }, None))
         }
     }
 }
@@ -97,12 +122,17 @@ pub const FRESH_WORKSPACE: &str = "/app";
 
 /// The runner's configuration for a job with `workspace` as `/app`: what the guest gets, and
 /// nothing about the jail around it. [`prepare`] grants exactly these paths to the jail; the
-/// runner alone (`stockade __runner JSON`, e.g. for comparison in the bench) runs the same guest.
+/// runner alone (`stockade __runner JSON`, e.g. for comparison in the bench) runs the same guest
+/// (a managed guest: a module not compiled yet needs its bytes on the runner's stdin).
 pub fn runner_config(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<RunnerConfig, GuestError> {
+    runner_setup(policy, job, workspace).map(|(config, _)| config)
+}
+
+fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(RunnerConfig, Code), GuestError> {
     let w = &policy.wasm;
     let kind = if w.fuel.is_some() { EngineKind::EpochFuel } else { EngineKind::Epoch };
     let dir = job.guest_dir.clone().unwrap_or_else(guests::default_dir);
-    let (artifact, stdlib) = guest_files(&job.code, &dir, kind)?;
+    let (code, stdlib) = guest_files(policy, &job.code, &dir, kind)?;
     let mut preopens = vec![Preopen { host: workspace.to_path_buf(), guest: "/app".into(), writable: true }];
     let mut env = policy.env_set.clone();
     if let Some(lib) = stdlib {
@@ -121,8 +151,13 @@ pub fn runner_config(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result
         }
     };
     argv.extend(job.args.iter().cloned());
-    Ok(RunnerConfig {
+    let (artifact, module_bytes) = match &code {
+        Code::Artifact(a) => (Some(a.clone()), None),
+        Code::Compile { bytes, .. } => (None, Some(bytes.len() as u64)),
+    };
+    let config = RunnerConfig {
         artifact,
+        module_bytes,
         fuel: w.fuel,
         timeout_ms: u64::try_from(policy.wall_timeout.as_millis()).unwrap_or(u64::MAX),
         memory_max_bytes: w.memory_max_bytes,
@@ -131,15 +166,35 @@ pub fn runner_config(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result
         argv,
         env,
         preopens,
-    })
+    };
+    Ok((config, code))
 }
 
-/// Prepares a Wasm job under a policy: the plan to run (any number of times).
+/// A Wasm job prepared to run (any number of times): the plan of the jail whose program is the
+/// runner, and what to do with what the runner hands back.
+#[derive(Debug)]
+pub struct WasmPlan {
+    plan: Plan,
+    /// Where an artifact the runner compiles goes (the module was not in the cache).
+    cache_to: Option<PathBuf>,
+}
+
+/// A Wasm job's jail built ahead, waiting for [`WasmPrepared::run`].
+#[derive(Debug)]
+pub struct WasmPrepared<'p> {
+    prepared: Prepared<'p>,
+    wasm: &'p WasmPlan,
+}
+
+/// What the runner may write on its summary channel.
+const SUMMARY_MAX_BYTES: u64 = 64 * 1024;
+
+/// Prepares a Wasm job under a policy.
 ///
 /// `/app` is a writable directory of the jail under the writable quota: an empty one of the
 /// run's own, or (`--workspace DIR`) a copy of `DIR`, created when missing, written back when
 /// the run ends.
-pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<Plan, Error> {
+pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
     let mut policy = policy.clone();
     let text = |p: &Path| p.display().to_string();
     let workspace = match &job.workspace {
@@ -149,8 +204,10 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<Plan, Error> {
         }
         None => PathBuf::from(FRESH_WORKSPACE),
     };
-    let config = runner_config(&policy, job, &workspace)?;
-    policy.add_read_only(&text(&config.artifact), "wasm artifact")?;
+    let (config, code) = runner_setup(&policy, job, &workspace)?;
+    if let Some(artifact) = &config.artifact {
+        policy.add_read_only(&text(artifact), "wasm artifact")?;
+    }
     policy.add_read_only(&text(&job.runner), "wasm runner")?;
     for p in &config.preopens {
         match (p.writable, p.guest.as_str()) {
@@ -163,11 +220,101 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<Plan, Error> {
     let json = serde_json::to_string(&config)
         .map_err(|e| GuestError::Io { path: job.runner.clone(), source: std::io::Error::other(e.to_string()) })?;
     let mut run = Job::new(text(&job.runner)).args(["__runner".to_string(), json]);
-    run.stdin = None;
-    let mut plan = Plan::prepare(&policy, &run)?;
-    plan.runner_channel = true;
-    plan.program.argv_display = std::iter::once(text(&job.runner)).chain(config.argv.iter().cloned()).collect();
-    Ok(plan)
+    run.extra_outputs = vec![SUMMARY_MAX_BYTES];
+    run.argv_display = Some(std::iter::once(text(&job.runner)).chain(config.argv.iter().cloned()).collect());
+    let cache_to = match code {
+        Code::Artifact(_) => None,
+        Code::Compile { bytes, cache_to } => {
+            run.stdin_data = Some(bytes);
+            // One byte past the most an artifact may take: a longer one is never cached.
+            run.extra_outputs.push(ARTIFACT_MAX_BYTES + 1);
+            Some(cache_to)
+        }
+    };
+    Ok(WasmPlan { plan: Plan::prepare(&policy, &run)?, cache_to })
+}
+
+impl WasmPlan {
+    /// The jail's plan (the runner is its program).
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Runs the job once.
+    pub fn run(&self, output: Output<'_>) -> Result<Report, Error> {
+        self.prestart()?.run(output)
+    }
+
+    /// Builds the jail up to the runner's exec (see [`Plan::prestart`]).
+    pub fn prestart(&self) -> Result<WasmPrepared<'_>, Error> {
+        Ok(WasmPrepared { prepared: self.plan.prestart()?, wasm: self })
+    }
+}
+
+impl WasmPrepared<'_> {
+    /// Releases the jail and reports the run, the runner's summary folded in; a module the runner
+    /// compiled goes into the cache.
+    pub fn run(self, output: Output<'_>) -> Result<Report, Error> {
+        let (mut report, channels) = self.prepared.run_with_channels(output)?;
+        let mut channels = channels.into_iter();
+        let summary = channels.next().unwrap_or_default();
+        let compiled = merge(&mut report, &summary);
+        if let (Some(cache_to), Some(artifact), true) = (&self.wasm.cache_to, channels.next(), compiled)
+            && !artifact.is_empty()
+            && artifact.len() as u64 <= ARTIFACT_MAX_BYTES
+            && let Err(e) = store_artifact(cache_to, &artifact)
+        {
+            let note = format!("the compiled module was not cached: {e}");
+            report.error = Some(report.error.take().map_or(note.clone(), |prev| format!("{prev}; {note}")));
+        }
+        Ok(report)
+    }
+}
+
+/// Writes an artifact into the cache (whole, or not at all), then trims the cache to
+/// [`CACHE_MAX_BYTES`], least recently used first.
+fn store_artifact(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".{}-{}.partial", std::process::id(), bytes.len()));
+    {
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&tmp)?;
+        std::io::Write::write_all(&mut f, bytes)?;
+    }
+    if let Err(e) = std::fs::rename(&tmp, path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    trim_cache(dir, CACHE_MAX_BYTES);
+    Ok(())
+}
+
+/// Removes the least recently used module artifacts of a cache directory until it holds at
+/// most `max` bytes.
+fn trim_cache(dir: &Path, max: u64) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            n.starts_with("module-") && n.ends_with(".cwasm")
+        })
+        .filter_map(|e| {
+            let m = e.metadata().ok().filter(std::fs::Metadata::is_file)?;
+            Some((m.modified().ok()?, m.len(), e.path()))
+        })
+        .collect();
+    let mut total: u64 = files.iter().map(|f| f.1).sum();
+    files.sort();
+    for (_, len, path) in files {
+        if total <= max {
+            break;
+        }
+        if std::fs::remove_file(&path).is_ok() {
+            total -= len;
+        }
+    }
 }
 
 /// Creates a `--workspace` directory that does not exist yet (its parent must), private to the
@@ -180,16 +327,30 @@ fn create_workspace(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Folds the runner's summary into the report: the Wasm statuses and figures.
-pub(crate) fn merge(report: &mut Report, bytes: &[u8]) {
-    let Ok(s) = serde_json::from_slice::<Summary>(bytes) else { return };
+/// Folds the runner's summary into the report: the Wasm statuses and figures. Returns whether
+/// the runner compiled the module and went on (its artifact is then whole).
+fn merge(report: &mut Report, bytes: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(bytes);
+    let last = text.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
+    if last == runner::COMPILE_MARKER {
+        let note = "the run ended while the runner was compiling the Wasm module".to_string();
+        report.error = Some(report.error.take().map_or(note.clone(), |prev| format!("{prev}; {note}")));
+        return false;
+    }
+    let Ok(s) = serde_json::from_str::<Summary>(last) else { return false };
+    let compiled = s.compile_ms.is_some();
     report.guest_exit_code = s.guest_exit_code;
     report.fuel_consumed = s.fuel_consumed;
     report.wasm_memory_peak_bytes = Some(s.memory_peak_bytes);
-    report.wasm_time = Some(WasmTime { load_ms: s.load_ms, instantiate_ms: s.instantiate_ms, run_ms: s.run_ms });
+    report.wasm_time = Some(WasmTime {
+        load_ms: s.load_ms,
+        compile_ms: s.compile_ms,
+        instantiate_ms: s.instantiate_ms,
+        run_ms: s.run_ms,
+    });
     // The OS-level reasons (timeout, oom, seccomp, setup) stay: they are what ended the run.
-    if !matches!(report.status, Status::Ok | Status::ExitedNonzero | Status::Signaled) {
-        return;
+    if !matches!(report.status, Status::Ok | Status::ExitedNonzero | Status::Signaled | Status::DiskLimit) {
+        return compiled;
     }
     match s.outcome {
         Outcome::Exited if s.memory_limit_hit => report.status = Status::WasmMemoryLimit,
@@ -209,4 +370,5 @@ pub(crate) fn merge(report: &mut Report, bytes: &[u8]) {
             report.stockade_exit_code = crate::report::EXIT_SETUP_FAILED;
         }
     }
+    compiled && s.outcome != Outcome::LoadError
 }

@@ -2,11 +2,15 @@
 //!
 //! Before Wasmtime exists (no engine thread, no tokio thread yet) the runner installs its own
 //! seccomp filter on top of the jail's: no exec at all, no socket of any family, nothing of the
-//! jail's denied groups. Then it loads the precompiled artifact (never compiles), gives the
-//! guest WASI preview 1 with its args, an allow-listed environment, `/app` and any read-only data
-//! directories, and runs `_start` under an epoch deadline (the wall-clock limit), optional fuel,
-//! `StoreLimits`-style limits and a bounded Wasm stack. Guest stdout/stderr are this process's,
-//! i.e. the supervisor's capped pipes. What happened goes to the supervisor as JSON on fd 3.
+//! jail's denied groups. Then it loads the precompiled artifact — or, for a module not compiled
+//! yet, reads the module's bytes from stdin (the very bytes the supervisor hashed), compiles them
+//! here, inside the jail and under its limits, and hands the artifact to the supervisor on fd 4
+//! before any guest code runs — gives the guest WASI preview 1 with its args, an allow-listed
+//! environment, `/app` and any read-only data directories, and runs `_start` under an epoch
+//! deadline (the wall-clock limit), optional fuel, `StoreLimits`-style limits and a bounded Wasm
+//! stack. Guest stdout/stderr are this process's, i.e. the supervisor's capped pipes. What
+//! happened goes to the supervisor as JSON lines on fd 3 (`{"phase":"compile"}` first when it
+//! compiles, so a run killed while compiling says so; the summary last).
 
 use super::engine::{self, EngineKind};
 use crate::layers::bpf::{self, Action, Entry};
@@ -21,6 +25,10 @@ use wasmtime_wasi::{FsPerms, I32Exit, WasiCtxBuilder};
 
 /// The fd the runner reports on (the supervisor's pipe, kept open across the exec).
 pub const SUMMARY_FD: i32 = 3;
+/// The fd a module compiled here goes back to the supervisor on (serialized, for its cache).
+pub const ARTIFACT_FD: i32 = 4;
+/// What the runner writes on fd 3 before it starts compiling.
+pub const COMPILE_MARKER: &str = "{\"phase\":\"compile\"}";
 
 /// A directory the guest sees.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,7 +41,10 @@ pub struct Preopen {
 /// Everything the runner needs, from the supervisor, as one JSON argument.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunnerConfig {
-    pub artifact: PathBuf,
+    /// The precompiled artifact to load; `None`: compile the module read from stdin.
+    pub artifact: Option<PathBuf>,
+    /// With no artifact: the module's size in bytes, all of which stdin holds.
+    pub module_bytes: Option<u64>,
     pub fuel: Option<u64>,
     pub timeout_ms: u64,
     pub memory_max_bytes: u64,
@@ -74,6 +85,9 @@ pub struct Summary {
     /// A memory growth was refused at `wasm.memory-max-bytes`.
     pub memory_limit_hit: bool,
     pub load_ms: f64,
+    /// Compiling the module here (no precompiled artifact yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile_ms: Option<f64>,
     pub instantiate_ms: f64,
     pub run_ms: f64,
 }
@@ -145,14 +159,13 @@ pub fn main(config_json: &str) -> i32 {
         eprintln!("stockade runner: cannot install its seccomp filter: {e}");
         return 125;
     }
-    let summary_out = crate::sys::fd_if_open(SUMMARY_FD);
+    let mut summary_out = crate::sys::fd_if_open(SUMMARY_FD).map(std::fs::File::from);
     let (summary, code) = match serde_json::from_str::<RunnerConfig>(config_json) {
-        Ok(config) => run(&config),
+        Ok(config) => run(&config, summary_out.as_mut()),
         Err(e) => (load_error(format!("bad runner configuration: {e}")), 125),
     };
-    if let Some(fd) = summary_out {
-        let mut f = std::fs::File::from(fd);
-        let _ = f.write_all(serde_json::to_string(&summary).unwrap_or_default().as_bytes());
+    if let Some(f) = &mut summary_out {
+        let _ = writeln!(f, "{}", serde_json::to_string(&summary).unwrap_or_default());
     }
     code
 }
@@ -166,9 +179,40 @@ fn load_error(message: String) -> Summary {
         memory_peak_bytes: 0,
         memory_limit_hit: false,
         load_ms: 0.0,
+        compile_ms: None,
         instantiate_ms: 0.0,
         run_ms: 0.0,
     }
+}
+
+/// Reads the module (`size` bytes) from stdin, compiles it, and hands the serialized artifact to
+/// the supervisor on fd 4, all before any of its code can run.
+fn compile(
+    engine: &wasmtime::Engine,
+    size: u64,
+    summary_out: Option<&mut std::fs::File>,
+) -> Result<(wasmtime::Module, Duration), String> {
+    use std::io::Read;
+    if let Some(f) = summary_out {
+        let _ = writeln!(f, "{COMPILE_MARKER}");
+    }
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(size)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read the module from stdin: {e}"))?;
+    if bytes.len() as u64 != size {
+        return Err(format!("the module on stdin has {} bytes, not {size}", bytes.len()));
+    }
+    let t = Instant::now();
+    let module = wasmtime::Module::new(engine, &bytes).map_err(|e| format!("cannot compile: {}", one_line(&e)))?;
+    let took = t.elapsed();
+    if let Some(fd) = crate::sys::fd_if_open(ARTIFACT_FD) {
+        let artifact = module.serialize().map_err(|e| format!("cannot serialize: {}", one_line(&e)))?;
+        let _ = std::fs::File::from(fd).write_all(&artifact);
+    }
+    Ok((module, took))
 }
 
 /// First line of an error chain, without backtraces.
@@ -176,18 +220,25 @@ fn one_line(e: &wasmtime::Error) -> String {
     format!("{e:#}").lines().next().unwrap_or("").to_string()
 }
 
-fn run(c: &RunnerConfig) -> (Summary, i32) {
+fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i32) {
     let kind = if c.fuel.is_some() { EngineKind::EpochFuel } else { EngineKind::Epoch };
     let t0 = Instant::now();
     let engine = match engine::engine(kind) {
         Ok(e) => e,
         Err(e) => return (load_error(one_line(&e)), 125),
     };
-    let module = match crate::sys::deserialize_module(&engine, &c.artifact) {
-        Ok(m) => m,
-        Err(e) => return (load_error(format!("cannot load {}: {}", c.artifact.display(), one_line(&e))), 125),
+    let (module, compile) = match (&c.artifact, c.module_bytes) {
+        (Some(artifact), _) => match crate::sys::deserialize_module(&engine, artifact) {
+            Ok(m) => (m, None),
+            Err(e) => return (load_error(format!("cannot load {}: {}", artifact.display(), one_line(&e))), 125),
+        },
+        (None, Some(size)) => match compile(&engine, size, summary_out) {
+            Ok((m, took)) => (m, Some(took)),
+            Err(message) => return (load_error(message), 125),
+        },
+        (None, None) => return (load_error("no artifact and no module to compile".into()), 125),
     };
-    let load = t0.elapsed();
+    let load = t0.elapsed() - compile.unwrap_or_default();
 
     let mut wasi = WasiCtxBuilder::new();
     // Blocking WASI calls (file I/O in /app) run on this thread, not through a tokio
@@ -266,6 +317,7 @@ fn run(c: &RunnerConfig) -> (Summary, i32) {
         memory_peak_bytes: limits.memory_peak as u64,
         memory_limit_hit: limits.memory_limit_hit,
         load_ms: ms(load),
+        compile_ms: compile.map(ms),
         instantiate_ms: ms(instantiate),
         run_ms: ms(run),
     };
