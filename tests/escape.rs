@@ -22,6 +22,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+use stockade::Report;
 
 const ATTACKS: &[&str] = &[
     "read_files",
@@ -50,6 +51,12 @@ const ATTACKS: &[&str] = &[
     "fd_bomb",
     "flood",
     "spin",
+    "proc_grant",
+    "unix_connect",
+    "counters",
+    "counters_probe",
+    "drip",
+    "cgroup_name",
 ];
 
 /// Builds every attack into one directory (0755, readable by the jail's uid).
@@ -366,6 +373,75 @@ fn peak_rss(mut cmd: Command) -> (u64, u64, u64) {
     // Already reaped above (for its rusage): this only settles std's bookkeeping.
     let _ = child.wait();
     (ru.ru_maxrss.max(0) as u64 * 1024, out_len, err_len)
+}
+
+/// Runs a command to its end; returns the CPU time (user + system) it and every process it
+/// reaped used, from the kernel's accounting (`wait4`).
+fn cpu_of(mut cmd: Command) -> Duration {
+    let mut child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().expect("spawn");
+    let mut status = 0;
+    // SAFETY: rusage is a valid out-parameter; the pid is this test's own child, not yet reaped.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
+    let _ = child.wait();
+    let tv = |t: libc::timeval| Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64);
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// A command as one shell line (test paths have no spaces or quotes).
+fn shell_line(cmd: &Command) -> String {
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Free bytes and free inodes of the filesystem holding `path`.
+fn free_space(path: &Path) -> (u64, u64) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("path");
+    // SAFETY: c is NUL-terminated; st is a valid out-parameter.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return (0, 0);
+    }
+    (st.f_bavail * st.f_frsize, st.f_favail)
+}
+
+/// A module whose `_start` prints `text` (WASI fd_write).
+fn printing_module(text: &str) -> Vec<u8> {
+    let n = text.len();
+    let text = text.replace('\n', "\\n");
+    wat::parse_str(format!(
+        r#"(module (import "wasi_snapshot_preview1" "fd_write" (func $w (param i32 i32 i32 i32) (result i32)))
+            (memory (export "memory") 1) (data (i32.const 64) "{text}")
+            (func (export "_start") (i32.store (i32.const 0) (i32.const 64)) (i32.store (i32.const 4) (i32.const {n}))
+              (drop (call $w (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 32)))))"#
+    ))
+    .expect("wat")
+}
+
+/// A 30 KB module that takes Cranelift minutes to compile: 2000 nested loops, each with a
+/// back edge that depends on one of 2000 live locals.
+fn compile_bomb() -> Vec<u8> {
+    let (locals, loops) = (2000u32, 2000u32);
+    let mut body = format!("(func (export \"_start\") (local {})\n", "i64 ".repeat(locals as usize));
+    for b in 0..loops {
+        body.push_str(&format!("(loop (local.set {} (i64.const {}))\n", b % locals, b & 63));
+    }
+    for b in 0..loops {
+        body.push_str(&format!("(br_if 0 (i32.eqz (i64.eqz (local.get {})))))\n", (b * 7) % locals));
+    }
+    body.push(')');
+    wat::parse_str(format!("(module {body})")).expect("wat")
+}
+
+/// Whether the Wasm guests are installed where the tests look.
+fn guests() -> Option<PathBuf> {
+    let g = stockade::wasm::guests::default_dir();
+    g.join("python.wasm").exists().then_some(g)
 }
 
 /// An attack: its name, category, the threat (threats.md), how the host judges it, whether it is
@@ -1144,6 +1220,322 @@ fn attacks() -> Vec<Attack> {
                     } else {
                         "keep unchanged, nothing added".into()
                     },
+                )
+            },
+        },
+        Attack {
+            name: "/proc mounted below a granted directory: every host process's command line",
+            category: "filesystem",
+            verified: "a host process's command line (with the secret) in the output",
+            bare: Bare::Run,
+            run: |e, m| {
+                let _target = Target::new(e);
+                let dir = tempfile::tempdir().expect("tempdir");
+                std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+                let proc_dir = dir.path().join("proc");
+                std::fs::create_dir(&proc_dir).expect("mkdir");
+                let d = dir.path().display().to_string();
+                let (cmd, _) = e.command(m, &["--ro", &d], "proc_grant", &[&proc_dir.display().to_string()]);
+                // The procfs exists only in a mount namespace of the test's own.
+                let script = format!("mount -t proc proc {} || exit 99; exec {}", proc_dir.display(), shell_line(&cmd));
+                let out = Command::new("unshare")
+                    .args(["-m", "--propagation", "private", "/bin/sh", "-c", &script])
+                    .stdin(Stdio::null())
+                    .output()
+                    .expect("unshare");
+                let t = text(&out);
+                let leaked = t.contains(&e.secret);
+                let refused = t.contains("kernel filesystems are mounted below it");
+                seen(
+                    leaked,
+                    match (leaked, refused) {
+                        (true, _) => "secret in its output".to_string(),
+                        (false, true) => "refused before start: the grant carries a procfs below it".into(),
+                        (false, false) => format!("secret not in its output ({})", t.lines().last().unwrap_or("")),
+                    },
+                )
+            },
+        },
+        Attack {
+            name: "host daemon sockets in a read-only grant: connect, datagram sendto, sendmsg with a name",
+            category: "network",
+            verified: "a stream listener and a datagram socket on the host, in the granted directory",
+            bare: Bare::Run,
+            run: |e, m| {
+                use std::os::unix::net::UnixDatagram;
+                let dir = tempfile::tempdir().expect("tempdir");
+                std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+                let (sp, dp) = (dir.path().join("stream.sock"), dir.path().join("dgram.sock"));
+                let l = UnixListener::bind(&sp).expect("bind");
+                let g = UnixDatagram::bind(&dp).expect("bind");
+                for p in [&sp, &dp] {
+                    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+                }
+                let (conns, grams) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+                let c = conns.clone();
+                std::thread::spawn(move || {
+                    for _ in l.incoming().flatten() {
+                        c.fetch_add(1, Ordering::SeqCst);
+                    }
+                });
+                let gr = grams.clone();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 16];
+                    while g.recv(&mut buf).is_ok() {
+                        gr.fetch_add(1, Ordering::SeqCst);
+                    }
+                });
+                let d = dir.path().display().to_string();
+                let out =
+                    e.run(m, &["--ro", &d], "unix_connect", &[&sp.display().to_string(), &dp.display().to_string()]);
+                std::thread::sleep(Duration::from_millis(100));
+                let (a, b) = (conns.load(Ordering::SeqCst), grams.load(Ordering::SeqCst));
+                let said: Vec<String> = text(&out).lines().map(String::from).collect();
+                seen(
+                    a + b > 0,
+                    format!("the host's sockets got {a} connection(s) and {b} datagram(s) ({})", said.join("; ")),
+                )
+            },
+        },
+        Attack {
+            name: "exhaust root's inotify instances and queued signals (default policy without its max-pending-signals rlimit)",
+            category: "resources",
+            verified: "root's own inotify_init1 and sigqueue on the host while the attack holds them",
+            bare: Bare::NotApplicable(
+                "the calibration is the same jail with identity.owner-uid-count = 0 (root owns the namespace): see the evidence",
+            ),
+            run: |e, m| {
+                let probe = |owner_uids: &str| -> (String, String) {
+                    let p = policy_file(&format!(
+                        "version = 1\n[identity]\nowner-uid-count = {owner_uids}\n[rlimits]\ncore-bytes = 0\nmax-open-files = 256\n"
+                    ));
+                    let (mut cmd, _) = e.command(m, &["--policy", &path_of(&p)], "counters", &[]);
+                    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("spawn");
+                    let mut said = String::new();
+                    let mut root = "the attack never got to hold anything".to_string();
+                    if let Some(out) = child.stdout.take() {
+                        use std::io::BufRead;
+                        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                            if line == "holding" {
+                                let o = Command::new(e.prog("counters_probe")).output().expect("probe");
+                                root = String::from_utf8_lossy(&o.stdout).trim().to_string();
+                            } else {
+                                said.push_str(&line);
+                                said.push_str("; ");
+                            }
+                        }
+                    }
+                    let _ = child.wait();
+                    (root, said)
+                };
+                let (root, said) = probe("65536");
+                let (shared, _) = probe("0");
+                let escaped = !root.contains("inotify_init1: ok") || !root.contains("sigqueue: ok");
+                seen(escaped, format!("{root} ({said}with identity.owner-uid-count = 0: {shared})"))
+            },
+        },
+        Attack {
+            name: "fill the disk through the writable directory: bytes, then inodes (1.5 GB and 20,024 inodes before)",
+            category: "resources",
+            verified: "free bytes and inodes of the host filesystem under the writable directory",
+            bare: Bare::Unsafe,
+            run: |e, m| {
+                let dir = shared_dir();
+                let d = dir.path().display().to_string();
+                let before = free_space(dir.path());
+                let out = e.run(m, &["--rw", &d, "--timeout", "30s"], "disk_fill", &[&d]);
+                let after = free_space(dir.path());
+                let (bytes, inodes) = (before.0.saturating_sub(after.0), before.1.saturating_sub(after.1));
+                // The quota (64 MiB, 4096 files) is what may reach the host, when it is written back.
+                let escaped = bytes > 96 << 20 || inodes > 4096 + 64;
+                let said = text(&out).lines().next().unwrap_or("").to_string();
+                seen(escaped, format!("host free space fell by {} MiB and {inodes} inodes ({said})", bytes >> 20))
+            },
+        },
+        Attack {
+            name: "Python filling /app (Wasm guest)",
+            category: "resources",
+            verified: "free space of the host's / and /tmp; the run's status",
+            bare: Bare::NotApplicable("the guest's /app exists only in the jail"),
+            run: |_, _| {
+                let Some(g) = guests() else { return seen(false, "skipped: guests not installed") };
+                let before = (free_bytes("/"), free_bytes("/tmp"));
+                let code = "import os\nn=0\ntry:\n    with open('/app/big','wb') as f:\n        while True: f.write(b'x'*(1<<20)); n+=1\nexcept OSError as e: print(n, 'MiB, then', e)\nk=0\ntry:\n    while True: open('/app/f%d'%k,'w').close(); k+=1\nexcept OSError as e: print(k, 'files, then', e)";
+                let (r, _) = run_report(&["--guest-dir", &g.display().to_string(), "--python", code]);
+                let after = (free_bytes("/"), free_bytes("/tmp"));
+                let lost = before.0.saturating_sub(after.0).max(before.1.saturating_sub(after.1));
+                seen(
+                    lost > 32 << 20,
+                    format!(
+                        "host free space fell by {} MiB; status {:?} ({})",
+                        lost >> 20,
+                        r.status,
+                        stdout_of(&r).replace('\n', "; ")
+                    ),
+                )
+            },
+        },
+        Attack {
+            name: "one-byte writes to keep the supervisor busy outside the run's cgroup",
+            category: "resources",
+            verified: "the CPU the kernel accounted to stockade's process, less the run's own (cgroup)",
+            bare: Bare::NotApplicable("there is no supervisor without the jail"),
+            run: |e, m| {
+                let report = tempfile::NamedTempFile::new().expect("tmp");
+                let rp = path_of(&report);
+                let total = cpu_of(e.command(m, &["--report", &rp], "drip", &["2"]).0);
+                let r = Report::from_json(&std::fs::read_to_string(&rp).unwrap_or_default()).expect("report");
+                let run = Duration::from_secs_f64((r.cpu_user_ms + r.cpu_sys_ms) / 1000.0);
+                let supervisor = total.saturating_sub(run);
+                let share = supervisor.as_secs_f64() / run.as_secs_f64().max(1e-6);
+                seen(
+                    share > 0.10,
+                    format!(
+                        "stockade used {} ms of CPU for the run's {} ms ({:.1} %; its own count: {} ms), {} bytes written",
+                        supervisor.as_millis(),
+                        run.as_millis(),
+                        share * 100.0,
+                        r.supervisor_cpu_ms.unwrap_or(0.0).round(),
+                        r.stdout.bytes
+                    ),
+                )
+            },
+        },
+        Attack {
+            name: "the supervisor's host pid via /proc/self/cgroup",
+            category: "info leak",
+            verified: "stockade's host pid in the output",
+            bare: Bare::NotApplicable("there is no supervisor without the jail"),
+            run: |e, m| {
+                let (mut cmd, _) = e.command(m, &[], "cgroup_name", &[]);
+                let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+                let pid = child.id();
+                let out = child.wait_with_output().expect("wait");
+                let t = text(&out);
+                let leaked = t.contains(&format!("stockade-{pid}-"));
+                let lines: Vec<&str> = t.lines().collect();
+                seen(
+                    leaked,
+                    if leaked {
+                        format!("its leaf's name in the output: {}", lines.join(" "))
+                    } else {
+                        "no leaf name, no pid".into()
+                    },
+                )
+            },
+        },
+        Attack {
+            name: "memfd_secret (memory hidden from the kernel)",
+            category: "kernel surface",
+            verified: "/proc/PID/fd, from the host",
+            bare: Bare::Run,
+            run: |e, m| kernel_object(e, m, "secretmem", "secretmem"),
+        },
+        Attack {
+            name: "poison the Wasm module cache through a FIFO (one module's hash, another's code)",
+            category: "filesystem",
+            verified: "what the genuine module prints when run afterwards",
+            bare: Bare::NotApplicable("stockade's own cache: there is nothing to escape to without it"),
+            run: |_, _| {
+                let Some(g) = guests() else { return seen(false, "skipped: guests not installed") };
+                let dir = tempfile::tempdir().expect("tempdir");
+                let genuine = printing_module(&format!("genuine {}\n", marker("g")));
+                let evil = printing_module("poisoned\n");
+                let a = dir.path().join("a.wasm");
+                std::fs::write(&a, &genuine).expect("write");
+                let fifo = dir.path().join("fifo.wasm");
+                assert!(Command::new("mkfifo").arg(&fifo).status().expect("mkfifo").success());
+                // The writer gives the genuine bytes to a first read (the hash), the other module
+                // to a second (the compile).
+                let f = fifo.clone();
+                let writer = std::thread::spawn(move || {
+                    for bytes in [genuine, evil] {
+                        let end = Instant::now() + Duration::from_secs(2);
+                        while Instant::now() < end {
+                            use std::os::unix::fs::OpenOptionsExt;
+                            match std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(&f) {
+                                Ok(mut w) => {
+                                    let _ = w.write_all(&bytes);
+                                    break;
+                                }
+                                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                            }
+                        }
+                    }
+                });
+                let gd = g.display().to_string();
+                let attempt = stockade()
+                    .args(["run", "--guest-dir", &gd, "--wasm", &fifo.display().to_string()])
+                    .output()
+                    .expect("run");
+                let _ = writer.join();
+                let out = stockade()
+                    .args(["run", "--guest-dir", &gd, "--wasm", &a.display().to_string()])
+                    .output()
+                    .expect("run");
+                let printed = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                let said = text(&attempt).trim().to_string();
+                seen(printed.contains("poisoned"), format!("the genuine module printed {printed:?} (the FIFO: {said})"))
+            },
+        },
+        Attack {
+            name: "a module that takes minutes and hundreds of MiB to compile (30 KB)",
+            category: "resources",
+            verified: "wall time, stockade's own peak RSS (VmHWM), the run's status",
+            bare: Bare::NotApplicable("compiling is stockade's own work: the point is that the jail's limits bound it"),
+            run: |_, _| {
+                let Some(g) = guests() else { return seen(false, "skipped: guests not installed") };
+                let dir = tempfile::tempdir().expect("tempdir");
+                let bomb = dir.path().join("bomb.wasm");
+                std::fs::write(&bomb, compile_bomb()).expect("write");
+                let start = Instant::now();
+                let child = stockade()
+                    .args([
+                        "run",
+                        "--report",
+                        "-",
+                        "--timeout",
+                        "3s",
+                        "--guest-dir",
+                        &g.display().to_string(),
+                        "--wasm",
+                    ])
+                    .arg(&bomb)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("spawn");
+                let pid = child.id();
+                let mut hwm_kb = 0u64;
+                let sampler = std::thread::spawn(move || {
+                    let mut peak = 0u64;
+                    while let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+                        if let Some(kb) = status
+                            .lines()
+                            .find(|l| l.starts_with("VmHWM:"))
+                            .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+                        {
+                            peak = peak.max(kb);
+                        }
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    peak
+                });
+                let out = child.wait_with_output().expect("wait");
+                hwm_kb = hwm_kb.max(sampler.join().unwrap_or(0));
+                let took = start.elapsed();
+                let r = Report::from_json(&String::from_utf8_lossy(&out.stdout)).expect("report");
+                let escaped =
+                    took > Duration::from_secs(8) || hwm_kb > 64 << 10 || r.status != stockade::Status::Timeout;
+                seen(
+                    escaped,
+                    format!(
+                        "ended in {:.1} s as {:?} ({}); stockade's peak RSS {} MiB",
+                        took.as_secs_f64(),
+                        r.status,
+                        r.error.unwrap_or_default(),
+                        hwm_kb >> 10
+                    ),
                 )
             },
         },

@@ -1,4 +1,5 @@
-/* Fills the writable places (piston tests/fallocate.py): /tmp and the path given, until refused. */
+/* Fills the writable places (piston tests/fallocate.py): each path given with bytes until refused,
+ * then with empty files (inodes) until refused. */
 #include "attack.h"
 #include <signal.h>
 int main(int argc, char **argv) {
@@ -17,7 +18,15 @@ int main(int argc, char **argv) {
             close(fd);
             if (n < 0 && errno != EFBIG) break;
         }
-        printf("%s: wrote %ld MiB\n", argv[i], total >> 20);
+        int files = 0;
+        for (; files < 100000; files++) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/inode-%d", argv[i], files);
+            int fd = open(path, O_CREAT | O_WRONLY, 0644);
+            if (fd < 0) break;
+            close(fd);
+        }
+        printf("%s: wrote %ld MiB and %d empty files\n", argv[i], total >> 20, files);
     }
     return 0;
 }

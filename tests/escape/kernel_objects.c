@@ -1,6 +1,6 @@
 /* Tries to obtain a kernel object the default policy denies, then holds it so the host can see
  * it in /proc/PID/fd: perf event, bpf map, userfaultfd, io_uring, packet socket, netlink socket,
- * raw IP socket, fanotify. */
+ * raw IP socket, fanotify, secret memory (memfd_secret). */
 #include "attack.h"
 #include <linux/bpf.h>
 #include <linux/perf_event.h>
@@ -31,6 +31,8 @@ int main(int argc, char **argv) {
         fd = socket(AF_NETLINK, SOCK_RAW, 0);
     } else if (!strcmp(what, "fanotify")) {
         fd = fanotify_init(FAN_CLASS_NOTIF, O_RDONLY);
+    } else if (!strcmp(what, "secretmem")) {
+        fd = syscall(447 /* memfd_secret */, 0);
     }
     step(what, fd);
     hold();
