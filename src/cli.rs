@@ -113,7 +113,7 @@ pub struct RunArgs {
     /// Wall-clock limit: 300ms, 2s, 1.5s, 1m, 1h (a bare number is seconds).
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
-    /// Working directory inside the jail.
+    /// Working directory inside the jail (a relative one is the caller's path, as for --rw).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
     /// The cgroup (a path as in /proc/self/cgroup) under which the run's cgroup is made.

@@ -1,5 +1,5 @@
-//! Names for what a supervisor leaves on the host while a run is live (cgroup leaves, temporary
-//! workspaces), so the next supervisor can tell a live owner's from a killed one's and reap it.
+//! Names for what a supervisor leaves on the host while a run is live (its cgroup leaves), so the
+//! next supervisor can tell a live owner's from a killed one's and reap it.
 //!
 //! A name carries the owner's pid and its start time (clock ticks since boot): together they name
 //! one process, so a recycled pid never makes a dead owner look alive.

@@ -77,7 +77,16 @@ fn policy_for(args: &RunArgs) -> Result<Policy, PolicyError> {
         policy.set_wall_timeout(t, "--timeout")?;
     }
     if let Some(cwd) = &args.cwd {
-        policy.set_cwd(cwd, "--cwd")?;
+        // A relative --cwd is the caller's path, as for --rw: the same directory inside.
+        let cwd = if cwd.starts_with('/') {
+            cwd.clone()
+        } else {
+            std::path::absolute(cwd)
+                .map_err(|e| PolicyError::Override { flag: format!("--cwd {cwd}"), message: e.to_string() })?
+                .display()
+                .to_string()
+        };
+        policy.set_cwd(&cwd, "--cwd")?;
     }
     if let Some(parent) = &args.cgroup_parent {
         policy.set_cgroup_parent(parent, "--cgroup-parent")?;

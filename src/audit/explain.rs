@@ -65,7 +65,19 @@ pub fn explain(p: &Policy, host: bool) -> Explanation {
             sees.push(format!("  read-only where present on the host: {}", list(&optional)));
         }
         let exec = if fs.writable_exec { "executable" } else { "not executable (noexec)" };
-        sees.push(format!("  writable, {exec}: {}", list(&paths(true, false))));
+        sees.push(format!(
+            "  writable, {exec}: {} (each a copy on a tmpfs of at most {} and {} files, written back when the run \
+             ends)",
+            list(&paths(true, false)),
+            bytes(fs.writable_max_bytes),
+            fs.writable_max_files
+        ));
+        if fs.dev {
+            sees.push(format!(
+                "  /dev/shm: {}",
+                fs.shm_size_bytes.map_or_else(|| "none".into(), |t| format!("private tmpfs of {}, {exec}", bytes(t)))
+            ));
+        }
         sees.push(format!(
             "  /tmp: {}",
             fs.tmp_size_bytes.map_or_else(|| "none".into(), |t| format!("private tmpfs of {}, {exec}", bytes(t)))

@@ -317,6 +317,37 @@ pub const SETTINGS: &[Setting] = &[
         value: |p| p.filesystem.tmp_size_bytes.map_or_else(|| "none".into(), bytes),
     },
     Setting {
+        key: "filesystem.shm-size-bytes",
+        title: "private /dev/shm",
+        weight: 0.0,
+        exposure: |p| p.filesystem.shm_size_bytes.map_or(0.0, |t| log_scale(t as f64, 1.0, (1u64 << 40) as f64)),
+        value: |p| p.filesystem.shm_size_bytes.map_or_else(|| "none".into(), bytes),
+    },
+    Setting {
+        key: "filesystem.writable-max-bytes",
+        title: "quota of each writable directory",
+        weight: 0.0,
+        exposure: |p| log_scale(p.filesystem.writable_max_bytes as f64, 1.0, (1u64 << 40) as f64),
+        value: |p| bytes(p.filesystem.writable_max_bytes),
+    },
+    Setting {
+        key: "filesystem.writable-max-files",
+        title: "files in each writable directory",
+        weight: 0.0,
+        exposure: |p| log_scale(p.filesystem.writable_max_files as f64, 1.0, (1u64 << 32) as f64),
+        value: |p| p.filesystem.writable_max_files.to_string(),
+    },
+    Setting {
+        key: "identity.owner-uid-count",
+        title: "each run's per-user kernel counters its own (not root's)",
+        weight: 0.0,
+        exposure: |p| flag(p.identity.owner_uids.is_none()),
+        value: |p| match p.identity.owner_uids {
+            Some((first, count)) => format!("{count} uids from {first}"),
+            None => "off: runs share the caller's counters".into(),
+        },
+    },
+    Setting {
         key: "filesystem.dev",
         title: "minimal /dev (null, zero, full, random, urandom)",
         weight: 0.0,
@@ -673,6 +704,12 @@ mod tests {
         });
         add("tmp halved".into(), &|q| q.filesystem.tmp_size_bytes = q.filesystem.tmp_size_bytes.map(|t| t / 2));
         add("no tmp".into(), &|q| q.filesystem.tmp_size_bytes = None);
+        add("shm halved".into(), &|q| q.filesystem.shm_size_bytes = q.filesystem.shm_size_bytes.map(|t| t / 2));
+        add("quota halved".into(), &|q| {
+            q.filesystem.writable_max_bytes = (q.filesystem.writable_max_bytes / 2).max(4096)
+        });
+        add("files halved".into(), &|q| q.filesystem.writable_max_files = (q.filesystem.writable_max_files / 2).max(2));
+        add("owner uids on".into(), &|q| q.identity.owner_uids = Some((0x7f00_0000, 65536)));
         add("no dev".into(), &|q| q.filesystem.dev = false);
         add("timeout halved".into(), &|q| {
             q.wall_timeout = (q.wall_timeout / 2).max(std::time::Duration::from_millis(1))

@@ -1,0 +1,215 @@
+//! Every command the README shows in an `sh` block runs as written — as root from a home directory
+//! of root's (`0700`, like `/root`) and as a normal user from theirs, with a clean environment and
+//! `stockade` on the PATH — and where the README shows a command's output in the `text` block that
+//! follows, that is the output. The set-up (`./setup.sh`) and test (`cargo ...`) blocks are not
+//! run here: CI runs the one and is the other.
+//!
+//! The normal user is a uid with no other use, given what a systemd host gives a user session with
+//! `Delegate=yes`: a cgroup of its own in each hierarchy (v1 controllers; on a pure cgroup v2
+//! host the CLI also needs `--cgroup-parent`, so that part skips there). Needs root (to be the
+//! other user, and to make that cgroup) and the system guest directory that `stockade guest
+//! install` (as root) fills; says so and skips without them.
+
+mod common;
+
+use common::*;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use stockade::layers::cgroup::host::Host;
+
+/// The normal user the commands also run as: no passwd entry, no files anywhere else.
+const USER: u32 = 64_123;
+
+/// The README's code blocks: (language, body, the `text` block right after it, if any).
+fn blocks() -> Vec<(String, String, Option<String>)> {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).expect("README");
+    let mut out: Vec<(String, String, Option<String>)> = Vec::new();
+    let mut lines = readme.lines();
+    while let Some(line) = lines.next() {
+        let Some(lang) = line.strip_prefix("```") else { continue };
+        let body: Vec<&str> = lines.by_ref().take_while(|l| !l.starts_with("```")).collect();
+        let body = body.join("\n");
+        if lang == "text" && out.last().is_some_and(|(l, _, t)| l == "sh" && t.is_none()) {
+            if let Some(last) = out.last_mut() {
+                last.2 = Some(body);
+            }
+            continue;
+        }
+        out.push((lang.to_string(), body, None));
+    }
+    out.into_iter()
+        .filter(|(lang, body, _)| {
+            let first = body.lines().next().unwrap_or("");
+            lang == "sh" && !first.starts_with("./setup.sh") && !first.starts_with("cargo ")
+        })
+        .collect()
+}
+
+/// A directory anyone may enter, holding `stockade` (a copy of the built binary: the build tree
+/// may be where a normal user cannot reach).
+fn bin_dir() -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::copy(stockade_bin(), d.path().join("stockade")).expect("copy stockade");
+    d
+}
+
+/// A home directory of `uid`'s own, mode 0700.
+fn home(uid: u32) -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tempdir");
+    std::os::unix::fs::chown(d.path(), Some(uid), Some(uid)).expect("chown home");
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    d
+}
+
+/// The shell a block runs in: `sh -e`, echoing each command, in `home`, with only HOME, PATH
+/// and LANG set. `prefix` comes first (`exec `, or joining the user's cgroups and dropping to it).
+fn shell(bin: &Path, home: &Path, prefix: &str, script: &str) -> std::process::Output {
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display());
+    Command::new("/bin/sh")
+        .args([
+            "-c",
+            &format!("{prefix}env -i HOME={h} PATH={path} LANG=C.UTF-8 /bin/sh -ex -c \"$0\"", h = home.display()),
+        ])
+        .arg(script)
+        .current_dir(home)
+        .stdin(Stdio::null())
+        .output()
+        .expect("sh")
+}
+
+fn check(who: &str, bin: &Path, home: &Path, prefix: &str) {
+    for (_, body, expected) in blocks() {
+        let out = shell(bin, home, prefix, &body);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "as {who}, this README block failed:\n{body}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+        );
+        if let Some(text) = expected {
+            assert_eq!(stdout.trim_end(), text.trim_end(), "as {who}, the README shows another output for:\n{body}");
+        }
+    }
+}
+
+/// Whether the guests a normal user would use are installed (`sudo stockade guest install`).
+fn system_guests() -> bool {
+    let dir = Path::new(stockade::wasm::guests::SYSTEM_DIR);
+    if !dir.join("python.wasm").exists() {
+        eprintln!("skip: the system guest directory {} has no guests (stockade guest install, as root)", dir.display());
+        return false;
+    }
+    true
+}
+
+#[test]
+fn readme_commands_work_as_root_from_a_private_home() {
+    if !is_root() {
+        eprintln!("skip: runs the README as root and as another user; needs root");
+        return;
+    }
+    if !system_guests() {
+        return;
+    }
+    let bin = bin_dir();
+    let home = home(0);
+    check("root", bin.path(), home.path(), "exec ");
+}
+
+/// Cgroups of the user's own, one per v1 hierarchy, below this process's: what `Delegate=yes`
+/// gives a session. Removed when dropped (after killing what is left in them).
+struct Delegated(Vec<PathBuf>);
+
+impl Delegated {
+    fn new(uid: u32) -> Option<Delegated> {
+        let host = Host::current();
+        if host.v1.is_empty() {
+            return None;
+        }
+        let mut dirs = Vec::new();
+        let mut seen_mounts = Vec::new();
+        // The controllers stockade limits or accounts with (a cpuset child, say, would need its
+        // cpus and mems set before anything may join it).
+        for h in ["memory", "pids", "cpu", "cpuacct"].iter().filter_map(|c| host.v1.get(*c)) {
+            if seen_mounts.contains(&h.mount) {
+                continue;
+            }
+            seen_mounts.push(h.mount.clone());
+            let parent = h.dir(&h.own)?;
+            let dir = parent.join(format!("readme-user-{}", std::process::id()));
+            std::fs::create_dir(&dir).ok()?;
+            dirs.push(dir.clone());
+            for f in std::iter::once(dir.clone()).chain(["cgroup.procs", "tasks"].map(|n| dir.join(n))) {
+                let _ = std::os::unix::fs::chown(&f, Some(uid), Some(uid));
+            }
+        }
+        Some(Delegated(dirs))
+    }
+
+    /// Shell commands moving the shell into every one of these cgroups.
+    fn join(&self) -> String {
+        self.0.iter().map(|d| format!("echo $$ > {}/cgroup.procs && ", d.display())).collect()
+    }
+}
+
+impl Drop for Delegated {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            let procs = std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default();
+            for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            }
+            // Leaves stockade left (none, if it cleaned up) go first.
+            if let Ok(entries) = std::fs::read_dir(d) {
+                for e in entries.flatten().filter(|e| e.path().is_dir()) {
+                    let _ = std::fs::remove_dir(e.path());
+                }
+            }
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+#[test]
+fn readme_commands_work_as_a_normal_user_from_their_home() {
+    if !is_root() {
+        eprintln!("skip: runs the README as another user; needs root to become it");
+        return;
+    }
+    if !system_guests() {
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skip: setpriv (util-linux) is not installed");
+        return;
+    }
+    let Some(delegated) = Delegated::new(USER) else {
+        eprintln!("skip: no cgroup v1 hierarchy to delegate here (pure cgroup v2: the CLI needs --cgroup-parent)");
+        return;
+    };
+    let bin = bin_dir();
+    let home = home(USER);
+    let prefix = format!("{}exec setpriv --reuid={USER} --regid={USER} --clear-groups ", delegated.join());
+    check("a normal user", bin.path(), home.path(), &prefix);
+    // Everything the user's runs wrote is the user's.
+    let foreign: Vec<String> = walk(home.path())
+        .into_iter()
+        .filter(|p| std::fs::symlink_metadata(p).is_ok_and(|m| m.uid() != USER))
+        .map(|p| p.display().to_string())
+        .collect();
+    assert!(foreign.is_empty(), "files in the user's home not owned by the user: {foreign:?}");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() && !p.is_symlink() {
+            out.extend(walk(&p));
+        }
+        out.push(p);
+    }
+    out
+}
