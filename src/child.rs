@@ -24,6 +24,8 @@ use crate::layers::session;
 use crate::layers::uts::{self, UtsPlan};
 use crate::report::{EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_SETUP_FAILED};
 use crate::sys::{self, CStrArray, Errno};
+use crate::wire::Msg;
+pub use crate::wire::{Failure, Stage};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
@@ -43,108 +45,6 @@ static KILL_TARGET: AtomicI32 = AtomicI32::new(0);
 pub fn in_forked_child() -> bool {
     IN_CHILD.load(Ordering::Relaxed)
 }
-
-/// The steps of the jail, in the order the child runs them. The number goes over the report
-/// pipe; the parent turns it into words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-#[repr(u32)]
-pub enum Stage {
-    /// Parent-death signal armed before anything else.
-    ParentDeath = 1,
-    /// Moved itself into the run's v1 cgroup leaves.
-    Cgroup = 2,
-    /// stdio in place, every other fd closed.
-    Fds = 3,
-    /// Waiting for the parent to write the id maps.
-    Release = 4,
-    /// Groups, gid, uid.
-    Identity = 5,
-    /// New root built, old root detached, cwd set.
-    Filesystem = 6,
-    /// Hostname in the uts namespace.
-    Hostname = 7,
-    /// New session, new keyring.
-    Session = 8,
-    /// Resource limits.
-    Rlimits = 9,
-    /// Every capability dropped, securebits locked, no_new_privs.
-    Privileges = 10,
-    /// Rules for the jail's own objects added, ruleset enforced.
-    Landlock = 11,
-    /// Filters installed, listener handed to the supervisor.
-    Seccomp = 12,
-    /// Parent-death signal re-armed (changing ids cleared it), parent still alive, not dumpable.
-    Watch = 13,
-    /// Signal mask and handlers reset.
-    Signals = 14,
-    /// Parked until the supervisor starts the run (at once, or later for a prestarted jail).
-    Go = 15,
-    /// init starts the program.
-    Spawn = 16,
-    /// `execveat` of the prepared fd.
-    Exec = 17,
-}
-
-impl Stage {
-    pub const ALL: [Stage; 17] = [
-        Stage::ParentDeath,
-        Stage::Cgroup,
-        Stage::Fds,
-        Stage::Release,
-        Stage::Identity,
-        Stage::Filesystem,
-        Stage::Hostname,
-        Stage::Session,
-        Stage::Rlimits,
-        Stage::Privileges,
-        Stage::Landlock,
-        Stage::Seccomp,
-        Stage::Watch,
-        Stage::Signals,
-        Stage::Go,
-        Stage::Spawn,
-        Stage::Exec,
-    ];
-
-    pub fn from_u32(n: u32) -> Option<Stage> {
-        Stage::ALL.iter().copied().find(|s| *s as u32 == n)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Stage::ParentDeath => "parent-death signal",
-            Stage::Cgroup => "cgroup",
-            Stage::Fds => "file descriptors",
-            Stage::Release => "release by the supervisor",
-            Stage::Filesystem => "filesystem",
-            Stage::Hostname => "hostname",
-            Stage::Session => "session",
-            Stage::Rlimits => "rlimits",
-            Stage::Identity => "identity",
-            Stage::Privileges => "privileges",
-            Stage::Landlock => "landlock",
-            Stage::Seccomp => "seccomp",
-            Stage::Watch => "supervisor watch",
-            Stage::Signals => "signals",
-            Stage::Go => "start",
-            Stage::Spawn => "spawn",
-            Stage::Exec => "exec",
-        }
-    }
-}
-
-/// A failed step: the stage, a stage-specific detail (e.g. the index of a mount op), the errno.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Failure {
-    pub stage: Stage,
-    pub detail: u32,
-    pub errno: Errno,
-}
-
-/// A message on the report pipe: 16 bytes, native endian.
-pub const MSG_LEN: usize = 16;
-pub const TAG_FAILURE: u32 = 1;
-pub const TAG_EXIT: u32 = 2;
 
 /// Everything the child needs, borrowed from the parent's plan and per-run fds.
 #[derive(Debug)]
@@ -188,14 +88,14 @@ pub const SPAWN_STACK_BYTES: usize = 64 * 1024;
 pub fn enter(a: &ChildArgs<'_>, spawn_stack: &mut [u8]) -> ! {
     IN_CHILD.store(true, Ordering::Relaxed);
     if let Err(f) = setup(a) {
-        send(a.report, TAG_FAILURE, f.stage as u32, f.detail, f.errno.0);
+        send(a.report, Msg::Failure(f));
         sys::exit(EXIT_SETUP_FAILED);
     }
     // The program shares init's memory until its exec (init waits meanwhile): no page tables
     // are copied, and nothing it touches before exec is seen by anyone but init.
     match sys::spawn_shared(spawn_stack, program, a) {
         Err(e) => {
-            send(a.report, TAG_FAILURE, Stage::Spawn as u32, 0, e.0);
+            send(a.report, Msg::Failure(Failure { stage: Stage::Spawn, detail: 0, errno: e }));
             sys::exit(EXIT_SETUP_FAILED)
         }
         Ok(pid) => init(a.report, pid, a.pid_namespace),
@@ -273,7 +173,7 @@ fn watch_parent(a: &ChildArgs<'_>) -> Result<(), Failure> {
 /// PID 2: the program.
 fn program(a: &ChildArgs<'_>) -> ! {
     let errno = sys::execveat(a.exe, a.argv, a.envp);
-    send(a.report, TAG_FAILURE, Stage::Exec as u32, 0, errno.0);
+    send(a.report, Msg::Failure(Failure { stage: Stage::Exec, detail: 0, errno }));
     sys::exit(if errno.0 == libc::ENOENT { EXIT_NOT_FOUND } else { EXIT_NOT_EXECUTABLE })
 }
 
@@ -301,7 +201,7 @@ fn init(report: RawFd, program: i32, pid_namespace: bool) -> ! {
     loop {
         match sys::wait_any() {
             Ok((pid, status)) if pid == program => {
-                send(report, TAG_EXIT, 0, 0, status);
+                send(report, Msg::Exit(status));
                 if !pid_namespace {
                     // No namespace for the kernel to empty: take down our process group (the
                     // session init created), this process included. Only processes that left it
@@ -316,11 +216,6 @@ fn init(report: RawFd, program: i32, pid_namespace: bool) -> ! {
     }
 }
 
-fn send(fd: RawFd, tag: u32, stage: u32, detail: u32, value: i32) {
-    let mut msg = [0u8; MSG_LEN];
-    msg[0..4].copy_from_slice(&tag.to_ne_bytes());
-    msg[4..8].copy_from_slice(&stage.to_ne_bytes());
-    msg[8..12].copy_from_slice(&detail.to_ne_bytes());
-    msg[12..16].copy_from_slice(&value.to_ne_bytes());
-    let _ = sys::write(fd, &msg);
+fn send(fd: RawFd, msg: Msg) {
+    let _ = sys::write(fd, &msg.encode());
 }

@@ -69,6 +69,7 @@ mod supervisor;
 pub mod sys;
 #[cfg(feature = "wasm")]
 pub mod wasm;
+mod wire;
 
 pub use child::{Stage, in_forked_child};
 pub use error::Error;
@@ -84,35 +85,11 @@ pub fn run(policy: &Policy, job: &Job, output: Output<'_>) -> Result<Report, Err
 
 /// A report for a run refused before it started (for callers that always want a report).
 pub fn refused_report(policy: &str, job: &Job, error: &Error) -> Report {
+    let argv: Vec<String> = std::iter::once(job.program.clone()).chain(job.args.iter().cloned()).collect();
     Report {
-        schema_version: report::SCHEMA_VERSION,
-        status: Status::SetupFailed,
-        exit_code: None,
-        signal: None,
-        signal_name: None,
         error: Some(error.to_string()),
-        seccomp_violation: None,
         stockade_exit_code: error.exit_code(),
-        policy: policy.to_string(),
-        program: job.program.clone(),
-        argv: std::iter::once(job.program.clone()).chain(job.args.iter().cloned()).collect(),
-        wall_ms: 0.0,
         wall_timeout_ms: 0,
-        cpu_user_ms: 0.0,
-        cpu_sys_ms: 0.0,
-        max_rss_bytes: 0,
-        memory_peak_bytes: None,
-        oom_kills: 0,
-        pids_peak: None,
-        pids_limit_hit: false,
-        supervisor_cpu_ms: None,
-        writable_dirs: Vec::new(),
-        guest_exit_code: None,
-        fuel_consumed: None,
-        wasm_memory_peak_bytes: None,
-        wasm_time: None,
-        stdout: report::StreamReport::default(),
-        stderr: report::StreamReport::default(),
-        enforcement: Vec::new(),
+        ..Report::new(policy, &job.program, &argv, std::time::Duration::ZERO)
     }
 }

@@ -53,6 +53,22 @@ pub enum Status {
     DiskLimit,
 }
 
+/// How a guest ended, by the account of the runner the program was (a neutral form the verdict
+/// reads; the Wasm runner's summary is turned into it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GuestEnd {
+    /// It returned or exited; whether a memory growth was refused on the way.
+    Exited { memory_limit_hit: bool },
+    /// It burned all its fuel.
+    FuelExhausted,
+    /// Its own deadline (the runner's epoch) interrupted it.
+    Interrupted,
+    /// It trapped; the trap in one line.
+    Trap(String),
+    /// The runner could not load or start it; why.
+    LoadError(String),
+}
+
 /// Where a Wasm run's time went.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
@@ -233,6 +249,52 @@ pub struct Report {
 }
 
 impl Report {
+    /// A report of a run of `program` that has not happened: status `setup-failed`, no output, no
+    /// layer. The supervisor fills in how the run went; a refusal adds its reason.
+    pub fn new(policy: &str, program: &str, argv: &[String], wall_timeout: std::time::Duration) -> Report {
+        Report {
+            schema_version: SCHEMA_VERSION,
+            status: Status::SetupFailed,
+            exit_code: None,
+            signal: None,
+            signal_name: None,
+            error: None,
+            seccomp_violation: None,
+            stockade_exit_code: EXIT_SETUP_FAILED,
+            policy: policy.to_string(),
+            program: program.to_string(),
+            argv: argv.to_vec(),
+            wall_ms: 0.0,
+            wall_timeout_ms: u64::try_from(wall_timeout.as_millis()).unwrap_or(u64::MAX),
+            cpu_user_ms: 0.0,
+            cpu_sys_ms: 0.0,
+            max_rss_bytes: 0,
+            memory_peak_bytes: None,
+            oom_kills: 0,
+            pids_peak: None,
+            pids_limit_hit: false,
+            supervisor_cpu_ms: None,
+            writable_dirs: Vec::new(),
+            guest_exit_code: None,
+            fuel_consumed: None,
+            wasm_memory_peak_bytes: None,
+            wasm_time: None,
+            stdout: StreamReport::default(),
+            stderr: StreamReport::default(),
+            enforcement: Vec::new(),
+        }
+    }
+
+    /// Adds a note to `error` (after what is there): something said loudly about a run that is
+    /// reported as it happened (a cgroup left behind, a write-back that failed).
+    pub fn add_note(&mut self, note: impl Into<String>) {
+        let note = note.into();
+        self.error = Some(match self.error.take() {
+            Some(prev) => format!("{prev}; {note}"),
+            None => note,
+        });
+    }
+
     /// Serializes to pretty JSON (with a final newline).
     pub fn to_json(&self) -> String {
         let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
@@ -292,36 +354,21 @@ mod tests {
 
     #[test]
     fn report_round_trips_through_json() {
+        let argv = ["/bin/sh", "-c", "sleep 9"].map(String::from);
         let r = Report {
-            schema_version: SCHEMA_VERSION,
             status: Status::Timeout,
-            exit_code: None,
             signal: Some(9),
             signal_name: Some(signal_name(9)),
-            error: None,
-            seccomp_violation: None,
             stockade_exit_code: EXIT_TIMEOUT,
-            policy: "builtin:default".into(),
-            program: "/bin/sh".into(),
-            argv: vec!["/bin/sh".into(), "-c".into(), "sleep 9".into()],
             wall_ms: 300.25,
-            wall_timeout_ms: 300,
             cpu_user_ms: 0.5,
             cpu_sys_ms: 1.0,
             max_rss_bytes: 4096,
             memory_peak_bytes: Some(8192),
-            oom_kills: 0,
             pids_peak: Some(2),
-            pids_limit_hit: false,
-            supervisor_cpu_ms: None,
-            writable_dirs: Vec::new(),
-            guest_exit_code: None,
-            fuel_consumed: None,
-            wasm_memory_peak_bytes: None,
-            wasm_time: None,
             stdout: StreamReport { bytes: 3, truncated: false, text: Some("hi\n".into()), base64: None },
-            stderr: StreamReport::default(),
             enforcement: vec![LayerReport::new("namespace.user", "new", "new")],
+            ..Report::new("builtin:default", "/bin/sh", &argv, std::time::Duration::from_millis(300))
         };
         let json = r.to_json();
         assert!(json.contains("\"status\": \"timeout\""), "{json}");

@@ -13,7 +13,7 @@ pub mod stdlib;
 use crate::error::Error;
 use crate::plan::{Job, Plan};
 use crate::policy::Policy;
-use crate::report::{Report, Status, WasmTime};
+use crate::report::{GuestEnd, Report, WasmTime};
 use crate::supervisor::{Output, Prepared};
 use engine::EngineKind;
 use guests::GuestError;
@@ -255,17 +255,28 @@ impl WasmPrepared<'_> {
     /// Releases the jail and reports the run, the runner's summary folded in; a module the runner
     /// compiled goes into the cache.
     pub fn run(self, output: Output<'_>) -> Result<Report, Error> {
-        let (mut report, channels) = self.prepared.run_with_channels(output)?;
-        let mut channels = channels.into_iter();
-        let summary = channels.next().unwrap_or_default();
-        let compiled = merge(&mut report, &summary);
-        if let (Some(cache_to), Some(artifact), true) = (&self.wasm.cache_to, channels.next(), compiled)
+        let summary = |ch: &[Vec<u8>]| said(ch.first().map_or(&[][..], Vec::as_slice));
+        let (mut report, channels) = self.prepared.run_with_channels(output, |ch| match summary(ch) {
+            Said::Summary(s) => Some(guest_end(&s)),
+            _ => None,
+        })?;
+        let compiled = match summary(&channels) {
+            Said::Summary(s) => {
+                figures(&mut report, &s);
+                s.compile_ms.is_some() && s.outcome != Outcome::LoadError
+            }
+            Said::Compiling => {
+                report.add_note("the run ended while the runner was compiling the Wasm module");
+                false
+            }
+            Said::Nothing => false,
+        };
+        if let (Some(cache_to), Some(artifact), true) = (&self.wasm.cache_to, channels.get(1), compiled)
             && !artifact.is_empty()
             && artifact.len() as u64 <= ARTIFACT_MAX_BYTES
-            && let Err(e) = store_artifact(cache_to, &artifact)
+            && let Err(e) = store_artifact(cache_to, artifact)
         {
-            let note = format!("the compiled module was not cached: {e}");
-            report.error = Some(report.error.take().map_or(note.clone(), |prev| format!("{prev}; {note}")));
+            report.add_note(format!("the compiled module was not cached: {e}"));
         }
         Ok(report)
     }
@@ -327,18 +338,37 @@ fn create_workspace(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Folds the runner's summary into the report: the Wasm statuses and figures. Returns whether
-/// the runner compiled the module and went on (its artifact is then whole).
-fn merge(report: &mut Report, bytes: &[u8]) -> bool {
+/// What the runner said on its summary channel: its summary (the last line), or that it was
+/// still compiling the module when the run ended.
+enum Said {
+    Summary(Box<Summary>),
+    Compiling,
+    Nothing,
+}
+
+fn said(bytes: &[u8]) -> Said {
     let text = String::from_utf8_lossy(bytes);
     let last = text.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
     if last == runner::COMPILE_MARKER {
-        let note = "the run ended while the runner was compiling the Wasm module".to_string();
-        report.error = Some(report.error.take().map_or(note.clone(), |prev| format!("{prev}; {note}")));
-        return false;
+        return Said::Compiling;
     }
-    let Ok(s) = serde_json::from_str::<Summary>(last) else { return false };
-    let compiled = s.compile_ms.is_some();
+    serde_json::from_str::<Summary>(last).map_or(Said::Nothing, |s| Said::Summary(Box::new(s)))
+}
+
+/// The runner's account of how the guest ended, for the verdict.
+fn guest_end(s: &Summary) -> GuestEnd {
+    let message = || s.message.clone().unwrap_or_default();
+    match s.outcome {
+        Outcome::Exited => GuestEnd::Exited { memory_limit_hit: s.memory_limit_hit },
+        Outcome::FuelExhausted => GuestEnd::FuelExhausted,
+        Outcome::Interrupted => GuestEnd::Interrupted,
+        Outcome::Trap => GuestEnd::Trap(message()),
+        Outcome::LoadError => GuestEnd::LoadError(message()),
+    }
+}
+
+/// The runner's figures in the report.
+fn figures(report: &mut Report, s: &Summary) {
     report.guest_exit_code = s.guest_exit_code;
     report.fuel_consumed = s.fuel_consumed;
     report.wasm_memory_peak_bytes = Some(s.memory_peak_bytes);
@@ -348,27 +378,4 @@ fn merge(report: &mut Report, bytes: &[u8]) -> bool {
         instantiate_ms: s.instantiate_ms,
         run_ms: s.run_ms,
     });
-    // The OS-level reasons (timeout, oom, seccomp, setup) stay: they are what ended the run.
-    if !matches!(report.status, Status::Ok | Status::ExitedNonzero | Status::Signaled | Status::DiskLimit) {
-        return compiled;
-    }
-    match s.outcome {
-        Outcome::Exited if s.memory_limit_hit => report.status = Status::WasmMemoryLimit,
-        Outcome::Exited => {}
-        Outcome::FuelExhausted => report.status = Status::FuelExhausted,
-        Outcome::Interrupted => {
-            report.status = Status::Timeout;
-            report.stockade_exit_code = crate::report::EXIT_TIMEOUT;
-        }
-        Outcome::Trap => {
-            report.status = Status::WasmTrap;
-            report.error = s.message;
-        }
-        Outcome::LoadError => {
-            report.status = Status::SetupFailed;
-            report.error = s.message;
-            report.stockade_exit_code = crate::report::EXIT_SETUP_FAILED;
-        }
-    }
-    compiled && s.outcome != Outcome::LoadError
 }

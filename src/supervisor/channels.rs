@@ -1,0 +1,227 @@
+//! The supervisor's side of a run's pipes: what the program writes (captured or passed on, under
+//! the caps, read in batches), what it reads (the caller's bytes, fed without blocking), and the
+//! fds the child hands over while it builds its root.
+
+use crate::error::Error;
+use crate::report::StreamReport;
+use crate::sys::{self, Errno};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+/// Where the program's stdout and stderr go.
+#[derive(Debug, Clone, Copy)]
+pub enum Output<'a> {
+    /// Kept (up to the caps) and embedded in the report.
+    Capture,
+    /// Passed on (up to the caps) to these fds as it arrives.
+    Forward { stdout: BorrowedFd<'a>, stderr: BorrowedFd<'a> },
+}
+
+pub(super) const CHUNK: usize = 64 * 1024;
+/// A write of at most this many bytes to a pipe that polled writable never blocks.
+pub(super) const PIPE_BUF: usize = 4096;
+
+enum Dest {
+    Capture(Vec<u8>),
+    Forward { fd: RawFd, pending: Vec<u8>, broken: bool },
+}
+
+/// One output stream: counts every byte, keeps or passes on up to the cap, drops the rest.
+pub(super) struct Sink {
+    cap: Option<u64>,
+    total: u64,
+    dest: Dest,
+}
+
+impl Sink {
+    pub(super) fn new(cap: Option<u64>, forward: Option<RawFd>) -> Sink {
+        let dest = match forward {
+            Some(fd) => Dest::Forward { fd, pending: Vec::new(), broken: false },
+            None => Dest::Capture(Vec::new()),
+        };
+        Sink { cap, total: 0, dest }
+    }
+
+    pub(super) fn push(&mut self, data: &[u8]) {
+        let room = self.cap.map_or(u64::MAX, |c| c.saturating_sub(self.total));
+        let take = data.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        self.total += data.len() as u64;
+        match &mut self.dest {
+            Dest::Capture(buf) => buf.extend_from_slice(&data[..take]),
+            Dest::Forward { pending, broken: false, .. } => pending.extend_from_slice(&data[..take]),
+            Dest::Forward { .. } => {}
+        }
+    }
+
+    /// The caller's fd to poll for POLLOUT, when data waits for it.
+    pub(super) fn wants_write(&self) -> Option<RawFd> {
+        match &self.dest {
+            Dest::Forward { fd, pending, broken: false } if !pending.is_empty() => Some(*fd),
+            _ => None,
+        }
+    }
+
+    pub(super) fn write_some(&mut self, limit: usize) {
+        if let Dest::Forward { fd, pending, broken } = &mut self.dest {
+            let n = pending.len().min(limit);
+            match sys::write(*fd, &pending[..n]) {
+                Ok(k) => {
+                    pending.drain(..k);
+                }
+                Err(Errno(libc::EAGAIN)) => {}
+                Err(_) => {
+                    *broken = true;
+                    pending.clear();
+                }
+            }
+        }
+    }
+
+    pub(super) fn flush(&mut self) {
+        while self.wants_write().is_some() {
+            self.write_some(CHUNK);
+        }
+    }
+
+    /// The bytes kept (capture mode).
+    pub(super) fn captured(self) -> Vec<u8> {
+        match self.dest {
+            Dest::Capture(buf) => buf,
+            Dest::Forward { .. } => Vec::new(),
+        }
+    }
+
+    pub(super) fn report(self) -> StreamReport {
+        let truncated = self.cap.is_some_and(|c| self.total > c);
+        let mut r = StreamReport { bytes: self.total, truncated, text: None, base64: None };
+        if let Dest::Capture(buf) = self.dest {
+            match String::from_utf8(buf) {
+                Ok(s) => r.text = Some(s),
+                Err(e) => {
+                    use base64::Engine;
+                    r.base64 = Some(base64::engine::general_purpose::STANDARD.encode(e.into_bytes()));
+                }
+            }
+        }
+        r
+    }
+}
+
+pub(super) struct Stream {
+    pub(super) fd: Option<OwnedFd>,
+    pub(super) sink: Sink,
+    /// Not polled before this: the last read was small, let more accumulate (see `BATCH`).
+    pub(super) quiet_until: Option<Instant>,
+}
+
+impl Stream {
+    pub(super) fn new(fd: Option<OwnedFd>, sink: Sink) -> Stream {
+        Stream { fd, sink, quiet_until: None }
+    }
+}
+
+/// After a read of less than `SMALL_READ` bytes, a stream is left alone for `BATCH` so that a
+/// program writing a byte at a time costs the supervisor one wakeup per `BATCH` (at most 500 a
+/// second per stream), not one per write: the supervisor is outside the run's cgroup and its
+/// CPU is nobody's limit. A full pipe blocks the writer meanwhile; a full read is never delayed.
+pub(super) const BATCH: Duration = Duration::from_millis(2);
+pub(super) const SMALL_READ: usize = 16 * 1024;
+
+/// The program's stdin pipe and the bytes still to write to it.
+pub(super) struct Feed {
+    pub(super) fd: OwnedFd,
+    pub(super) data: std::sync::Arc<[u8]>,
+    pub(super) at: usize,
+}
+
+/// Receives the `n` staged tmpfs fds the child sends while it builds its root, waiting at most
+/// `patience`; fewer when the child failed (or was killed) first: its report says why.
+pub(super) fn receive_staged(
+    sync: BorrowedFd<'_>,
+    pidfd: BorrowedFd<'_>,
+    n: usize,
+    patience: Duration,
+) -> Result<Vec<OwnedFd>, Errno> {
+    let mut out = Vec::with_capacity(n);
+    let end = Instant::now() + patience;
+    while out.len() < n {
+        let mut fds = [
+            libc::pollfd { fd: sync.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        ];
+        match sys::ppoll(&mut fds, Some(end.saturating_duration_since(Instant::now()))) {
+            Ok(0) => break,
+            Ok(_) if fds[0].revents & libc::POLLIN != 0 => match sys::recv_fd(sync)? {
+                Some(fd) => out.push(fd),
+                None => break,
+            },
+            Ok(_) => break,
+            Err(Errno(libc::EINTR)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
+/// The supervisor's ends of the pipes and the socket it shares with one run's child.
+pub(super) struct Pipes {
+    /// The release channel (a seqpacket socket pair): release bytes down, fds (the staged
+    /// directories, the seccomp listener) up.
+    pub sync: OwnedFd,
+    /// The report pipe: the child's stage failures and the program's wait status.
+    pub report: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+    /// The extra output channels (the program's fds 3..).
+    pub extra: Vec<OwnedFd>,
+    /// The write end of the program's stdin, when the job feeds it bytes.
+    pub stdin_feed: Option<OwnedFd>,
+}
+
+/// The child's ends, all at or above `sys::FIRST_FREE_FD`: handed over at the clone and dropped by
+/// the supervisor right after, or its own ends would never see end of file.
+pub(super) struct ChildEnds {
+    pub sync: OwnedFd,
+    pub report: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+    pub extra: Vec<OwnedFd>,
+    /// The program's stdin: the feed pipe's read end, or the caller's stdin; `None`: `/dev/null`.
+    pub stdin: Option<OwnedFd>,
+}
+
+/// Opens both ends of every channel of a run.
+pub(super) fn open(extra_outputs: usize, feed: bool, inherit_stdin: bool) -> Result<(Pipes, ChildEnds), Error> {
+    let sv = |what: &'static str| move |errno: Errno| Error::Supervisor { what, errno };
+    let child = |fd: OwnedFd| sys::above_stdio(fd).map_err(sv("renumber an fd"));
+    let (sync, sync_child) = sys::socketpair().map_err(sv("create the release channel"))?;
+    let (report, report_child) = sys::pipe().map_err(sv("create the report pipe"))?;
+    let (stdout, stdout_child) = sys::pipe().map_err(sv("create the stdout pipe"))?;
+    let (stderr, stderr_child) = sys::pipe().map_err(sv("create the stderr pipe"))?;
+    let (mut extra, mut extra_child) = (Vec::new(), Vec::new());
+    for _ in 0..extra_outputs {
+        let (r, w) = sys::pipe().map_err(sv("create an output channel"))?;
+        extra.push(r);
+        extra_child.push(child(w)?);
+    }
+    // stdin: the caller's bytes through a pipe (fed while the program runs), the caller's own
+    // stdin, or /dev/null.
+    let (stdin_child, stdin_feed) = if feed {
+        let (r, w) = sys::pipe().map_err(sv("create the stdin pipe"))?;
+        sys::set_nonblocking(w.as_fd(), true).map_err(sv("make the stdin pipe non-blocking"))?;
+        (Some(r), Some(w))
+    } else if inherit_stdin {
+        (std::io::stdin().as_fd().try_clone_to_owned().ok(), None)
+    } else {
+        (None, None)
+    };
+    let ends = ChildEnds {
+        sync: child(sync_child)?,
+        report: child(report_child)?,
+        stdout: child(stdout_child)?,
+        stderr: child(stderr_child)?,
+        extra: extra_child,
+        stdin: stdin_child.map(child).transpose()?,
+    };
+    Ok((Pipes { sync, report, stdout, stderr, extra, stdin_feed }, ends))
+}

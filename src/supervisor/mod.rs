@@ -1,0 +1,458 @@
+//! The parent side of a run, in the order it happens: open the channels, build the child's
+//! arguments, spawn it into its namespaces (as the run's owner uid), write its id maps, release
+//! it, take its writable directories; then, when the run is released, copy them in, start the
+//! program, pump until the run is over, decide how it ended, write back and report.
+//!
+//! `channels.rs` holds the pipes and what flows through them, `pump.rs` the event loop while the
+//! program runs, `verdict.rs` the one decision of how a run ended, `words.rs` what went wrong in
+//! words.
+
+mod channels;
+mod pump;
+mod verdict;
+mod words;
+
+pub use channels::Output;
+pub use verdict::{Accounting, Ending, Note, Verdict, verdict};
+
+use crate::child::{self, ChildArgs};
+use crate::error::Error;
+use crate::layers::cgroup::{CgroupStats, Leaf};
+use crate::layers::fds::ChildFds;
+use crate::layers::filesystem::staging;
+use crate::layers::identity::{IdentityError, OwnerLease};
+use crate::plan::Plan;
+use crate::policy::{Limit, RlimitKey, StdinMode};
+use crate::report::{GuestEnd, Report, StreamReport, WritableDir, signal_name};
+use crate::sys::{self, CStrArray, Errno, Forked};
+use channels::{ChildEnds, Feed, Pipes, Sink, Stream};
+use pump::{Outcome, Run};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+/// A jail built and waiting at its last barrier before exec: namespaces made, cgroup joined,
+/// root built, privileges dropped, Landlock and seccomp on. [`Prepared::run`] releases it.
+///
+/// Creating it pays everything the jail costs up front (on a cgroup v1 host, the 8-11 ms the
+/// kernel takes to move a process between cgroups after a quiet spell), so a long-lived caller
+/// can keep one ready per expected run and start runs without that latency. Dropping an unused
+/// one kills its child and removes its cgroup.
+#[derive(Debug)]
+pub struct Prepared<'p> {
+    plan: &'p Plan,
+    pid: i32,
+    pidfd: OwnedFd,
+    pipes: Option<PipesHeld>,
+    stdin_data: Option<std::sync::Arc<[u8]>>,
+    leaf: Option<Leaf>,
+    /// The tmpfs of each writable directory (`FsPlan::staged` order), handed over by the child.
+    staged: Vec<OwnedFd>,
+    /// The uid owning the run's user namespace, held until the run is over.
+    _owner: Option<OwnerLease>,
+}
+
+/// The supervisor's ends of a parked jail's channels (taken when it runs).
+struct PipesHeld(Pipes);
+
+impl std::fmt::Debug for PipesHeld {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pipes")
+    }
+}
+
+/// The per-run objects the child gets besides its pipes: fds the parent opened for it.
+struct RunFds {
+    /// This run's detached clones of the bind sources (root's supervisor).
+    trees: Vec<OwnedFd>,
+    /// This run's Landlock ruleset.
+    ruleset: Option<OwnedFd>,
+    /// The `tasks` files of the run's v1 cgroup leaves.
+    tasks: Vec<OwnedFd>,
+}
+
+fn raw(fds: &[OwnedFd]) -> Vec<RawFd> {
+    fds.iter().map(AsRawFd::as_raw_fd).collect()
+}
+
+impl Plan {
+    /// Runs the plan once: starts the jail, waits for the program (at most the wall-clock
+    /// limit), and reports. `Err` means nothing was started; a failure inside the jail comes back
+    /// as a report with status `setup-failed`.
+    pub fn run(&self, output: Output<'_>) -> Result<Report, Error> {
+        self.prestart()?.run(output)
+    }
+
+    /// Builds the jail up to the exec and parks it there (see [`Prepared`]).
+    pub fn prestart(&self) -> Result<Prepared<'_>, Error> {
+        let sv = |what: &'static str| move |errno: Errno| Error::Supervisor { what, errno };
+        let renumber = |fds: Vec<OwnedFd>| {
+            fds.into_iter().map(sys::above_stdio).collect::<Result<Vec<_>, _>>().map_err(sv("renumber an fd"))
+        };
+        let (pipes, ends) =
+            channels::open(self.extra_outputs.len(), self.stdin_data.is_some(), self.stdin == StdinMode::Inherit)?;
+        // The run's cgroup leaves (removed when `leaf` drops, on every path out of here).
+        let leaf = self.cgroup.create_leaf()?;
+        let fds = RunFds {
+            trees: renumber(self.fs.clone_trees()?)?,
+            ruleset: self
+                .landlock
+                .build_ruleset(&self.fs, self.policy.filesystem.writable_exec)?
+                .map(sys::above_stdio)
+                .transpose()
+                .map_err(sv("renumber an fd"))?,
+            tasks: renumber(leaf.as_ref().map(Leaf::open_tasks).transpose()?.unwrap_or_default())?,
+        };
+        // With v1 leaves, the cgroup namespace comes after the child's move into them.
+        let newcgroup = libc::CLONE_NEWCGROUP as u64;
+        let late_cgroupns = !fds.tasks.is_empty() && self.ns.clone_flags & newcgroup != 0;
+        let clone_flags = if late_cgroupns { self.ns.clone_flags & !newcgroup } else { self.ns.clone_flags };
+
+        let (extra, trees, tasks) = (raw(&ends.extra), raw(&fds.trees), raw(&fds.tasks));
+        let mut keep: Vec<RawFd> = vec![ends.sync.as_raw_fd(), ends.report.as_raw_fd(), self.program.exe.as_raw_fd()];
+        keep.extend(fds.ruleset.as_ref().map(AsRawFd::as_raw_fd));
+        keep.extend(&trees);
+        keep.extend(&extra);
+        keep.sort_unstable();
+        keep.dedup();
+        let (argv, envp) = (CStrArray::new(&self.program.argv), CStrArray::new(&self.envp));
+        let args = ChildArgs {
+            fds: ChildFds {
+                stdin: ends.stdin.as_ref().map_or(self.dev_null.as_raw_fd(), AsRawFd::as_raw_fd),
+                stdout: ends.stdout.as_raw_fd(),
+                stderr: ends.stderr.as_raw_fd(),
+                extra: &extra,
+                keep: &keep,
+            },
+            sync: ends.sync.as_raw_fd(),
+            report: ends.report.as_raw_fd(),
+            fs: &self.fs,
+            trees: &trees,
+            uts: &self.uts,
+            rlimits: &self.rlimits,
+            id: &self.id,
+            privileges: &self.privileges,
+            landlock: &self.landlock,
+            ruleset: fds.ruleset.as_ref().map(AsRawFd::as_raw_fd),
+            seccomp: &self.seccomp,
+            exe: self.program.exe.as_raw_fd(),
+            argv: &argv,
+            envp: &envp,
+            cgroup_tasks: &tasks,
+            cgroup_namespace_after_move: late_cgroupns,
+            pid_namespace: self.policy.namespaces.pid,
+            scrub: args_areas(),
+        };
+
+        let owner = self.id.lease_owner()?;
+        let (pid, pidfd) = self.spawn(&args, clone_flags, leaf.as_ref(), owner.as_ref())?;
+        // The child has its copies; ours would keep the pipes from ever reaching end of file.
+        drop::<(ChildEnds, RunFds)>((ends, fds));
+
+        // While the child waits at the barrier (having moved itself into its v1 cgroups; a
+        // cgroup2 leaf it was born in): its id maps.
+        if let Err(e) = self.id.write_maps(pid) {
+            kill_run(pid, pidfd.as_fd(), leaf.as_ref(), self.policy.namespaces.pid);
+            let _ = sys::waitid_pidfd(pidfd.as_fd());
+            return Err(e.into());
+        }
+        // The child may already have failed and gone; its report says why.
+        let _ = sys::send_nosignal(pipes.sync.as_fd(), &[1]);
+        // Its writable directories' tmpfs, handed over as it builds its root (none: it failed).
+        let staged = channels::receive_staged(
+            pipes.sync.as_fd(),
+            pidfd.as_fd(),
+            self.fs.staged().len(),
+            self.policy.wall_timeout,
+        )
+        .map_err(sv("receive the writable directories"))?;
+        Ok(Prepared {
+            plan: self,
+            pid,
+            pidfd,
+            pipes: Some(PipesHeld(pipes)),
+            stdin_data: self.stdin_data.clone(),
+            leaf,
+            staged,
+            _owner: owner,
+        })
+    }
+
+    /// `clone3` into the namespaces (and the cgroup2 leaf); the child never returns from here.
+    /// Run by root, the calling thread takes the run's owner uid for the clone only, so the new
+    /// user namespace is owned by it and the kernel charges the run's per-user counters to it.
+    fn spawn(
+        &self,
+        args: &ChildArgs<'_>,
+        flags: u64,
+        leaf: Option<&Leaf>,
+        owner: Option<&OwnerLease>,
+    ) -> Result<(i32, OwnedFd), Error> {
+        let mut spawn_stack = vec![0u8; child::SPAWN_STACK_BYTES];
+        let securebits = owner
+            .map(|o| sys::thread_become_owner(o.uid).map_err(|errno| IdentityError::BecomeOwner { uid: o.uid, errno }))
+            .transpose()?;
+        let restore = || securebits.map_or(Ok(()), sys::thread_restore_root);
+        let (pid, pidfd) = match sys::clone3(flags, leaf.and_then(Leaf::clone_fd)) {
+            Ok(Forked::Child) => child::enter(args, &mut spawn_stack),
+            Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
+            Err(errno) => {
+                let _ = restore();
+                return Err(self.clone_error(errno));
+            }
+        };
+        if let Err(errno) = restore() {
+            kill_run(pid, pidfd.as_fd(), leaf, self.policy.namespaces.pid);
+            let _ = sys::waitid_pidfd(pidfd.as_fd());
+            return Err(Error::Supervisor { what: "take back root's uid after the clone", errno });
+        }
+        Ok((pid, pidfd))
+    }
+
+    /// The report of a run that ended: the verdict, the figures, every layer.
+    fn build_report(
+        &self,
+        o: &Outcome,
+        wall: Duration,
+        out: (StreamReport, StreamReport),
+        cg: CgroupStats,
+        v: Verdict,
+        leaf_made: bool,
+    ) -> Report {
+        let error = v.note.map(|note| match note {
+            Note::Failure(f) => self.describe_failure(f),
+            Note::InitKilled(s) => {
+                format!("the run's init process was killed by {} from outside the run", signal_name(s))
+            }
+            Note::InitExited(code) => format!("the run's init process exited with {code} without reporting"),
+            Note::Guest(message) => message,
+        });
+        Report {
+            status: v.status,
+            exit_code: v.exit_code,
+            signal: v.signal,
+            signal_name: v.signal.map(signal_name),
+            error,
+            seccomp_violation: o.violation.clone(),
+            stockade_exit_code: v.stockade_exit_code,
+            wall_ms: ms(wall),
+            // The cgroup counts every process that ran in it; rusage only what was reaped.
+            cpu_user_ms: cg.cpu_user_us.map_or(ms(o.reaped.user), |us| us as f64 / 1000.0),
+            cpu_sys_ms: cg.cpu_sys_us.map_or(ms(o.reaped.system), |us| us as f64 / 1000.0),
+            max_rss_bytes: o.reaped.max_rss_bytes,
+            memory_peak_bytes: cg.memory_peak_bytes,
+            oom_kills: cg.oom_kills,
+            pids_peak: cg.pids_peak,
+            pids_limit_hit: cg.pids_limit_hit,
+            stdout: out.0,
+            stderr: out.1,
+            enforcement: self.layers_with(leaf_made),
+            ..Report::new(&self.policy.origin, &self.program.name, &self.program.argv_display, self.policy.wall_timeout)
+        }
+    }
+
+    /// `rlimits.cpu-seconds`, when the policy sets it.
+    fn cpu_limit_s(&self) -> Option<u64> {
+        self.policy.rlimits.iter().find_map(|(k, v)| match (k, v) {
+            (RlimitKey::CpuSeconds, Limit::Value(s)) => Some(*s),
+            _ => None,
+        })
+    }
+}
+
+/// Takes a run down: its pid namespace (SIGKILL to its init, PID 1 there), its process group when
+/// it has no pid namespace, and its cgroup tree.
+fn kill_run(pid: i32, pidfd: BorrowedFd<'_>, leaf: Option<&Leaf>, pid_namespace: bool) {
+    if !pid_namespace {
+        sys::kill(-pid, libc::SIGKILL);
+    }
+    let _ = sys::pidfd_send_signal(pidfd, libc::SIGKILL);
+    if let Some(l) = leaf {
+        l.kill();
+    }
+}
+
+impl Prepared<'_> {
+    /// The host pid of the jail's init (parked, or running the program).
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Releases the jail: the program is started and waited for (at most the wall-clock limit,
+    /// counted from here), and the run is reported.
+    pub fn run(self, output: Output<'_>) -> Result<Report, Error> {
+        self.run_with_channels(output, |_| None).map(|(report, _)| report)
+    }
+
+    /// Gives the program these bytes on stdin instead of the plan's ([`Job::stdin_data`]: the
+    /// plan must have had some, an empty one will do, for the jail to have a stdin pipe).
+    ///
+    /// [`Job::stdin_data`]: crate::Job::stdin_data
+    pub fn set_stdin(&mut self, data: impl Into<Vec<u8>>) -> Result<(), Error> {
+        if self.pipes.as_ref().is_none_or(|p| p.0.stdin_feed.is_none()) {
+            return Err(Error::Supervisor {
+                what: "feed a jail prepared without a stdin pipe",
+                errno: Errno(libc::EBADF),
+            });
+        }
+        self.stdin_data = Some(std::sync::Arc::from(data.into()));
+        Ok(())
+    }
+
+    /// [`Prepared::run`], also giving back what the program wrote on its extra output channels
+    /// ([`Job::extra_outputs`], each up to its cap). `guest` reads them, when the program is a
+    /// runner that gives its own account of how its guest ended: the verdict weighs it.
+    ///
+    /// [`Job::extra_outputs`]: crate::Job::extra_outputs
+    pub fn run_with_channels(
+        mut self,
+        output: Output<'_>,
+        guest: impl FnOnce(&[Vec<u8>]) -> Option<GuestEnd>,
+    ) -> Result<(Report, Vec<Vec<u8>>), Error> {
+        let plan = self.plan;
+        let cpu_at_start = sys::thread_cpu_time();
+        let Some(PipesHeld(pipes)) = self.pipes.take() else {
+            return Err(Error::Supervisor { what: "run a prepared jail twice", errno: Errno(libc::EINVAL) });
+        };
+        // The host directories' contents, as of now, into the writable directories' tmpfs.
+        let create_as = (sys::geteuid() == 0).then_some((plan.id.host_uid, plan.id.host_gid));
+        let mut copied = Vec::new();
+        for (place, root) in plan.fs.staged().iter().zip(&self.staged) {
+            copied.push(staging::copy_in(place, root, create_as)?);
+        }
+        let start = Instant::now();
+        // The last barrier: the child execs the program. If it already failed, the report says why.
+        let _ = sys::send_nosignal(pipes.sync.as_fd(), &[2]);
+        let forward = |fd: BorrowedFd<'_>| Some(fd.as_raw_fd());
+        let (fwd_out, fwd_err) = match output {
+            Output::Capture => (None, None),
+            Output::Forward { stdout, stderr } => (forward(stdout), forward(stderr)),
+        };
+        let mut streams = vec![
+            Stream::new(Some(pipes.stdout), Sink::new(plan.policy.stdout_max_bytes, fwd_out)),
+            Stream::new(Some(pipes.stderr), Sink::new(plan.policy.stderr_max_bytes, fwd_err)),
+        ];
+        for (fd, cap) in pipes.extra.into_iter().zip(&plan.extra_outputs) {
+            streams.push(Stream::new(Some(fd), Sink::new(Some(*cap), None)));
+        }
+        let feed = pipes.stdin_feed.map(|fd| Feed { fd, data: self.stdin_data.take().unwrap_or_default(), at: 0 });
+        let run = Run {
+            pid: self.pid,
+            pidfd: &self.pidfd,
+            sync: &pipes.sync,
+            seccomp: &plan.seccomp,
+            pid_namespace: plan.policy.namespaces.pid,
+            leaf: self.leaf.as_ref(),
+        };
+        let outcome = pump::pump(run, pipes.report, &mut streams, feed, start + plan.policy.wall_timeout)?;
+        // Reaped: nothing for Drop to kill.
+        self.pid = 0;
+        let wall = outcome.reaped_at.duration_since(start);
+        for s in &mut streams {
+            s.sink.flush();
+        }
+        let mut streams = streams.into_iter();
+        let (Some(out), Some(err)) = (streams.next(), streams.next()) else {
+            return Err(Error::Supervisor { what: "collect output", errno: Errno(libc::EINVAL) });
+        };
+        let channels: Vec<Vec<u8>> = streams.map(|s| s.sink.captured()).collect();
+        let leaf = self.leaf.take();
+        let stats = leaf.as_ref().map(Leaf::stats).unwrap_or_default();
+        let leaf_made = leaf.is_some();
+        let removed = leaf.map_or(Ok(()), Leaf::remove);
+        // What the program left in its writable directories goes back to the host.
+        let mut notes = Vec::new();
+        let mut dirs = Vec::new();
+        for ((place, root), (manifest, summary)) in plan.fs.staged().iter().zip(&self.staged).zip(copied) {
+            let (dir, note) = write_back(place, root, &manifest, summary, create_as);
+            dirs.push(dir);
+            notes.extend(note);
+        }
+        let ending = Ending {
+            failure: outcome.failure,
+            violation: outcome.violation.is_some(),
+            exit_status: outcome.exit_status,
+            timed_out: outcome.timed_out,
+            init_exited: outcome.reaped.code == libc::CLD_EXITED,
+            init_status: outcome.reaped.status,
+            cpu_used_us: stats.cpu_user_us.zip(stats.cpu_sys_us).map_or_else(
+                || u64::try_from((outcome.reaped.user + outcome.reaped.system).as_micros()).unwrap_or(u64::MAX),
+                |(u, s)| u + s,
+            ),
+        };
+        let accounting = Accounting {
+            oom_kills: stats.oom_kills,
+            pids_limit_hit: stats.pids_limit_hit,
+            disk_full: dirs.iter().any(|d| d.full),
+            cpu_limit_s: plan.cpu_limit_s(),
+        };
+        let v = verdict(&ending, &accounting, guest(&channels).as_ref());
+        let mut report = plan.build_report(&outcome, wall, (out.sink.report(), err.sink.report()), stats, v, leaf_made);
+        report.writable_dirs = dirs;
+        report.supervisor_cpu_ms = Some(ms(sys::thread_cpu_time().saturating_sub(cpu_at_start)));
+        notes.extend(removed.err().map(|e| e.to_string()));
+        // The run itself is reported as it happened; a leftover or a failed write-back is said
+        // loudly.
+        for note in notes {
+            report.add_note(note);
+        }
+        Ok((report, channels))
+    }
+}
+
+impl Drop for Prepared<'_> {
+    fn drop(&mut self) {
+        if self.pid != 0 {
+            // Never released: take the parked jail down and reap it (the leaf goes with `leaf`).
+            kill_run(self.pid, self.pidfd.as_fd(), self.leaf.as_ref(), self.plan.policy.namespaces.pid);
+            let _ = sys::waitid_pidfd(self.pidfd.as_fd());
+        }
+    }
+}
+
+/// One writable directory after the run: its report entry, and a note when writing back failed.
+fn write_back(
+    place: &staging::StagedPlace,
+    root: &OwnedFd,
+    manifest: &staging::Manifest,
+    copied: staging::Summary,
+    owner: staging::CreateAs,
+) -> (WritableDir, Option<String>) {
+    let usage = staging::usage(root);
+    let mut dir = WritableDir {
+        path: place.inside.display().to_string(),
+        bytes_used: usage.bytes_used,
+        files_used: usage.files_used,
+        full: usage.full,
+        not_carried: copied.not_carried,
+        ..WritableDir::default()
+    };
+    match staging::write_back(place, root, manifest, owner) {
+        Ok(back) => {
+            dir.written_back = back.written;
+            dir.written_back_bytes = back.written_bytes;
+            dir.removed = back.removed;
+            (dir, None)
+        }
+        Err(e) => (dir, Some(e.to_string())),
+    }
+}
+
+/// This process's argv and environ areas (`/proc/self/stat` fields 48-51), read once.
+fn args_areas() -> [(usize, usize); 2] {
+    use std::sync::OnceLock;
+    static AREAS: OnceLock<[(usize, usize); 2]> = OnceLock::new();
+    *AREAS.get_or_init(|| {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        // Fields after the command name, which ends with ") ", start at field 3.
+        let fields: Vec<usize> = stat
+            .rsplit_once(") ")
+            .map(|(_, rest)| rest.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect())
+            .unwrap_or_default();
+        let field = |n: usize| fields.get(n - 3).copied().unwrap_or(0);
+        [(field(48), field(49)), (field(50), field(51))]
+    })
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_micros() as f64) / 1000.0
+}
