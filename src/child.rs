@@ -77,7 +77,7 @@ pub struct ChildArgs<'a> {
     pub pid_namespace: bool,
     /// The supervisor's argv and environ areas ([start, end) each), which init inherited and
     /// scrubs: the program could read them through `/proc/1/cmdline`.
-    pub scrub: [(usize, usize); 2],
+    pub scrub: sys::ArgsAreas,
 }
 
 /// Bytes of stack for the program's process between its clone and its exec.
@@ -116,7 +116,8 @@ fn setup(a: &ChildArgs<'_>) -> Result<(), Failure> {
     // Into the v1 cgroups before anything else is charged; fds closes the files right after.
     cgroup::apply(a.cgroup_tasks, a.cgroup_namespace_after_move).map_err(at_step(Stage::Cgroup))?;
     fds::apply(&a.fds).map_err(at(Stage::Fds))?;
-    wait_release(a.sync)?;
+    // The supervisor writes the id maps meanwhile.
+    wait_byte(a.sync, Stage::Release)?;
     // The id maps are written: become the inside uid/gid now. In a user namespace the child keeps
     // its namespace capabilities (its old uid was not the namespace's root) for the mounts below,
     // and files it creates on its tmpfs need a mapped owner. Exec as a non-root uid drops them.
@@ -131,14 +132,9 @@ fn setup(a: &ChildArgs<'_>) -> Result<(), Failure> {
     landlock::apply(a.landlock, a.ruleset).map_err(at_step(Stage::Landlock))?;
     // Last: from here until exec only calls the filters allow are made.
     seccomp::apply(a.seccomp, a.sync).map_err(at_step(Stage::Seccomp))?;
-    watch_parent(a)?;
+    watch_parent(a).map_err(at(Stage::Watch))?;
     sys::reset_signals().map_err(at(Stage::Signals))?;
     wait_byte(a.sync, Stage::Go)
-}
-
-/// Blocks until the parent has written the id maps (one byte) or died (end of file).
-fn wait_release(sync: RawFd) -> Result<(), Failure> {
-    wait_byte(sync, Stage::Release)
 }
 
 /// Blocks for one byte from the supervisor; end of file (it died, or dropped a prestarted jail)
@@ -156,16 +152,14 @@ fn wait_byte(sync: RawFd, stage: Stage) -> Result<(), Failure> {
 /// the parent did not die in between (its end of the sync channel would have hung up), make this
 /// process non-dumpable and scrub the supervisor's command line before the program can exist to
 /// look at them.
-fn watch_parent(a: &ChildArgs<'_>) -> Result<(), Failure> {
-    sys::set_parent_death_signal(libc::SIGKILL).map_err(at(Stage::Watch))?;
+fn watch_parent(a: &ChildArgs<'_>) -> Result<(), Errno> {
+    sys::set_parent_death_signal(libc::SIGKILL)?;
     if sys::peer_gone(a.sync) {
         sys::exit(EXIT_SETUP_FAILED);
     }
-    sys::set_not_dumpable().map_err(at(Stage::Watch))?;
+    sys::set_not_dumpable()?;
     // /proc/1/cmdline is readable by anyone in the namespace: no supervisor argv or environ in it.
-    for (start, end) in a.scrub {
-        sys::zero_own_args_area(start, end);
-    }
+    sys::scrub_args(&a.scrub);
     sys::set_name(c"stockade-init");
     Ok(())
 }

@@ -57,6 +57,7 @@ pub mod doctor;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod host;
 pub mod input;
 pub mod layers;
 mod leftovers;
@@ -66,7 +67,7 @@ pub mod program;
 pub mod report;
 mod supervisor;
 #[allow(unsafe_code)]
-pub mod sys;
+pub(crate) mod sys;
 #[cfg(feature = "wasm")]
 pub mod wasm;
 mod wire;

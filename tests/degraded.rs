@@ -9,7 +9,7 @@ use stockade::{Enforcement, Status};
 
 #[test]
 fn landlock_below_min_abi_refuses_when_required_and_is_partial_when_not() {
-    let abi = stockade::sys::landlock_abi();
+    let abi = stockade::host::landlock_abi();
     if abi >= 6 || abi == 0 {
         eprintln!("skip: Landlock ABI {abi} here; this test needs 1..5 (run it with `cargo xtask vm-test`)");
         return;
@@ -47,6 +47,6 @@ fn the_default_policy_runs_with_every_layer_accounted_for() {
         assert_eq!(layer.status, Enforcement::Enforced, "{layer:?}");
     }
     let ll = r.enforcement.iter().find(|l| l.layer == "landlock").expect("landlock layer");
-    let abi = stockade::sys::landlock_abi();
+    let abi = stockade::host::landlock_abi();
     assert!(ll.applied.starts_with(&format!("ABI {} ", abi.min(6))), "{ll:?}");
 }

@@ -202,7 +202,7 @@ pub fn explain(p: &Policy, host: bool) -> Explanation {
 
     let mut on_this_host = Vec::new();
     if host {
-        on_this_host.push(format!("kernel: Linux {}", crate::doctor::kernel_release()));
+        on_this_host.push(format!("kernel: Linux {}", crate::host::kernel_release()));
         let abi = crate::sys::landlock_abi();
         let ll = &p.landlock;
         on_this_host.push(match (abi, abi >= ll.min_abi, ll.required) {
@@ -220,12 +220,12 @@ pub fn explain(p: &Policy, host: bool) -> Explanation {
                 ll.min_abi
             ),
         });
-        on_this_host.push(match crate::doctor::seccomp_actions() {
+        on_this_host.push(match crate::host::seccomp_actions() {
             Some(a) if a.contains("user_notif") => "seccomp: filters with user notification: enforced".into(),
             _ if p.seccomp.required => "seccomp: not usable here: the run would be refused (seccomp.required)".into(),
             _ => "seccomp: not usable here: not enforced (seccomp.required = false)".into(),
         });
-        let restrictions = crate::doctor::userns_restrictions();
+        let restrictions = crate::host::userns_restrictions();
         if p.namespaces.user && !restrictions.is_empty() {
             on_this_host.push(format!("user namespaces: restricted: {}", restrictions.join("; ")));
         }

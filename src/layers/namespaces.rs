@@ -3,7 +3,7 @@
 
 use crate::layers::{Enforcement, LayerReport};
 use crate::policy::Namespaces;
-use crate::sys::{self, Forked};
+use crate::sys;
 use std::os::fd::AsFd;
 
 /// The `clone3` flags for a policy's namespaces.
@@ -66,9 +66,8 @@ impl NsPlan {
 pub fn find_refused(flags: u64) -> Option<&'static str> {
     let user = libc::CLONE_NEWUSER as u64;
     let try_flags = |f: u64| -> bool {
-        match sys::clone3(f, None) {
-            Ok(Forked::Child) => sys::exit(0),
-            Ok(Forked::Parent { pidfd, .. }) => {
+        match sys::clone_into(f, None, || sys::exit(0)) {
+            Ok((_, pidfd)) => {
                 let _ = sys::waitid_pidfd(pidfd.as_fd());
                 true
             }

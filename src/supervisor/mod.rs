@@ -24,7 +24,7 @@ use crate::layers::identity::{IdentityError, OwnerLease};
 use crate::plan::Plan;
 use crate::policy::{Limit, RlimitKey, StdinMode};
 use crate::report::{GuestEnd, Report, StreamReport, WritableDir, signal_name};
-use crate::sys::{self, CStrArray, Errno, Forked};
+use crate::sys::{self, CStrArray, Errno};
 use channels::{ChildEnds, Feed, Pipes, Sink, Stream};
 use pump::{Outcome, Run};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -140,7 +140,7 @@ impl Plan {
             cgroup_tasks: &tasks,
             cgroup_namespace_after_move: late_cgroupns,
             pid_namespace: self.policy.namespaces.pid,
-            scrub: args_areas(),
+            scrub: sys::ArgsAreas::of_this_process(),
         };
 
         let owner = self.id.lease_owner()?;
@@ -192,14 +192,14 @@ impl Plan {
             .map(|o| sys::thread_become_owner(o.uid).map_err(|errno| IdentityError::BecomeOwner { uid: o.uid, errno }))
             .transpose()?;
         let restore = || securebits.map_or(Ok(()), sys::thread_restore_root);
-        let (pid, pidfd) = match sys::clone3(flags, leaf.and_then(Leaf::clone_fd)) {
-            Ok(Forked::Child) => child::enter(args, &mut spawn_stack),
-            Ok(Forked::Parent { pid, pidfd }) => (pid, pidfd),
-            Err(errno) => {
-                let _ = restore();
-                return Err(self.clone_error(errno));
-            }
-        };
+        let (pid, pidfd) =
+            match sys::clone_into(flags, leaf.and_then(Leaf::clone_fd), || child::enter(args, &mut spawn_stack)) {
+                Ok(child) => child,
+                Err(errno) => {
+                    let _ = restore();
+                    return Err(self.clone_error(errno));
+                }
+            };
         if let Err(errno) = restore() {
             kill_run(pid, pidfd.as_fd(), leaf, self.policy.namespaces.pid);
             let _ = sys::waitid_pidfd(pidfd.as_fd());
@@ -435,22 +435,6 @@ fn write_back(
         }
         Err(e) => (dir, Some(e.to_string())),
     }
-}
-
-/// This process's argv and environ areas (`/proc/self/stat` fields 48-51), read once.
-fn args_areas() -> [(usize, usize); 2] {
-    use std::sync::OnceLock;
-    static AREAS: OnceLock<[(usize, usize); 2]> = OnceLock::new();
-    *AREAS.get_or_init(|| {
-        let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-        // Fields after the command name, which ends with ") ", start at field 3.
-        let fields: Vec<usize> = stat
-            .rsplit_once(") ")
-            .map(|(_, rest)| rest.split_whitespace().map(|f| f.parse().unwrap_or(0)).collect())
-            .unwrap_or_default();
-        let field = |n: usize| fields.get(n - 3).copied().unwrap_or(0);
-        [(field(48), field(49)), (field(50), field(51))]
-    })
 }
 
 fn ms(d: Duration) -> f64 {

@@ -155,8 +155,17 @@ fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(Run
         Code::Artifact(a) => (Some(a.clone()), None),
         Code::Compile { bytes, .. } => (None, Some(bytes.len() as u64)),
     };
+    let artifact_id = match &artifact {
+        Some(a) => {
+            use std::os::unix::fs::MetadataExt;
+            let m = std::fs::metadata(a).map_err(|source| GuestError::Io { path: a.clone(), source })?;
+            (m.dev(), m.ino())
+        }
+        None => (0, 0),
+    };
     let config = RunnerConfig {
         artifact,
+        artifact_id,
         module_bytes,
         fuel: w.fuel,
         timeout_ms: u64::try_from(policy.wall_timeout.as_millis()).unwrap_or(u64::MAX),

@@ -43,6 +43,10 @@ pub struct Preopen {
 pub struct RunnerConfig {
     /// The precompiled artifact to load; `None`: compile the module read from stdin.
     pub artifact: Option<PathBuf>,
+    /// The artifact's device and inode when the supervisor checked it: the runner loads that
+    /// file and no other.
+    #[serde(default)]
+    pub artifact_id: (u64, u64),
     /// With no artifact: the module's size in bytes, all of which stdin holds.
     pub module_bytes: Option<u64>,
     pub fuel: Option<u64>,
@@ -159,7 +163,7 @@ pub fn main(config_json: &str) -> i32 {
         eprintln!("stockade runner: cannot install its seccomp filter: {e}");
         return 125;
     }
-    let mut summary_out = crate::sys::fd_if_open(SUMMARY_FD).map(std::fs::File::from);
+    let mut summary_out = crate::sys::take_inherited_fd(SUMMARY_FD).map(std::fs::File::from);
     let (summary, code) = match serde_json::from_str::<RunnerConfig>(config_json) {
         Ok(config) => run(&config, summary_out.as_mut()),
         Err(e) => (load_error(format!("bad runner configuration: {e}")), 125),
@@ -208,7 +212,7 @@ fn compile(
     let t = Instant::now();
     let module = wasmtime::Module::new(engine, &bytes).map_err(|e| format!("cannot compile: {}", one_line(&e)))?;
     let took = t.elapsed();
-    if let Some(fd) = crate::sys::fd_if_open(ARTIFACT_FD) {
+    if let Some(fd) = crate::sys::take_inherited_fd(ARTIFACT_FD) {
         let artifact = module.serialize().map_err(|e| format!("cannot serialize: {}", one_line(&e)))?;
         let _ = std::fs::File::from(fd).write_all(&artifact);
     }
@@ -228,7 +232,7 @@ fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i
         Err(e) => return (load_error(one_line(&e)), 125),
     };
     let (module, compile) = match (&c.artifact, c.module_bytes) {
-        (Some(artifact), _) => match crate::sys::deserialize_module(&engine, artifact) {
+        (Some(artifact), _) => match crate::sys::load_artifact(&engine, artifact, c.artifact_id) {
             Ok(m) => (m, None),
             Err(e) => return (load_error(format!("cannot load {}: {}", artifact.display(), one_line(&e))), 125),
         },

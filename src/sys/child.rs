@@ -1,0 +1,560 @@
+//! The async-signal-safe wrappers: what the jail's child calls between `clone3` and `execveat`.
+//! Only references to data built before fork, one raw system call each, an [`Errno`] back; no
+//! allocation, panic or lock.
+
+#![allow(clippy::cast_possible_truncation)]
+
+use super::*;
+use std::ffi::{CStr, CString, c_char, c_int, c_long, c_uint, c_ulong};
+use std::marker::PhantomData;
+use std::os::fd::RawFd;
+use std::ptr;
+
+/// A NULL-terminated array of C string pointers for `execveat`, built in the parent.
+///
+/// It borrows the `CString`s it points into, so they outlive it.
+#[derive(Debug)]
+pub struct CStrArray<'a> {
+    ptrs: Vec<*const c_char>,
+    _strings: PhantomData<&'a CString>,
+}
+
+impl<'a> CStrArray<'a> {
+    pub fn new(strings: &'a [CString]) -> Self {
+        let mut ptrs: Vec<*const c_char> = strings.iter().map(|s| s.as_ptr()).collect();
+        ptrs.push(ptr::null());
+        CStrArray { ptrs, _strings: PhantomData }
+    }
+}
+
+/// `dup2(old, new)`; when both are the same fd, clears its close-on-exec flag instead.
+pub fn dup2(old: RawFd, new: RawFd) -> Result<(), Errno> {
+    if old == new {
+        // SAFETY: fcntl on an integer fd; no pointers.
+        check_int(unsafe { libc::fcntl(old, libc::F_SETFD, 0) })?;
+        return Ok(());
+    }
+    // SAFETY: dup3 on integer fds; no pointers.
+    check_int(unsafe { libc::dup3(old, new, 0) })?;
+    Ok(())
+}
+
+/// `close_range(first, last, 0)`: closes every fd in the range.
+pub fn close_range(first: u32, last: u32) -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_close_range, first, last, 0 as c_uint) })?;
+    Ok(())
+}
+
+/// `close_range(first, ~0, CLOSE_RANGE_CLOEXEC)`: marks every fd from `first` up close-on-exec.
+pub fn cloexec_from(first: u32) -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, CLOSE_RANGE_CLOEXEC) })?;
+    Ok(())
+}
+
+/// `close(fd)`, ignoring errors (the fd is gone either way).
+pub fn close(fd: RawFd) {
+    // SAFETY: closing an integer fd the caller owns.
+    unsafe { libc::close(fd) };
+}
+
+/// `read(2)`, retried on EINTR.
+pub fn read(fd: RawFd, buf: &mut [u8]) -> Result<usize, Errno> {
+    loop {
+        // SAFETY: buf is a valid writable slice of buf.len() bytes.
+        let rc = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        match check(rc as c_long) {
+            Err(Errno(libc::EINTR)) => continue,
+            other => return other.map(|n| n as usize),
+        }
+    }
+}
+
+/// `write(2)`, retried on EINTR.
+pub fn write(fd: RawFd, buf: &[u8]) -> Result<usize, Errno> {
+    loop {
+        // SAFETY: buf is a valid readable slice of buf.len() bytes.
+        let rc = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        match check(rc as c_long) {
+            Err(Errno(libc::EINTR)) => continue,
+            other => return other.map(|n| n as usize),
+        }
+    }
+}
+
+/// True when the read end `fd` reports hang-up right now (every writer is gone).
+pub fn peer_gone(fd: RawFd) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd, zero timeout.
+    let rc = unsafe { libc::poll(&mut p, 1, 0) };
+    rc > 0 && p.revents & libc::POLLHUP != 0
+}
+
+fn opt_ptr(s: Option<&CStr>) -> *const c_char {
+    s.map_or(ptr::null(), CStr::as_ptr)
+}
+
+/// `mount(2)`.
+pub fn mount(
+    source: Option<&CStr>,
+    target: &CStr,
+    fstype: Option<&CStr>,
+    flags: c_ulong,
+    data: Option<&CStr>,
+) -> Result<(), Errno> {
+    // SAFETY: every pointer is NULL or a NUL-terminated string that outlives the call.
+    check_int(unsafe { libc::mount(opt_ptr(source), target.as_ptr(), opt_ptr(fstype), flags, opt_ptr(data).cast()) })?;
+    Ok(())
+}
+
+/// `mount_setattr(AT_FDCWD, target, recursive ? AT_RECURSIVE : 0, {set, clr})`.
+pub fn mount_setattr(target: &CStr, recursive: bool, set: u64, clr: u64) -> Result<(), Errno> {
+    let attr = MountAttr { attr_set: set, attr_clr: clr, propagation: 0, userns_fd: 0 };
+    let flags = if recursive { AT_RECURSIVE } else { 0 };
+    // SAFETY: target is NUL-terminated; attr is a valid struct of the size passed.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    })?;
+    Ok(())
+}
+
+/// `mkdir(path, mode)`; an existing directory is not an error.
+pub fn mkdir(path: &CStr, mode: u32) -> Result<(), Errno> {
+    // SAFETY: path is NUL-terminated.
+    match check_int(unsafe { libc::mkdir(path.as_ptr(), mode) }) {
+        Ok(_) | Err(Errno(libc::EEXIST)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Creates an empty regular file (a mount point for a file bind).
+pub fn create_file(path: &CStr, mode: u32) -> Result<(), Errno> {
+    let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW;
+    // SAFETY: path is NUL-terminated.
+    let fd = check_int(unsafe { libc::open(path.as_ptr(), flags, mode) })?;
+    close(fd);
+    Ok(())
+}
+
+/// `symlink(target, link)`.
+pub fn symlink(target: &CStr, link: &CStr) -> Result<(), Errno> {
+    // SAFETY: both are NUL-terminated.
+    check_int(unsafe { libc::symlink(target.as_ptr(), link.as_ptr()) })?;
+    Ok(())
+}
+
+/// `pivot_root(new_root, put_old)`.
+pub fn pivot_root(new_root: &CStr, put_old: &CStr) -> Result<(), Errno> {
+    // SAFETY: both are NUL-terminated.
+    check(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })?;
+    Ok(())
+}
+
+/// `umount2(target, flags)`.
+pub fn umount2(target: &CStr, flags: c_int) -> Result<(), Errno> {
+    // SAFETY: target is NUL-terminated.
+    check_int(unsafe { libc::umount2(target.as_ptr(), flags) })?;
+    Ok(())
+}
+
+/// `chdir(path)`.
+pub fn chdir(path: &CStr) -> Result<(), Errno> {
+    // SAFETY: path is NUL-terminated.
+    check_int(unsafe { libc::chdir(path.as_ptr()) })?;
+    Ok(())
+}
+
+/// `sethostname(name)`.
+pub fn sethostname(name: &[u8]) -> Result<(), Errno> {
+    // SAFETY: name is a valid slice; the kernel reads name.len() bytes.
+    check_int(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) })?;
+    Ok(())
+}
+
+/// `setdomainname(name)`.
+pub fn setdomainname(name: &[u8]) -> Result<(), Errno> {
+    // SAFETY: name is a valid slice; the kernel reads name.len() bytes.
+    check_int(unsafe { libc::setdomainname(name.as_ptr().cast(), name.len()) })?;
+    Ok(())
+}
+
+/// `setsid()`.
+pub fn setsid() -> Result<(), Errno> {
+    // SAFETY: no arguments.
+    check_int(unsafe { libc::setsid() })?;
+    Ok(())
+}
+
+/// `keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL)`: a fresh anonymous session keyring.
+pub fn join_new_session_keyring() -> Result<(), Errno> {
+    // SAFETY: a NULL name asks for a new anonymous keyring.
+    check(unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, ptr::null::<c_char>()) })?;
+    Ok(())
+}
+
+/// `prlimit64(0, resource, {value, value}, NULL)`: sets soft and hard limit.
+pub fn setrlimit(resource: c_int, soft: u64, hard: u64) -> Result<(), Errno> {
+    let lim = libc::rlimit64 { rlim_cur: soft, rlim_max: hard };
+    // SAFETY: lim is a valid struct; old limit pointer is NULL.
+    check(unsafe { libc::syscall(libc::SYS_prlimit64, 0, resource, &lim as *const _, ptr::null_mut::<u8>()) })?;
+    Ok(())
+}
+
+/// `setgroups(0, NULL)`: drops every supplementary group.
+pub fn clear_groups() -> Result<(), Errno> {
+    // SAFETY: a zero-length list with a NULL pointer.
+    check(unsafe { libc::syscall(libc::SYS_setgroups, 0, ptr::null::<libc::gid_t>()) })?;
+    Ok(())
+}
+
+/// `setresgid(gid, gid, gid)` as a raw syscall (glibc's wrapper signals every thread).
+pub fn setresgid(gid: u32) -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) })?;
+    Ok(())
+}
+
+/// `setresuid(uid, uid, uid)` as a raw syscall (glibc's wrapper signals every thread).
+pub fn setresuid(uid: u32) -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) })?;
+    Ok(())
+}
+
+/// `prctl(PR_SET_PDEATHSIG, sig)`.
+pub fn set_parent_death_signal(sig: c_int) -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check_int(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as c_ulong, 0, 0, 0) })?;
+    Ok(())
+}
+
+/// `prctl(PR_SET_DUMPABLE, 0)`: /proc/PID of this process becomes unreadable to its peers.
+pub fn set_not_dumpable() -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check_int(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as c_ulong, 0, 0, 0) })?;
+    Ok(())
+}
+
+/// Unblocks every signal and resets every handler to its default, so the program starts clean
+/// (an ignored SIGPIPE, for one, would otherwise survive exec).
+pub fn reset_signals() -> Result<(), Errno> {
+    // SAFETY: sigset_t is plain data; an all-zero set is the empty set for the raw syscall.
+    let empty: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: empty is a valid set; the old-set pointer is NULL; 8 is the kernel's sigset size.
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &empty as *const libc::sigset_t,
+            ptr::null_mut::<libc::sigset_t>(),
+            8usize,
+        )
+    })?;
+    #[repr(C)]
+    struct KernelSigaction {
+        handler: usize,
+        flags: c_ulong,
+        restorer: usize,
+        mask: u64,
+    }
+    let dfl = KernelSigaction { handler: 0, flags: 0, restorer: 0, mask: 0 };
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: dfl is a valid kernel sigaction (SIG_DFL); the old-action pointer is NULL.
+        let _ = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig,
+                &dfl as *const KernelSigaction,
+                ptr::null_mut::<KernelSigaction>(),
+                8usize,
+            )
+        };
+    }
+    Ok(())
+}
+
+/// `wait4(-1, &status, 0, NULL)`: returns (pid, raw wait status).
+pub fn wait_any() -> Result<(i32, i32), Errno> {
+    let mut status: c_int = 0;
+    loop {
+        // SAFETY: status is a valid int; rusage pointer is NULL.
+        let rc = unsafe { libc::wait4(-1, &mut status, 0, ptr::null_mut()) };
+        match check_int(rc) {
+            Err(Errno(libc::EINTR)) => continue,
+            Err(e) => return Err(e),
+            Ok(pid) => return Ok((pid, status)),
+        }
+    }
+}
+
+/// `execveat(fd, "", argv, envp, AT_EMPTY_PATH)`. Returns only on failure.
+pub fn execveat(fd: RawFd, argv: &CStrArray<'_>, envp: &CStrArray<'_>) -> Errno {
+    const EMPTY: &CStr = c"";
+    // SAFETY: argv and envp are NULL-terminated arrays of NUL-terminated strings kept alive by
+    // the CStrArray borrows; the path is an empty C string.
+    unsafe {
+        libc::syscall(
+            libc::SYS_execveat,
+            fd,
+            EMPTY.as_ptr(),
+            argv.ptrs.as_ptr(),
+            envp.ptrs.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    Errno::last()
+}
+
+/// `move_mount(fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)`: attaches the detached mount
+/// `fd` (a clone the supervisor made with `open_tree`) at `target`. (Child side.)
+pub fn move_mount(fd: RawFd, target: &CStr) -> Result<(), Errno> {
+    const MOVE_MOUNT_F_EMPTY_PATH: c_uint = 0x4;
+    // SAFETY: "" and target are NUL-terminated; fd is an open mount fd.
+    check(unsafe {
+        libc::syscall(libc::SYS_move_mount, fd, c"".as_ptr(), libc::AT_FDCWD, target.as_ptr(), MOVE_MOUNT_F_EMPTY_PATH)
+    })
+    .map(drop)
+}
+
+/// `open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)`. (Child side.)
+pub fn open_path_dir(path: &CStr) -> Result<RawFd, Errno> {
+    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: path is NUL-terminated.
+    check_int(unsafe { libc::open(path.as_ptr(), flags) })
+}
+
+/// `unshare(flags)`: new namespaces for the calling process. (Child side.)
+pub fn unshare(flags: c_int) -> Result<(), Errno> {
+    // SAFETY: integer argument only.
+    check_int(unsafe { libc::unshare(flags) }).map(drop)
+}
+
+/// `exit_group(code)`: leaves at once, without running atexit handlers or flushing stdio.
+pub fn exit(code: i32) -> ! {
+    // SAFETY: _exit never returns and touches no user-space state.
+    unsafe { libc::_exit(code) }
+}
+
+/// `prctl(PR_SET_SECUREBITS, bits)`.
+pub fn set_securebits(bits: c_ulong) -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check_int(unsafe { libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) })?;
+    Ok(())
+}
+
+/// `stat(path)`: (device, inode), following symlinks.
+pub fn stat_ids(path: &CStr) -> Result<(u64, u64), Errno> {
+    // SAFETY: stat is plain data; all-zero is valid.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: path is NUL-terminated; st is a valid out-pointer.
+    check_int(unsafe { libc::stat(path.as_ptr(), &mut st) })?;
+    Ok((st.st_dev, st.st_ino))
+}
+
+struct SharedCall<'a, T> {
+    f: fn(&T) -> !,
+    arg: &'a T,
+}
+
+extern "C" fn shared_call_trampoline<T>(p: *mut std::ffi::c_void) -> c_int {
+    // SAFETY: `p` is the `SharedCall<T>` that `spawn_shared` passed; the caller is suspended
+    // (CLONE_VFORK) until this process execs or exits, so it is alive and unchanged.
+    let call = unsafe { &*(p as *const SharedCall<'_, T>) };
+    (call.f)(call.arg)
+}
+
+/// Starts `f(arg)` in a new process that shares this one's memory until it execs or exits
+/// (`clone(CLONE_VM | CLONE_VFORK)`, as `posix_spawn` does): no page tables are copied. This
+/// process is suspended until then. `f` must only exec or `exit`; `stack` is its stack.
+pub fn spawn_shared<T>(stack: &mut [u8], f: fn(&T) -> !, arg: &T) -> Result<i32, Errno> {
+    let call = SharedCall { f, arg };
+    let end = stack.as_mut_ptr_range().end as usize;
+    let top = (end & !15) as *mut std::ffi::c_void;
+    // SAFETY: `top` is the 16-byte aligned end of a live, exclusively borrowed buffer used as
+    // the child's stack; `call` outlives the child's use of it because CLONE_VFORK suspends us
+    // until the child execs or exits; the trampoline never returns into this frame.
+    let rc = unsafe {
+        libc::clone(
+            shared_call_trampoline::<T>,
+            top,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            &call as *const SharedCall<'_, T> as *mut std::ffi::c_void,
+        )
+    };
+    check_int(rc)
+}
+
+/// Installs `handler` for `sig` with `libc::sigaction` (async-signal-safe), all signals blocked
+/// while it runs.
+pub fn set_handler(sig: c_int, handler: extern "C" fn(c_int)) -> Result<(), Errno> {
+    // SAFETY: sigaction is plain data; all-zero is a valid starting value.
+    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+    sa.sa_sigaction = handler as usize;
+    sa.sa_flags = libc::SA_RESTART;
+    // SAFETY: sa.sa_mask is a valid sigset_t to fill.
+    unsafe { libc::sigfillset(&mut sa.sa_mask) };
+    // SAFETY: sa is a valid sigaction; the old-action pointer is NULL.
+    check_int(unsafe { libc::sigaction(sig, &sa, ptr::null_mut()) })?;
+    Ok(())
+}
+
+/// `kill(pid, sig)`; errors are ignored (the target may be gone).
+pub fn kill(pid: i32, sig: c_int) {
+    // SAFETY: integer arguments only.
+    unsafe { libc::kill(pid, sig) };
+}
+
+/// `prctl(PR_CAPBSET_DROP, cap)`.
+pub fn drop_bounding_cap(cap: u32) -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check_int(unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as c_ulong, 0, 0, 0) })?;
+    Ok(())
+}
+
+/// `prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)`.
+pub fn clear_ambient_caps() -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check_int(unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as c_ulong, 0, 0, 0) })?;
+    Ok(())
+}
+
+/// `capset`: empty effective, permitted and inheritable sets (version 3, 64 capabilities).
+pub fn clear_caps() -> Result<(), Errno> {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: c_int,
+    }
+    #[repr(C)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    let header = Header { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
+    let data =
+        [Data { effective: 0, permitted: 0, inheritable: 0 }, Data { effective: 0, permitted: 0, inheritable: 0 }];
+    // SAFETY: header and the two data words are valid for the v3 layout the version names.
+    check(unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) })?;
+    Ok(())
+}
+
+/// `prctl(PR_SET_NO_NEW_PRIVS, 1)`.
+pub fn set_no_new_privs() -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check_int(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as c_ulong, 0, 0, 0) })?;
+    Ok(())
+}
+
+/// `open(path, O_PATH | O_CLOEXEC)`.
+pub fn open_path(path: &CStr) -> Result<RawFd, Errno> {
+    // SAFETY: path is NUL-terminated.
+    check_int(unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) })
+}
+
+/// `landlock_add_rule(ruleset, PATH_BENEATH, {access, parent_fd})`.
+pub fn landlock_add_path_rule(ruleset: RawFd, parent: RawFd, access: u64) -> Result<(), Errno> {
+    #[repr(C, packed)]
+    struct PathBeneath {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    let attr = PathBeneath { allowed_access: access, parent_fd: parent };
+    // SAFETY: attr is a valid landlock_path_beneath_attr (packed, as the UAPI declares it).
+    check(unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneath,
+            0u32,
+        )
+    })?;
+    Ok(())
+}
+
+/// `landlock_restrict_self(ruleset, 0)`.
+pub fn landlock_restrict_self(ruleset: RawFd) -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    check(unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) })?;
+    Ok(())
+}
+
+/// `seccomp(SECCOMP_SET_MODE_FILTER, flags, prog)`: returns the listener fd when `listener`.
+pub fn seccomp_install(prog: &[SockFilter], listener: bool) -> Result<Option<RawFd>, Errno> {
+    #[repr(C)]
+    struct SockFprog {
+        len: u16,
+        filter: *const SockFilter,
+    }
+    let fprog = SockFprog { len: u16::try_from(prog.len()).unwrap_or(u16::MAX), filter: prog.as_ptr() };
+    let flags: c_ulong = if listener { libc::SECCOMP_FILTER_FLAG_NEW_LISTENER as c_ulong } else { 0 };
+    // SAFETY: fprog points at `prog`, which outlives the call; the kernel copies it.
+    let rc = check(unsafe {
+        libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, flags, &fprog as *const SockFprog)
+    })?;
+    Ok(listener.then_some(rc as RawFd))
+}
+
+/// Sends one fd over a unix socket (`SCM_RIGHTS`), with a one-byte payload.
+pub fn send_fd(sock: RawFd, fd: RawFd) -> Result<(), Errno> {
+    #[repr(C)]
+    struct Cmsg {
+        len: usize,
+        level: c_int,
+        kind: c_int,
+        fd: c_int,
+        _pad: c_int,
+    }
+    let mut byte = [b'F'];
+    let mut iov = libc::iovec { iov_base: byte.as_mut_ptr().cast(), iov_len: 1 };
+    let mut cmsg = Cmsg { len: 20, level: libc::SOL_SOCKET, kind: libc::SCM_RIGHTS, fd, _pad: 0 };
+    // SAFETY: msghdr is plain data; all-zero is a valid starting value.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = (&mut cmsg as *mut Cmsg).cast();
+    msg.msg_controllen = std::mem::size_of::<Cmsg>();
+    // SAFETY: msg points at live iov and control buffers laid out as CMSG_SPACE(sizeof(int)).
+    check(unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) } as c_long)?;
+    Ok(())
+}
+
+/// Overwrites this process's argv and environ areas with zeros: the run's init, a fork of the
+/// supervisor, scrubs what it inherited so `/proc/1/cmdline` shows nothing.
+pub fn scrub_args(areas: &ArgsAreas) {
+    for &(start, end) in &areas.0 {
+        if start == 0 || end <= start {
+            continue;
+        }
+        // SAFETY: [start, end) is this process's argv or environ area as the kernel reported it
+        // to the supervisor this process is a fork of (`ArgsAreas::of_this_process`, its only
+        // constructor): mapped and writable at the top of this private copy of its stack, and no
+        // Rust reference points into it; volatile writes keep the compiler from dropping them.
+        unsafe {
+            let mut p = start as *mut u8;
+            while (p as usize) < end {
+                ptr::write_volatile(p, 0);
+                p = p.add(1);
+            }
+        }
+    }
+}
+
+/// `prctl(PR_SET_NAME, name)`: the process's `comm`.
+pub fn set_name(name: &CStr) {
+    // SAFETY: name is NUL-terminated (the kernel copies at most 16 bytes).
+    unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr() as c_ulong, 0, 0, 0) };
+}

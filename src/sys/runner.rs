@@ -1,0 +1,47 @@
+//! The Wasm runner's wrappers (stage 2: a new process after the jail's exec, one thread when it
+//! starts).
+
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The inherited fds already adopted (bit N: fd N), so none gets two owners.
+static ADOPTED: AtomicU64 = AtomicU64::new(0);
+
+/// Takes ownership of `fd`, inherited across the exec (the runner's channels, 3 and 4), if it is
+/// open. Only fds 3 to 63 (beyond stdio, which std owns); each at most once per process, so two
+/// owners can never close it twice.
+pub fn take_inherited_fd(fd: RawFd) -> Option<OwnedFd> {
+    let bit = 1u64.checked_shl(u32::try_from(fd).ok()?).filter(|_| fd >= 3)?;
+    if ADOPTED.fetch_or(bit, Ordering::SeqCst) & bit != 0 {
+        return None;
+    }
+    // SAFETY: F_GETFD only queries the descriptor.
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return None;
+    }
+    // SAFETY: the fd is open, was inherited across exec (nothing in this process opened it, and
+    // std owns only 0-2), and `ADOPTED` makes this the only owner it will ever have.
+    Some(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Loads a precompiled Wasm artifact (native code, mapped as it is) when it is the very file the
+/// supervisor checked: the same device and inode (`expect`, from the supervisor's own `stat` of
+/// an artifact it found owned by root or itself and writable by nobody else, in a guest directory
+/// the jail sees read-only). Another file at that path is refused.
+#[cfg(feature = "wasm")]
+pub fn load_artifact(
+    engine: &wasmtime::Engine,
+    path: &std::path::Path,
+    expect: (u64, u64),
+) -> wasmtime::Result<wasmtime::Module> {
+    use std::os::unix::fs::MetadataExt;
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    if (meta.dev(), meta.ino()) != expect {
+        return Err(wasmtime::Error::msg(format!("{} is not the artifact the supervisor checked", path.display())));
+    }
+    // SAFETY: the file is the artifact the supervisor checked (device and inode above): one this
+    // binary compiled for this engine configuration (its name carries the key), which nobody but
+    // its installer (or root) could have written; wasmtime checks the version and flags itself.
+    unsafe { wasmtime::Module::deserialize_open_file(engine, file) }
+}
