@@ -17,6 +17,11 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
+            // A value that does not parse is said as every other refusal: `stockade: FLAG: why`.
+            if let Some(said) = value_error(&e) {
+                eprintln!("stockade: {said}");
+                return code(EXIT_SETUP_FAILED);
+            }
             let _ = e.print();
             return if e.use_stderr() { code(EXIT_SETUP_FAILED) } else { ExitCode::SUCCESS };
         }
@@ -56,6 +61,19 @@ fn main() -> ExitCode {
         #[cfg(feature = "wasm")]
         Command::Runner { config } => code(stockade::wasm::runner::main(&config)),
     }
+}
+
+/// `FLAG: why` for a flag whose value did not parse (clap's own words for other mistakes, which
+/// come with the usage).
+fn value_error(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::ValueValidation {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else { return None };
+    let flag = arg.split([' ', '=']).next().unwrap_or(arg);
+    let why = std::error::Error::source(e)?.to_string();
+    Some(format!("{flag}: {why}"))
 }
 
 fn code(c: i32) -> ExitCode {

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 /// Why the program cannot run.
 #[derive(Debug, thiserror::Error)]
 pub enum ProgramError {
-    #[error("program {name:?} not found in the jail's PATH ({path})")]
+    #[error("program {name:?}: not found in the jail's PATH ({path})")]
     NotInPath { name: String, path: String },
     #[error("program {}: {}", path.display(), sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
     Open {
@@ -38,7 +38,7 @@ pub enum ProgramError {
     NotExecutable { path: PathBuf, reason: &'static str },
     #[error("program {}: more than 4 levels of #! interpreters", path.display())]
     TooManyInterpreters { path: PathBuf },
-    #[error("program name is empty")]
+    #[error("program: the name is empty")]
     Empty,
 }
 
@@ -272,7 +272,7 @@ mod tests {
         assert!(matches!(err, ProgramError::NotVisible { .. }), "{err}");
         assert_eq!(err.exit_code(), EXIT_NOT_FOUND);
         let err = prepare("no-such-program-xyz", &[], "/usr/bin", &fs).expect_err("missing");
-        assert_eq!(err.to_string(), "program \"no-such-program-xyz\" not found in the jail's PATH (/usr/bin)");
+        assert_eq!(err.to_string(), "program \"no-such-program-xyz\": not found in the jail's PATH (/usr/bin)");
         let err = prepare("/usr/bin", &[], "", &fs).expect_err("dir");
         assert_eq!(err.exit_code(), EXIT_NOT_EXECUTABLE);
         let err = prepare("/nonexistent/x", &[], "", &fs).expect_err("missing");

@@ -14,7 +14,8 @@ fn load(path: &Path) -> Result<(Policy, String, String), String> {
     let text = if name == DEFAULT_POLICY_NAME {
         DEFAULT_POLICY_TOML.to_string()
     } else {
-        stockade::policy::read_file(path).map_err(|e| e.to_string())?
+        // A file that cannot be read is stockade's error; an invalid one is the check's finding.
+        stockade::policy::read_file(path).map_err(|e| format!("stockade: {e}"))?
     };
     let policy = Policy::from_toml(&text, &name).map_err(|e| e.to_string())?;
     Ok((policy, text, name))

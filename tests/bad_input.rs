@@ -27,10 +27,32 @@ fn policy_file(text: &str) -> tempfile::NamedTempFile {
 fn unreadable_policy() {
     let r = refused(&["run", "--policy", "/nonexistent/p.toml", "--", "/bin/true"]);
     assert_eq!(r.code, Some(125));
-    assert_eq!(r.stderr, "stockade: cannot read policy /nonexistent/p.toml: no such file or directory\n");
+    assert_eq!(r.stderr, "stockade: /nonexistent/p.toml: no such file or directory\n");
     let r = refused(&["run", "--policy", "/usr", "--", "/bin/true"]);
     assert_eq!(r.code, Some(125));
-    assert!(r.stderr.contains("cannot read policy /usr: is a directory"), "{}", r.stderr);
+    assert_eq!(r.stderr, "stockade: /usr: is a directory, not a regular file\n");
+    // A device would be read until memory runs out: refused, as is anything but a regular file.
+    let r = refused(&["run", "--policy", "/dev/zero", "--", "/bin/true"]);
+    assert_eq!(r.stderr, "stockade: /dev/zero: is a device, not a regular file\n");
+    // The review tools say it the same way.
+    let r = refused(&["policy", "check", "/nonexistent/p.toml"]);
+    assert_eq!((r.code, r.stderr.as_str()), (Some(1), "stockade: /nonexistent/p.toml: no such file or directory\n"));
+}
+
+/// One check of each value, wherever it comes from: `--timeout 0` and a file's
+/// `wall-timeout-ms = 0` are refused in the same words.
+#[test]
+fn a_value_is_refused_in_the_same_words_from_a_flag_or_a_file() {
+    let r = refused(&["run", "--timeout", "0", "--", "/bin/true"]);
+    assert_eq!((r.code, r.stderr.as_str()), (Some(125), "stockade: --timeout: must be > 0\n"));
+    let f = policy_file("version = 1\n[limits]\nwall-timeout-ms = 0\n");
+    let p = f.path().display().to_string();
+    let r = refused(&["run", "--policy", &p, "--", "/bin/true"]);
+    assert_eq!(r.stderr, format!("stockade: {p}:3:19: limits.wall-timeout-ms: must be > 0\n"));
+    let r = refused(&["run", "--timeout", "8d", "--", "/bin/true"]);
+    assert!(r.stderr.contains("unknown unit \"d\""), "{}", r.stderr);
+    let r = refused(&["run", "--timeout", "200h", "--", "/bin/true"]);
+    assert_eq!(r.stderr, "stockade: --timeout: must be <= 604800000 (one week)\n");
 }
 
 #[test]
@@ -70,7 +92,7 @@ fn missing_program() {
     assert!(r.stderr.contains("nothing to run: give -- PROGRAM [ARGS...] (or --python, --js, --wasm)"), "{}", r.stderr);
     let r = refused(&["run", "--", "no-such-program-stockade"]);
     assert_eq!(r.code, Some(127));
-    assert!(r.stderr.contains("program \"no-such-program-stockade\" not found in the jail's PATH"), "{}", r.stderr);
+    assert!(r.stderr.contains("program \"no-such-program-stockade\": not found in the jail's PATH"), "{}", r.stderr);
     let r = refused(&["run", "--", "/nonexistent/prog"]);
     assert_eq!(r.code, Some(127));
     assert_eq!(r.stderr, "stockade: program /nonexistent/prog: no such file or directory\n");
@@ -118,7 +140,7 @@ fn a_working_directory_missing_inside_is_refused_before_start() {
     assert_eq!(r.code, Some(125));
     assert_eq!(
         r.stderr,
-        "stockade: working directory /nonexistent does not exist inside the jail (use /tmp, a granted directory, or \
+        "stockade: filesystem.cwd: /nonexistent does not exist inside the jail (use /tmp, a granted directory, or \
          one inside it)\n"
     );
 }

@@ -15,11 +15,11 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum IdentityError {
     #[error(
-        "namespaces.user = false needs stockade to run as root (without a user namespace only root can create the \
+        "identity: namespaces.user = false needs stockade to run as root (without a user namespace only root can create the \
          other namespaces and switch to an unprivileged uid); enable namespaces.user"
     )]
     NeedsRoot,
-    #[error("cannot write {:?} to {}: {}", value.trim_end(), path.display(), sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
+    #[error("identity: cannot write {:?} to {}: {}", value.trim_end(), path.display(), sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
     WriteMap {
         path: PathBuf,
         value: String,

@@ -34,7 +34,7 @@ pub enum LandlockError {
     )]
     Required { min: u32, kernel: String, feature: &'static str },
     #[error("landlock: cannot build the ruleset: {0}")]
-    Ruleset(String),
+    Ruleset(#[from] landlock::RulesetError),
 }
 
 /// What the kernel offers at each ABI, for messages.
@@ -130,7 +130,7 @@ impl LandlockPlan {
         if !self.active() {
             return Ok(None);
         }
-        let err = |e: landlock::RulesetError| LandlockError::Ruleset(e.to_string());
+        let err = LandlockError::Ruleset;
         let abi = ABI::from(i32::try_from(self.applied_abi).unwrap_or(0));
         let mut ruleset = Ruleset::default().set_compatibility(CompatLevel::BestEffort);
         ruleset = ruleset.handle_access(AccessFs::from_all(abi)).map_err(err)?;

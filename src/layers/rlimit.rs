@@ -11,7 +11,7 @@ pub enum RlimitError {
          (raise the caller's limit, e.g. `ulimit -H`, or lower the policy value)"
     )]
     AboveHard { key: &'static str, value: String, hard: u64 },
-    #[error("cannot read the caller's limit for rlimits.{key}: {errno}")]
+    #[error("rlimits.{key}: cannot read the caller's limit: {errno}")]
     Read { key: &'static str, errno: Errno },
 }
 

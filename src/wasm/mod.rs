@@ -226,8 +226,7 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
             (false, _) => policy.add_read_only(&text(&p.host), "--data")?,
         }
     }
-    let json = serde_json::to_string(&config)
-        .map_err(|e| GuestError::Io { path: job.runner.clone(), source: std::io::Error::other(e.to_string()) })?;
+    let json = serde_json::to_string(&config).map_err(GuestError::Config)?;
     let mut run = Job::new(text(&job.runner)).args(["__runner".to_string(), json]);
     run.extra_outputs = vec![SUMMARY_MAX_BYTES];
     run.argv_display = Some(std::iter::once(text(&job.runner)).chain(config.argv.iter().cloned()).collect());

@@ -97,37 +97,35 @@ fn find_zip(image: &[u8]) -> Option<&[u8]> {
 /// Extracts every entry under `into` (names that would leave it are refused), 0755 dirs and
 /// 0644 files.
 fn extract(zip: &[u8], into: &Path) -> Result<(), GuestError> {
-    let fail = |path: &Path, e: &dyn std::fmt::Display| GuestError::Io {
-        path: path.to_path_buf(),
-        source: std::io::Error::other(e.to_string()),
-    };
-    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(zip)).map_err(|e| fail(into, &e))?;
+    let fail = |path: &Path, source: std::io::Error| GuestError::Io { path: path.to_path_buf(), source };
+    let zip_fail = |source: zip::result::ZipError| GuestError::Zip { path: into.to_path_buf(), source };
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(zip)).map_err(zip_fail)?;
     let dir_mode = std::fs::Permissions::from_mode(0o755);
-    std::fs::create_dir(into).map_err(|e| fail(into, &e))?;
-    std::fs::set_permissions(into, dir_mode.clone()).map_err(|e| fail(into, &e))?;
+    std::fs::create_dir(into).map_err(|e| fail(into, e))?;
+    std::fs::set_permissions(into, dir_mode.clone()).map_err(|e| fail(into, e))?;
     for i in 0..archive.len() {
-        let mut entry = archive.by_index(i).map_err(|e| fail(into, &e))?;
+        let mut entry = archive.by_index(i).map_err(zip_fail)?;
         let Some(name) = entry.enclosed_name() else {
             let name = entry.name().map(|n| n.into_owned()).unwrap_or_default();
             return Err(GuestError::Unsafe { path: into.join(name), what: "leaves the library".into() });
         };
         let dest = into.join(name);
         if entry.is_dir() {
-            std::fs::create_dir_all(&dest).map_err(|e| fail(&dest, &e))?;
+            std::fs::create_dir_all(&dest).map_err(|e| fail(&dest, e))?;
             continue;
         }
         if let Some(parent) = dest.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| fail(parent, &e))?;
+            std::fs::create_dir_all(parent).map_err(|e| fail(parent, e))?;
         }
-        let mut out = std::fs::File::create(&dest).map_err(|e| fail(&dest, &e))?;
-        std::io::copy(&mut entry, &mut out).map_err(|e| fail(&dest, &e))?;
-        std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o644)).map_err(|e| fail(&dest, &e))?;
+        let mut out = std::fs::File::create(&dest).map_err(|e| fail(&dest, e))?;
+        std::io::copy(&mut entry, &mut out).map_err(|e| fail(&dest, e))?;
+        std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o644)).map_err(|e| fail(&dest, e))?;
     }
     // Directories created on the way get the umask's mode: set them all explicitly.
     let mut stack = vec![into.to_path_buf()];
     while let Some(d) = stack.pop() {
-        std::fs::set_permissions(&d, dir_mode.clone()).map_err(|e| fail(&d, &e))?;
-        for e in std::fs::read_dir(&d).map_err(|e| fail(&d, &e))?.flatten() {
+        std::fs::set_permissions(&d, dir_mode.clone()).map_err(|e| fail(&d, e))?;
+        for e in std::fs::read_dir(&d).map_err(|e| fail(&d, e))?.flatten() {
             if e.file_type().is_ok_and(|t| t.is_dir()) {
                 stack.push(e.path());
             }

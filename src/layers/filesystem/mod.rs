@@ -68,11 +68,11 @@ pub enum FsError {
     #[error("{origin} {}: {reason}", path.display())]
     Refused { origin: String, path: PathBuf, reason: String },
     #[error(
-        "working directory {} does not exist inside the jail (use /tmp, a granted directory, or one inside it)",
+        "filesystem.cwd: {} does not exist inside the jail (use /tmp, a granted directory, or one inside it)",
         path.display()
     )]
     Cwd { path: PathBuf },
-    #[error("cannot open {}: {}", path.display(), sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
+    #[error("filesystem: cannot open {}: {}", path.display(), sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
     Device {
         path: PathBuf,
         #[source]
@@ -85,7 +85,7 @@ pub enum FsError {
         list.join(", ")
     )]
     KernelSubmounts { origin: String, path: PathBuf, list: Vec<String> },
-    #[error("cannot clone the mount of {} for the jail: {}", path.display(), sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
+    #[error("filesystem: cannot clone the mount of {} for the jail: {}", path.display(), sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
     Clone {
         path: PathBuf,
         #[source]
@@ -97,22 +97,20 @@ pub enum FsError {
         path.display()
     )]
     Quota { origin: String, path: PathBuf },
-    #[error("cannot {what} {}: {}", path.display(), sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
+    #[error("filesystem: cannot {what} {}: {}", path.display(), sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
     Stage {
         what: &'static str,
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("writing back {}: cannot {what}: {}", path.display(), sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
+    #[error("filesystem: writing back {}: cannot {what}: {}", path.display(), sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
     WriteBack {
         what: &'static str,
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("the jail did not hand over its writable directories (it ended first)")]
-    NotHandedOver,
 }
 
 /// One step of building the root, with everything pre-computed.
