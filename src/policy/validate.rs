@@ -1,6 +1,9 @@
 //! `PolicyFile` -> `Policy`: every value checked, every error collected with its key path.
 
-use super::file::{Limit, PolicyFile, ProcMode, RlimitKey, StdinMode, SyscallGroup};
+use super::file::{
+    CgroupsFile, FilesystemFile, IdentityFile, Limit, PolicyFile, ProcMode, RlimitKey, StdinMode, SyscallGroup,
+    WasmFile,
+};
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
@@ -143,15 +146,14 @@ pub struct Problem {
     pub message: String,
 }
 
-/// Checks a parsed policy file; returns every problem found, not just the first.
+/// Checks a parsed policy file; returns every problem found, not just the first. One function
+/// per section, each checking its keys and giving back its part of the policy.
 pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> {
     let mut problems = Vec::new();
     let mut bad = |key: &str, message: String| problems.push(Problem { key: key.to_string(), message });
-
     if file.version != 1 {
         bad("version", format!("unsupported version {} (this stockade reads version 1)", file.version));
     }
-
     let ns = &file.namespaces;
     let namespaces = Namespaces {
         user: ns.user,
@@ -162,8 +164,51 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
         uts: ns.uts,
         cgroup: ns.cgroup,
     };
+    let identity = identity(&file.identity, &mut bad);
+    let filesystem = filesystem(&file.filesystem, &namespaces, &mut bad);
+    let wall_timeout = limits(&file, &mut bad);
+    environment(&file, &mut bad);
+    let (landlock, seccomp) = landlock_and_seccomp(&file, &mut bad);
+    let cgroups = cgroups(&file.cgroups, &mut bad);
+    let wasm = wasm(&file.wasm, &mut bad);
+    if let Err(message) = check_hostname(&file.process.hostname) {
+        bad("process.hostname", message);
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(Policy {
+        origin: origin.to_string(),
+        namespaces,
+        identity,
+        filesystem,
+        wall_timeout,
+        rlimits: file.rlimits.0,
+        stdout_max_bytes: value(file.output.stdout_max_bytes),
+        stderr_max_bytes: value(file.output.stderr_max_bytes),
+        env_pass: file.environment.pass,
+        env_set: file.environment.set.0,
+        hostname: file.process.hostname,
+        stdin: file.process.stdin,
+        landlock,
+        seccomp,
+        cgroups,
+        wasm,
+    })
+}
 
-    let id = &file.identity;
+/// A limit's value; `None` for `"unlimited"`.
+fn value(l: Limit) -> Option<u64> {
+    match l {
+        Limit::Value(v) => Some(v),
+        Limit::Unlimited => None,
+    }
+}
+
+/// Where a section reports its problems: (key, message).
+type Bad<'a> = dyn FnMut(&str, String) + 'a;
+
+fn identity(id: &IdentityFile, bad: &mut Bad<'_>) -> Identity {
     for (key, value) in [("identity.host-uid", id.host_uid), ("identity.host-gid", id.host_gid)] {
         if value == 0 {
             bad(key, "must not be 0: the jail never runs as host root".into());
@@ -197,7 +242,10 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
         }
     }
 
-    let fs = &file.filesystem;
+    Identity { uid: id.uid, gid: id.gid, host_uid: id.host_uid, host_gid: id.host_gid, owner_uids: owners }
+}
+
+fn filesystem(fs: &FilesystemFile, namespaces: &Namespaces, bad: &mut Bad<'_>) -> Filesystem {
     let mut grants = Vec::new();
     for (key, list, writable, optional) in [
         ("filesystem.read-only", &fs.read_only, false, false),
@@ -244,6 +292,21 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
         );
     }
 
+    Filesystem {
+        grants,
+        writable_exec: fs.writable_exec,
+        proc: fs.proc,
+        dev: fs.dev,
+        tmp_size_bytes: (fs.tmp_size_bytes > 0).then_some(fs.tmp_size_bytes),
+        shm_size_bytes: (fs.shm_size_bytes > 0).then_some(fs.shm_size_bytes),
+        writable_max_bytes: fs.writable_max_bytes,
+        writable_max_files: fs.writable_max_files,
+        cwd: PathBuf::from(&fs.cwd),
+    }
+}
+
+/// The wall-clock limit and the rlimits.
+fn limits(file: &PolicyFile, bad: &mut Bad<'_>) -> Duration {
     let timeout_ms = file.limits.wall_timeout_ms;
     if let Err(message) = check_wall_timeout_ms(timeout_ms) {
         bad("limits.wall-timeout-ms", message);
@@ -256,6 +319,10 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
         }
     }
 
+    Duration::from_millis(timeout_ms)
+}
+
+fn environment(file: &PolicyFile, bad: &mut Bad<'_>) {
     for (i, name) in file.environment.pass.iter().enumerate() {
         if let Err(message) = check_env_name(name) {
             bad(&format!("environment.pass[{i}]"), message);
@@ -269,7 +336,9 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
             bad(&key, "must not contain a NUL byte".into());
         }
     }
+}
 
+fn landlock_and_seccomp(file: &PolicyFile, bad: &mut Bad<'_>) -> (LandlockPolicy, SeccompPolicy) {
     if !(1..=6).contains(&file.landlock.min_abi) {
         bad("landlock.min-abi", "must be between 1 and 6".into());
     }
@@ -296,11 +365,13 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
                 .into(),
         );
     }
-    let cg = &file.cgroups;
-    let value = |l: Limit| match l {
-        Limit::Value(v) => Some(v),
-        Limit::Unlimited => None,
-    };
+    (
+        LandlockPolicy { required: file.landlock.required, min_abi: file.landlock.min_abi },
+        SeccompPolicy { required: sc.required, allow: sc.allow.clone(), kill: sc.kill.clone() },
+    )
+}
+
+fn cgroups(cg: &CgroupsFile, bad: &mut Bad<'_>) -> CgroupPolicy {
     if !(1000..=1_000_000).contains(&cg.cpu_period_us) {
         bad("cgroups.cpu-period-us", "must be between 1000 and 1000000".into());
     }
@@ -335,7 +406,17 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
     let cpu_max_us =
         value(cg.cpu_max_percent).map(|pct| (pct.saturating_mul(cg.cpu_period_us) / 100, cg.cpu_period_us));
 
-    let wasm = &file.wasm;
+    CgroupPolicy {
+        enabled: cg.enabled,
+        best_effort: cg.best_effort,
+        parent: (!cg.parent.is_empty()).then(|| cg.parent.clone()),
+        memory_max_bytes: value(cg.memory_max_bytes),
+        pids_max: value(cg.pids_max),
+        cpu_max_us,
+    }
+}
+
+fn wasm(wasm: &WasmFile, bad: &mut Bad<'_>) -> WasmPolicy {
     if wasm.memory_max_bytes < 65536 {
         bad("wasm.memory-max-bytes", "must be at least 65536 (one Wasm page)".into());
     }
@@ -349,65 +430,13 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
         bad("wasm.module-max-bytes", "must be between 8 (a module's header) and 1073741824".into());
     }
 
-    let hostname = &file.process.hostname;
-    if let Err(message) = check_hostname(hostname) {
-        bad("process.hostname", message);
+    WasmPolicy {
+        memory_max_bytes: wasm.memory_max_bytes,
+        fuel: value(wasm.fuel),
+        table_elements_max: wasm.table_elements_max,
+        instances_max: wasm.instances_max,
+        module_max_bytes: wasm.module_max_bytes,
     }
-
-    if !problems.is_empty() {
-        return Err(problems);
-    }
-    let cap = |l: Limit| match l {
-        Limit::Value(v) => Some(v),
-        Limit::Unlimited => None,
-    };
-    Ok(Policy {
-        origin: origin.to_string(),
-        namespaces,
-        identity: Identity {
-            uid: id.uid,
-            gid: id.gid,
-            host_uid: id.host_uid,
-            host_gid: id.host_gid,
-            owner_uids: owners,
-        },
-        filesystem: Filesystem {
-            grants,
-            writable_exec: fs.writable_exec,
-            proc: fs.proc,
-            dev: fs.dev,
-            tmp_size_bytes: (fs.tmp_size_bytes > 0).then_some(fs.tmp_size_bytes),
-            shm_size_bytes: (fs.shm_size_bytes > 0).then_some(fs.shm_size_bytes),
-            writable_max_bytes: fs.writable_max_bytes,
-            writable_max_files: fs.writable_max_files,
-            cwd: PathBuf::from(&fs.cwd),
-        },
-        wall_timeout: Duration::from_millis(timeout_ms),
-        rlimits: file.rlimits.0,
-        stdout_max_bytes: cap(file.output.stdout_max_bytes),
-        stderr_max_bytes: cap(file.output.stderr_max_bytes),
-        env_pass: file.environment.pass,
-        env_set: file.environment.set.0,
-        hostname: hostname.clone(),
-        stdin: file.process.stdin,
-        landlock: LandlockPolicy { required: file.landlock.required, min_abi: file.landlock.min_abi },
-        seccomp: SeccompPolicy { required: sc.required, allow: sc.allow.clone(), kill: sc.kill.clone() },
-        cgroups: CgroupPolicy {
-            enabled: cg.enabled,
-            best_effort: cg.best_effort,
-            parent: (!cg.parent.is_empty()).then(|| cg.parent.clone()),
-            memory_max_bytes: value(cg.memory_max_bytes),
-            pids_max: value(cg.pids_max),
-            cpu_max_us,
-        },
-        wasm: WasmPolicy {
-            memory_max_bytes: wasm.memory_max_bytes,
-            fuel: value(wasm.fuel),
-            table_elements_max: wasm.table_elements_max,
-            instances_max: wasm.instances_max,
-            module_max_bytes: wasm.module_max_bytes,
-        },
-    })
 }
 
 /// A path inside the jail: absolute, no `.` or `..`, no NUL.
