@@ -125,7 +125,9 @@ pub fn path_of(f: &tempfile::NamedTempFile) -> String {
     f.path().display().to_string()
 }
 
-/// The attack helper (tests/helpers/attack.c), built static once per test binary into
+/// The attack helper (tests/escape/helper.c: one program, a subcommand per attack, for the wall
+/// tests; the escape suite builds one program per attack from the same directory), built static
+/// once per test binary into
 /// `target/tmp/helpers/`. `None` (with a skip message) when no C compiler is installed.
 pub fn attack_helper() -> Option<PathBuf> {
     use std::sync::OnceLock;
@@ -136,7 +138,7 @@ pub fn attack_helper() -> Option<PathBuf> {
             if let Some(p) = std::env::var_os("STOCKADE_TEST_HELPER") {
                 return Some(PathBuf::from(p));
             }
-            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/helpers/attack.c");
+            let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/escape/helper.c");
             let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("helpers");
             std::fs::create_dir_all(&dir).ok()?;
             std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).ok()?;
@@ -148,7 +150,7 @@ pub fn attack_helper() -> Option<PathBuf> {
                 // No compiler (the test VM): use a helper built and copied in beforehand.
                 _ if out.exists() => return Some(out),
                 _ => {
-                    eprintln!("skip: cannot build tests/helpers/attack.c (needs gcc and libc6-dev)");
+                    eprintln!("skip: cannot build tests/escape/helper.c (needs gcc and libc6-dev)");
                     return None;
                 }
             }

@@ -311,7 +311,7 @@ fn vm_test(args: &[String]) -> Result<(), String> {
     let helpers = root.join("target/tmp/helpers");
     std::fs::create_dir_all(&helpers).map_err(|e| e.to_string())?;
     let helper = helpers.join("attack");
-    run(Command::new("gcc").args(["-static", "-O1", "-o"]).arg(&helper).arg(root.join("tests/helpers/attack.c")))?;
+    run(Command::new("gcc").args(["-static", "-O1", "-o"]).arg(&helper).arg(root.join("tests/escape/helper.c")))?;
     let tests = test_executables(&root, &["degraded", "cgroups", "walls", "doctor"])?;
     let mut cmd = Command::new(vm.join("run.sh"));
     cmd.args(["--mem", "1024", "--timeout", "900"]);

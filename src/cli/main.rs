@@ -1,12 +1,12 @@
 //! `stockade`: parse the command line, call the library, map the outcome to an exit code.
 
-mod cli;
+mod args;
 #[cfg(feature = "wasm")]
 mod guest;
 mod review;
 
+use args::{Cli, Command, PolicyCommand, RunArgs};
 use clap::Parser;
-use cli::{Cli, Command, PolicyCommand, RunArgs};
 use std::io::Write;
 use std::os::fd::AsFd;
 use std::process::ExitCode;

@@ -1,6 +1,6 @@
 //! `stockade guest ...` and the Wasm options of `stockade run` (CLI side).
 
-use crate::cli::{GuestCommand, RunArgs};
+use crate::args::{GuestCommand, RunArgs};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use stockade::wasm::engine::EngineKind;
