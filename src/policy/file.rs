@@ -16,7 +16,7 @@ pub struct PolicyFile {
     /// Policy format version. Only `1` exists.
     pub version: u32,
     #[serde(default)]
-    pub namespaces: NamespacesFile,
+    pub namespaces: Namespaces,
     #[serde(default)]
     pub identity: IdentityFile,
     #[serde(default)]
@@ -48,7 +48,7 @@ impl PolicyFile {
     pub fn strict_default() -> PolicyFile {
         PolicyFile {
             version: 1,
-            namespaces: NamespacesFile::default(),
+            namespaces: Namespaces::default(),
             identity: IdentityFile::default(),
             filesystem: FilesystemFile::default(),
             limits: LimitsFile::default(),
@@ -64,10 +64,11 @@ impl PolicyFile {
     }
 }
 
-/// `[namespaces]`: each namespace is created fresh for the run unless set to `false`.
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+/// `[namespaces]`: each namespace is created fresh for the run unless set to `false`. Every
+/// combination is valid as written, so the validated policy holds this same type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
-pub struct NamespacesFile {
+pub struct Namespaces {
     pub user: bool,
     pub pid: bool,
     pub mount: bool,
@@ -77,9 +78,9 @@ pub struct NamespacesFile {
     pub cgroup: bool,
 }
 
-impl Default for NamespacesFile {
+impl Default for Namespaces {
     fn default() -> Self {
-        NamespacesFile { user: true, pid: true, mount: true, net: true, ipc: true, uts: true, cgroup: true }
+        Namespaces { user: true, pid: true, mount: true, net: true, ipc: true, uts: true, cgroup: true }
     }
 }
 

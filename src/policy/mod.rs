@@ -5,13 +5,13 @@ mod file;
 mod validate;
 
 pub use file::{
-    CgroupsFile, EnvironmentFile, FilesystemFile, IdentityFile, LandlockFile, Limit, LimitsFile, NamespacesFile,
+    CgroupsFile, EnvironmentFile, FilesystemFile, IdentityFile, LandlockFile, Limit, LimitsFile, Namespaces,
     OrderedStrings, OutputFile, PolicyFile, ProcMode, ProcessFile, RlimitKey, RlimitsFile, SeccompFile, StdinMode,
     SyscallGroup,
 };
 pub use validate::{
-    CgroupPolicy, Filesystem, Grant, Identity, LandlockPolicy, MAX_WALL_TIMEOUT_MS, Namespaces, Policy, Problem,
-    SeccompPolicy, check_grant_path, check_inside_path, check_wall_timeout_ms,
+    CgroupPolicy, Filesystem, Grant, Identity, LandlockPolicy, MAX_WALL_TIMEOUT_MS, Policy, Problem, SeccompPolicy,
+    check_grant_path, check_inside_path, check_wall_timeout_ms,
 };
 
 use std::fmt;

@@ -1,8 +1,8 @@
 //! `PolicyFile` -> `Policy`: every value checked, every error collected with its key path.
 
 use super::file::{
-    CgroupsFile, FilesystemFile, IdentityFile, Limit, PolicyFile, ProcMode, RlimitKey, StdinMode, SyscallGroup,
-    WasmFile,
+    CgroupsFile, FilesystemFile, IdentityFile, Limit, Namespaces, PolicyFile, ProcMode, RlimitKey, StdinMode,
+    SyscallGroup, WasmFile,
 };
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
@@ -84,18 +84,6 @@ impl SeccompPolicy {
     }
 }
 
-/// Which namespaces the run gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Namespaces {
-    pub user: bool,
-    pub pid: bool,
-    pub mount: bool,
-    pub net: bool,
-    pub ipc: bool,
-    pub uts: bool,
-    pub cgroup: bool,
-}
-
 /// Inside ids and the host ids they map to when stockade runs as root.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Identity {
@@ -154,16 +142,7 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
     if file.version != 1 {
         bad("version", format!("unsupported version {} (this stockade reads version 1)", file.version));
     }
-    let ns = &file.namespaces;
-    let namespaces = Namespaces {
-        user: ns.user,
-        pid: ns.pid,
-        mount: ns.mount,
-        net: ns.net,
-        ipc: ns.ipc,
-        uts: ns.uts,
-        cgroup: ns.cgroup,
-    };
+    let namespaces = file.namespaces;
     let identity = identity(&file.identity, &mut bad);
     let filesystem = filesystem(&file.filesystem, &namespaces, &mut bad);
     let wall_timeout = limits(&file, &mut bad);
