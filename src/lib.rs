@@ -57,6 +57,7 @@ pub mod doctor;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod handover;
 pub mod host;
 pub mod input;
 pub mod layers;
@@ -77,7 +78,7 @@ pub use error::Error;
 pub use plan::{Job, Plan};
 pub use policy::{Policy, PolicyError};
 pub use report::{Enforcement, LayerReport, Report, Status};
-pub use supervisor::{Output, Prepared};
+pub use supervisor::{Exchange, Finished, Gate, Gated, Output, Prepared, Start};
 
 /// Prepares and runs one job under a policy: `Plan::prepare(policy, job)?.run(output)`.
 pub fn run(policy: &Policy, job: &Job, output: Output<'_>) -> Result<Report, Error> {

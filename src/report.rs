@@ -84,6 +84,21 @@ pub struct WasmTime {
     pub run_ms: f64,
 }
 
+/// What came before the run's start, for a jail released ahead of its run (a service's warm
+/// pool): its program had started and got itself ready (an interpreter loaded), then waited.
+/// The report's wall and CPU times count from the hand-over; this is apart.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct WarmStart {
+    /// From the program's start to the hand-over, milliseconds.
+    pub waited_ms: f64,
+    /// CPU time the run's cgroup used before the hand-over (the program's start-up),
+    /// milliseconds; not in `cpu-user-ms`/`cpu-sys-ms`. Absent without a cgroup (then those
+    /// include it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_ms: Option<f64>,
+}
+
 /// One writable directory of the run (a staged tmpfs): what the program left in it and what was
 /// written back to the host.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -227,6 +242,9 @@ pub struct Report {
     /// run: the supervisor lives outside the run's cgroup.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supervisor_cpu_ms: Option<f64>,
+    /// For a run handed to a jail started ahead of it: what came before its start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_start: Option<WarmStart>,
     /// The run's writable directories (staged on tmpfs, written back at the end).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writable_dirs: Vec<WritableDir>,
@@ -274,6 +292,7 @@ impl Report {
             pids_peak: None,
             pids_limit_hit: false,
             supervisor_cpu_ms: None,
+            warm_start: None,
             writable_dirs: Vec::new(),
             guest_exit_code: None,
             fuel_consumed: None,

@@ -6,8 +6,17 @@ use common::*;
 use std::time::{Duration, Instant};
 use stockade::{Job, Output, Plan, Policy, Status};
 
+/// Tests that look for this process's cgroups left behind run one at a time (another test's
+/// live run would look like a leftover).
+static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn alone() -> std::sync::MutexGuard<'static, ()> {
+    ALONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn a_prestarted_jail_runs_later_and_an_unused_one_leaves_nothing() {
+    let _alone = alone();
     let Some(helper) = attack_helper() else { return };
     let mut policy = Policy::builtin();
     policy.add_read_only(&helper.parent().expect("dir").display().to_string(), "test").expect("grant");
@@ -52,6 +61,7 @@ fn a_prestarted_jail_runs_later_and_an_unused_one_leaves_nothing() {
 
 #[test]
 fn one_plan_runs_many_times_from_several_threads() {
+    let _alone = alone();
     let policy = Policy::builtin();
     let plan = Plan::prepare(&policy, &Job::new("/bin/sh").args(["-c", "echo $$"])).expect("plan");
     std::thread::scope(|s| {
@@ -72,4 +82,144 @@ fn one_plan_runs_many_times_from_several_threads() {
             }
         }
     });
+}
+
+/// No cgroup of this process is left in any hierarchy.
+fn no_cgroups_left() -> Result<(), String> {
+    let prefix = format!("stockade-{}-", std::process::id());
+    let host = stockade::layers::cgroup::host::Host::current();
+    for h in host.v2.iter().chain(host.v1.values()) {
+        let Some(dir) = h.dir(&h.own) else { continue };
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .map(|e| e.path())
+            .collect();
+        if !left.is_empty() {
+            return Err(format!("cgroups left in {}: {left:?}", dir.display()));
+        }
+    }
+    Ok(())
+}
+
+/// A jail released ahead of its run: the program starts and blocks on stdin; the gate's start
+/// brings the stdin, files in, tighter caps and the clock; files come back out.
+#[test]
+fn a_gated_jail_starts_its_run_at_the_hand_over() {
+    let _alone = alone();
+    use stockade::layers::filesystem::exchange::{Pick, PutFile, patterns};
+    use stockade::{Exchange, Gate, Gated, Start};
+    let mut policy = Policy::builtin();
+    policy.add_empty_dir("/app", "test").expect("dir");
+    policy.set_cwd("/app", "test").expect("cwd");
+    // Shell builtins only: the default policy denies exec after the first.
+    let script = "read line; echo \"got $line\"; read x < in.txt; read y < sub/deep.txt; \
+                  echo \"$x $y\" > out.txt; echo png > pic.png; echo long long long long; echo err >&2";
+    let job = Job::new("/bin/sh").args(["-c", script]).stdin_bytes(Vec::new());
+    let plan = Plan::prepare(&policy, &job).expect("plan");
+    let gate = Gate::new().expect("gate");
+    std::thread::scope(|s| {
+        let run = s.spawn(|| plan.prestart().expect("prestart").run_gated(&gate, |_| None).expect("run"));
+        std::thread::sleep(Duration::from_millis(300));
+        gate.open(Start {
+            stdin: b"hello\n".to_vec(),
+            files: Some(Exchange {
+                dir: "/app".into(),
+                put: vec![
+                    PutFile { path: "in.txt".into(), bytes: b"one\n".to_vec() },
+                    PutFile { path: "sub/deep.txt".into(), bytes: b"two\n".to_vec() },
+                ],
+                take: Some(Pick {
+                    patterns: patterns(&["*.txt".into(), "*.png".into()]).expect("patterns"),
+                    max_files: 10,
+                    max_bytes: 1000,
+                }),
+            }),
+            stdout_max_bytes: Some(10),
+            argv_display: Some(vec!["shown".into()]),
+            ..Start::default()
+        });
+        let Gated::Ran(f) = run.join().expect("thread") else { panic!("the run did not start") };
+        let r = &f.report;
+        assert_eq!(r.status, Status::Ok, "{r:?}");
+        assert_eq!(r.stdout.text.as_deref(), Some("got hello\n"), "{r:?}");
+        assert!(r.stdout.truncated && r.stdout.bytes > 10, "the tighter cap holds: {:?}", r.stdout);
+        assert_eq!(r.stderr.text.as_deref(), Some("err\n"));
+        assert!(r.wall_ms < 250.0, "the clock starts at the hand-over: {} ms", r.wall_ms);
+        let warm = r.warm_start.expect("warm-start reported");
+        assert!(warm.waited_ms >= 290.0, "{warm:?}");
+        assert_eq!(r.argv, ["shown"]);
+        let files = f.files.as_ref().expect("files taken");
+        let names: Vec<&str> = files.files.iter().map(|(p, _)| p.as_str()).collect();
+        // `*` stays in one directory: sub/deep.txt is not taken.
+        assert_eq!(names, ["in.txt", "out.txt", "pic.png"], "{files:?}");
+        assert_eq!(files.files[1].1, b"one two\n");
+        assert!(!files.capped);
+    });
+    no_cgroups_left().expect("clean");
+}
+
+#[test]
+fn a_gated_jail_refuses_bad_files_caps_what_it_gives_back_and_can_be_cancelled() {
+    let _alone = alone();
+    use stockade::layers::filesystem::exchange::{Pick, PutFile, patterns};
+    use stockade::{Exchange, Gate, Gated, Start};
+    let mut policy = Policy::builtin();
+    policy.add_empty_dir("/app", "test").expect("dir");
+    policy.set_cwd("/app", "test").expect("cwd");
+    let job = Job::new("/bin/sh")
+        .args(["-c", "read x; for i in 1 2 3 4 5; do echo $i$i$i > f$i.txt; done"])
+        .stdin_bytes(Vec::new());
+    let plan = Plan::prepare(&policy, &job).expect("plan");
+
+    // Taking back: three files of four bytes, six bytes of room: one file, and capped.
+    let gate = Gate::new().expect("gate");
+    let pick = Pick { patterns: patterns(&["f*.txt".into()]).expect("p"), max_files: 3, max_bytes: 6 };
+    let take = Some(Exchange { dir: "/app".into(), put: Vec::new(), take: Some(pick) });
+    std::thread::scope(|s| {
+        let run = s.spawn(|| plan.prestart().expect("prestart").run_gated(&gate, |_| None).expect("run"));
+        gate.open(Start { stdin: b"\n".to_vec(), files: take, ..Start::default() });
+        let Gated::Ran(f) = run.join().expect("thread") else { panic!("did not start") };
+        let t = f.files.expect("taken");
+        assert_eq!(t.files.len(), 1, "{t:?}");
+        assert!(t.capped);
+    });
+
+    // A path that climbs out: refused, and the waiting jail is taken down.
+    let gate = Gate::new().expect("gate");
+    let bad = Some(Exchange {
+        dir: "/app".into(),
+        put: vec![PutFile { path: "../etc/x".into(), bytes: b"x".to_vec() }],
+        take: None,
+    });
+    std::thread::scope(|s| {
+        let run = s.spawn(|| plan.prestart().expect("prestart").run_gated(&gate, |_| None));
+        gate.open(Start { files: bad, ..Start::default() });
+        let e = run.join().expect("thread").expect_err("refused");
+        assert!(e.to_string().contains("contains '..'"), "{e}");
+    });
+
+    // Cancelled while waiting: nothing ran, nothing is left.
+    let gate = Gate::new().expect("gate");
+    std::thread::scope(|s| {
+        let run = s.spawn(|| plan.prestart().expect("prestart").run_gated(&gate, |_| None).expect("ran"));
+        std::thread::sleep(Duration::from_millis(100));
+        gate.cancel();
+        match run.join().expect("thread") {
+            Gated::NotStarted(why) => assert_eq!(why, "cancelled"),
+            Gated::Ran(f) => panic!("ran: {:?}", f.report),
+        }
+    });
+
+    // A program that dies while it waits: not a run, and it says why.
+    let dies =
+        Plan::prepare(&policy, &Job::new("/bin/sh").args(["-c", "exit 3"]).stdin_bytes(Vec::new())).expect("plan");
+    let gate = Gate::new().expect("gate");
+    match dies.prestart().expect("prestart").run_gated(&gate, |_| None).expect("ended") {
+        Gated::NotStarted(why) => assert_eq!(why, "the program exited with 3 before its run started"),
+        Gated::Ran(f) => panic!("ran: {:?}", f.report),
+    }
+    no_cgroups_left().expect("clean");
 }

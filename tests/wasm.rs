@@ -243,3 +243,65 @@ fn a_tampered_guest_or_artifact_is_refused() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A guest started ahead of its run: the interpreter loads and waits for its code, framed on
+/// stdin; its run behaves as the same code run cold (`--python`, `--js`): output, arguments,
+/// stdin, exit codes and tracebacks; its clock starts at the hand-over.
+#[test]
+fn a_waiting_interpreter_runs_the_code_it_is_handed_as_a_cold_one_would() {
+    use stockade::wasm::{GuestCode, WasmJob};
+    use stockade::{Gate, Gated, Policy, Start, handover};
+    let Some(g) = guest_dir() else { return };
+    let cases: [(bool, &str, &[&str], &str); 9] = [
+        (true, "print(1)", &[], ""),
+        (true, "import sys; print(sys.argv[1:], sys.stdin.read())", &["a", "é b"], "in\nput"),
+        (true, "x = 1\n1/0", &[], ""),
+        (true, "def f(:", &[], ""),
+        (true, "import sys; sys.exit(7)", &[], ""),
+        (false, "console.log(1 + 1)", &[], ""),
+        (false, "throw new Error('boom')", &[], ""),
+        (false, "function f() { null.x }\nf()", &[], ""),
+        (false, "console.log(JSON.stringify(scriptArgs.slice(1)))", &["a", "b c"], ""),
+    ];
+    for (python, code, args, stdin) in cases {
+        let waiting = if python { GuestCode::PythonFromStdin } else { GuestCode::JsFromStdin };
+        let mut job = WasmJob::new(waiting, stockade_bin());
+        job.guest_dir = Some(g.clone());
+        let plan = stockade::wasm::prepare(&Policy::builtin(), &job).expect("plan");
+        let gate = Gate::new().expect("gate");
+        let warm = std::thread::scope(|s| {
+            let run = s.spawn(|| plan.prestart().expect("prestart").run_gated(&gate).expect("run"));
+            std::thread::sleep(Duration::from_millis(if python { 400 } else { 100 }));
+            let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+            let mut bytes = handover::frame(code, &args);
+            bytes.extend_from_slice(stdin.as_bytes());
+            gate.open(Start { stdin: bytes, ..Start::default() });
+            match run.join().expect("thread") {
+                Gated::Ran(f) => f.report,
+                Gated::NotStarted(why) => panic!("{code}: did not start: {why}"),
+            }
+        });
+        let flag = if python { "--python" } else { "--js" };
+        let d = g.display().to_string();
+        let mut cold_args = vec!["--guest-dir", d.as_str(), flag, code];
+        cold_args.extend_from_slice(args);
+        // The CLI's guests get no stdin: stdin is compared through the warm run only.
+        let (cold, _) = run_report(&cold_args);
+        if stdin.is_empty() {
+            assert_eq!(warm.stdout.text, cold.stdout.text, "{code}: stdout");
+        } else {
+            assert_eq!(stdout_of(&warm), "['a', 'é b'] in\nput\n", "{code}");
+        }
+        assert_eq!(warm.stderr.text, cold.stderr.text, "{code}: stderr");
+        assert_eq!((warm.status, warm.exit_code), (cold.status, cold.exit_code), "{code}");
+        assert_eq!(warm.guest_exit_code, cold.guest_exit_code, "{code}");
+        let w = warm.warm_start.expect("warm-start");
+        assert!(w.waited_ms >= 90.0, "{w:?}");
+        if python {
+            // CPython's start-up happened before the hand-over, not in the run.
+            let t = warm.wasm_time.expect("times");
+            let c = cold.wasm_time.expect("times");
+            assert!(t.run_ms < c.run_ms, "{code}: warm run {} ms, cold {} ms", t.run_ms, c.run_ms);
+        }
+    }
+}

@@ -47,8 +47,9 @@ pub fn wasm_job(args: &RunArgs) -> Result<Option<WasmJob>, String> {
         args: args.command.clone(),
         workspace: args.workspace.as_ref().map(abs).transpose()?,
         data: args.data.iter().map(abs).collect::<Result<_, _>>()?,
-        guest_dir: args.guest_dir.clone(),
+        guest_dir: args.guest_dir.as_ref().map(abs).transpose()?,
         runner,
+        stdin: None,
     }))
 }
 

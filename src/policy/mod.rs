@@ -21,6 +21,14 @@ use std::time::Duration;
 /// The shipped default policy, embedded in the binary.
 pub const DEFAULT_POLICY_TOML: &str = include_str!("../../policies/default.toml");
 
+/// The policies shipped with stockade, embedded in the binary, by name: a server names them in
+/// its configuration and requests (a policy directory may add others, or replace these).
+pub const SHIPPED: [(&str, &str); 3] = [
+    ("default", DEFAULT_POLICY_TOML),
+    ("wrap-python", include_str!("../../policies/examples/wrap-python.toml")),
+    ("wrap-node", include_str!("../../policies/examples/wrap-node.toml")),
+];
+
 /// The largest policy file stockade reads (the shipped ones are a few KiB).
 pub const MAX_POLICY_BYTES: u64 = 1 << 20;
 
@@ -183,10 +191,15 @@ impl Policy {
     }
 }
 
-/// TOML -> `PolicyFile`. Every structural problem (unknown key, wrong type) is collected: the
-/// offending key is set aside and the rest parsed again, so the semantic checks still see every
-/// other key. Returns the problems so far and, when the rest parsed, the file.
 fn parse(text: &str, name: &str) -> (Vec<LocatedProblem>, Option<PolicyFile>) {
+    parse_toml(text, name)
+}
+
+/// TOML -> a typed file (a policy, a server configuration). Every structural problem (unknown
+/// key, wrong type) is collected: the offending key is set aside and the rest parsed again, so
+/// the semantic checks still see every other key. Returns the problems so far and, when the rest
+/// parsed, the file.
+pub fn parse_toml<T: serde::de::DeserializeOwned>(text: &str, name: &str) -> (Vec<LocatedProblem>, Option<T>) {
     let problem = |position: Option<(usize, usize)>, key: String, message: String| LocatedProblem {
         file: name.to_string(),
         position,
@@ -203,7 +216,7 @@ fn parse(text: &str, name: &str) -> (Vec<LocatedProblem>, Option<PolicyFile>) {
     let mut problems = Vec::new();
     // Each round sets one key aside; a file has far fewer keys than this.
     for _ in 0..256 {
-        let e = match serde_path_to_error::deserialize::<_, PolicyFile>(toml::Value::Table(table.clone())) {
+        let e = match serde_path_to_error::deserialize::<_, T>(toml::Value::Table(table.clone())) {
             Ok(file) => return (problems, Some(file)),
             Err(e) => e,
         };

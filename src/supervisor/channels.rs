@@ -31,6 +31,8 @@ pub(super) struct Sink {
     cap: Option<u64>,
     total: u64,
     dest: Dest,
+    /// The fd a forwarding sink writes to, when it is the sink's own (closed with it).
+    owned: Option<OwnedFd>,
 }
 
 impl Sink {
@@ -39,7 +41,20 @@ impl Sink {
             Some(fd) => Dest::Forward { fd, pending: Vec::new(), broken: false },
             None => Dest::Capture(Vec::new()),
         };
-        Sink { cap, total: 0, dest }
+        Sink { cap, total: 0, dest, owned: None }
+    }
+
+    /// Lowers the cap to `cap` when that is tighter (before anything was pushed).
+    pub(super) fn tighten(&mut self, cap: Option<u64>) {
+        if let Some(c) = cap {
+            self.cap = Some(self.cap.map_or(c, |old| old.min(c)));
+        }
+    }
+
+    /// Passes what comes on to `fd`, closed when the sink is done (before anything was pushed).
+    pub(super) fn forward_to(&mut self, fd: OwnedFd) {
+        self.dest = Dest::Forward { fd: fd.as_raw_fd(), pending: Vec::new(), broken: false };
+        self.owned = Some(fd);
     }
 
     pub(super) fn push(&mut self, data: &[u8]) {

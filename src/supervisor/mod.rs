@@ -8,25 +8,27 @@
 //! words.
 
 mod channels;
+mod gate;
 mod pump;
 mod verdict;
 mod words;
 
 pub use channels::Output;
+pub use gate::{Exchange, Finished, Gate, Gated, Start};
 pub use verdict::{Accounting, Ending, Note, Verdict, verdict};
 
 use crate::child::{self, ChildArgs};
 use crate::error::Error;
 use crate::layers::cgroup::{CgroupStats, Leaf};
 use crate::layers::fds::ChildFds;
-use crate::layers::filesystem::staging;
+use crate::layers::filesystem::{exchange, staging};
 use crate::layers::identity::{IdentityError, OwnerLease};
 use crate::plan::Plan;
 use crate::policy::{Limit, RlimitKey, StdinMode};
-use crate::report::{GuestEnd, Report, StreamReport, WritableDir, signal_name};
+use crate::report::{GuestEnd, Report, StreamReport, WarmStart, WritableDir, signal_name};
 use crate::sys::{self, CStrArray, Errno};
 use channels::{ChildEnds, Feed, Pipes, Sink, Stream};
-use pump::{Outcome, Run};
+use pump::{Outcome, Pump, Run, Stop};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
@@ -304,10 +306,31 @@ impl Prepared<'_> {
     ///
     /// [`Job::extra_outputs`]: crate::Job::extra_outputs
     pub fn run_with_channels(
-        mut self,
+        self,
         output: Output<'_>,
         guest: impl FnOnce(&[Vec<u8>]) -> Option<GuestEnd>,
     ) -> Result<(Report, Vec<Vec<u8>>), Error> {
+        match self.finish(output, None, guest)? {
+            Gated::Ran(f) => Ok((f.report, f.channels)),
+            Gated::NotStarted(_) => Err(Error::Supervisor { what: "start the run", errno: Errno(libc::EINVAL) }),
+        }
+    }
+
+    /// Releases the jail now — the program starts and may get itself ready (an interpreter loads
+    /// and blocks reading its stdin) — but starts its *run* only when `gate` opens: then the
+    /// run's files go in, its stdin is fed, and its clock starts (the report's wall time, CPU
+    /// time and deadline count from there; `warm-start` says what came before). Blocks until the
+    /// run is over, or the program died or the gate was cancelled before it started.
+    pub fn run_gated(self, gate: &Gate, guest: impl FnOnce(&[Vec<u8>]) -> Option<GuestEnd>) -> Result<Gated, Error> {
+        self.finish(Output::Capture, Some(gate), guest)
+    }
+
+    fn finish(
+        mut self,
+        output: Output<'_>,
+        gate: Option<&Gate>,
+        guest: impl FnOnce(&[Vec<u8>]) -> Option<GuestEnd>,
+    ) -> Result<Gated, Error> {
         let plan = self.plan;
         let cpu_at_start = sys::thread_cpu_time();
         let Some(PipesHeld(pipes)) = self.pipes.take() else {
@@ -319,7 +342,7 @@ impl Prepared<'_> {
         for (place, root) in plan.fs.staged().iter().zip(&self.staged) {
             copied.push(staging::copy_in(place, root, create_as)?);
         }
-        let start = Instant::now();
+        let released = Instant::now();
         // The last barrier: the child execs the program. If it already failed, the report says why.
         let _ = sys::send_nosignal(pipes.sync.as_fd(), &[2]);
         let forward = |fd: BorrowedFd<'_>| Some(fd.as_raw_fd());
@@ -334,7 +357,6 @@ impl Prepared<'_> {
         for (fd, cap) in pipes.extra.into_iter().zip(&plan.extra_outputs) {
             streams.push(Stream::new(Some(fd), Sink::new(Some(*cap), None)));
         }
-        let feed = pipes.stdin_feed.map(|fd| Feed { fd, data: self.stdin_data.take().unwrap_or_default(), at: 0 });
         let run = Run {
             pid: self.pid,
             pidfd: &self.pidfd,
@@ -343,7 +365,60 @@ impl Prepared<'_> {
             pid_namespace: plan.policy.namespaces.pid,
             leaf: self.leaf.as_ref(),
         };
-        let outcome = pump::pump(run, pipes.report, &mut streams, feed, start + plan.policy.wall_timeout)?;
+        let mut pump = Pump::new(run, pipes.report);
+        let mut stdin_data = self.stdin_data.take();
+        let mut wall_timeout = plan.policy.wall_timeout;
+        let mut start = released;
+        let mut exchange = None;
+        let mut argv_display = None;
+        let mut warm = None;
+        let mut cpu_before = CgroupStats::default();
+        if let Some(gate) = gate {
+            // Waiting: the program gets ready; nothing of the run is counted yet.
+            if let Stop::Ended(o) = pump.go(&mut [], None, None, Some(gate.fd()))? {
+                self.pid = 0;
+                return Ok(Gated::NotStarted(self.died_waiting(&o)));
+            }
+            let Some(s) = gate.take() else {
+                pump.kill();
+                let _ = pump.go(&mut [], None, None, None)?;
+                self.pid = 0;
+                return Ok(Gated::NotStarted("cancelled".into()));
+            };
+            start = Instant::now();
+            cpu_before = self.leaf.as_ref().map(Leaf::stats).unwrap_or_default();
+            if let Some(x) = &s.files
+                && let Err(e) = self.put_files(x, create_as)
+            {
+                pump.kill();
+                let _ = pump.go(&mut [], None, None, None)?;
+                self.pid = 0;
+                return Err(e);
+            }
+            // The start's bytes follow the plan's own (a module the runner compiles, say).
+            let mut bytes = stdin_data.map(|d| d.to_vec()).unwrap_or_default();
+            bytes.extend_from_slice(&s.stdin);
+            stdin_data = Some(std::sync::Arc::from(bytes));
+            wall_timeout = s.wall_timeout.map_or(wall_timeout, |w| w.min(wall_timeout));
+            streams[0].sink.tighten(s.stdout_max_bytes);
+            streams[1].sink.tighten(s.stderr_max_bytes);
+            if let Some(fd) = s.stdout_to {
+                streams[0].sink.forward_to(fd);
+            }
+            if let Some(fd) = s.stderr_to {
+                streams[1].sink.forward_to(fd);
+            }
+            exchange = s.files;
+            argv_display = s.argv_display;
+            warm = Some(WarmStart {
+                waited_ms: ms(start.duration_since(released)),
+                cpu_ms: cpu_before.cpu_user_us.zip(cpu_before.cpu_sys_us).map(|(u, s)| (u + s) as f64 / 1000.0),
+            });
+        }
+        let feed = pipes.stdin_feed.map(|fd| Feed { fd, data: stdin_data.unwrap_or_default(), at: 0 });
+        let Stop::Ended(outcome) = pump.go(&mut streams, feed, Some(start + wall_timeout), None)? else {
+            return Err(Error::Supervisor { what: "pump the run", errno: Errno(libc::EINVAL) });
+        };
         // Reaped: nothing for Drop to kill.
         self.pid = 0;
         let wall = outcome.reaped_at.duration_since(start);
@@ -356,9 +431,19 @@ impl Prepared<'_> {
         };
         let channels: Vec<Vec<u8>> = streams.map(|s| s.sink.captured()).collect();
         let leaf = self.leaf.take();
-        let stats = leaf.as_ref().map(Leaf::stats).unwrap_or_default();
+        let mut stats = leaf.as_ref().map(Leaf::stats).unwrap_or_default();
+        // What the program spent getting ready is not the run's (`warm-start` says it).
+        let minus = |now: Option<u64>, before: Option<u64>| now.map(|n| n.saturating_sub(before.unwrap_or(0)));
+        stats.cpu_user_us = minus(stats.cpu_user_us, cpu_before.cpu_user_us);
+        stats.cpu_sys_us = minus(stats.cpu_sys_us, cpu_before.cpu_sys_us);
         let leaf_made = leaf.is_some();
         let removed = leaf.map_or(Ok(()), Leaf::remove);
+        // The files the caller asked back, before the tmpfs goes.
+        let files = exchange.as_ref().and_then(|x| {
+            let pick = x.take.as_ref()?;
+            let i = exchange::place_index(plan.fs.staged(), &x.dir)?;
+            Some(exchange::take(&self.staged[i], pick))
+        });
         // What the program left in its writable directories goes back to the host.
         let mut notes = Vec::new();
         let mut dirs = Vec::new();
@@ -387,6 +472,11 @@ impl Prepared<'_> {
         };
         let v = verdict(&ending, &accounting, guest(&channels).as_ref());
         let mut report = plan.build_report(&outcome, wall, (out.sink.report(), err.sink.report()), stats, v, leaf_made);
+        report.wall_timeout_ms = u64::try_from(wall_timeout.as_millis()).unwrap_or(u64::MAX);
+        if let Some(argv) = argv_display {
+            report.argv = argv;
+        }
+        report.warm_start = warm;
         report.writable_dirs = dirs;
         report.supervisor_cpu_ms = Some(ms(sys::thread_cpu_time().saturating_sub(cpu_at_start)));
         notes.extend(removed.err().map(|e| e.to_string()));
@@ -395,7 +485,37 @@ impl Prepared<'_> {
         for note in notes {
             report.add_note(note);
         }
-        Ok((report, channels))
+        Ok(Gated::Ran(Box::new(Finished { report, channels, files })))
+    }
+
+    /// Writes a run's files into its writable directory (an empty one of the run's own).
+    fn put_files(&self, x: &Exchange, create_as: staging::CreateAs) -> Result<(), Error> {
+        let staged = self.plan.fs.staged();
+        let Some(i) = exchange::place_index(staged, &x.dir) else {
+            return Err(crate::layers::filesystem::FsError::Refused {
+                origin: "files".into(),
+                path: x.dir.clone(),
+                reason: "is not a writable directory of this jail".into(),
+            }
+            .into());
+        };
+        Ok(exchange::put(&staged[i], &self.staged[i], &x.put, create_as)?)
+    }
+
+    /// Why a jail ended while it waited at its gate, in words.
+    fn died_waiting(&self, o: &pump::Outcome) -> String {
+        if let Some(f) = o.failure {
+            return self.plan.describe_failure(f);
+        }
+        match (o.reaped.code, o.exit_status) {
+            (_, Some(status)) if libc::WIFEXITED(status) => {
+                format!("the program exited with {} before its run started", libc::WEXITSTATUS(status))
+            }
+            (_, Some(status)) if libc::WIFSIGNALED(status) => {
+                format!("the program was killed by {} before its run started", signal_name(libc::WTERMSIG(status)))
+            }
+            _ => "the program ended before its run started".into(),
+        }
     }
 }
 

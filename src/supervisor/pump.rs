@@ -1,6 +1,7 @@
 //! The event loop of a running jail: one thread, one `ppoll` over the run's init (its pidfd), the
 //! output pipes, the report pipe, the seccomp listener, the stdin feed and the caller's output
-//! fds; the deadline is its timeout.
+//! fds; the deadline is its timeout. A jail released ahead of its run is pumped in two phases:
+//! waiting at its gate (no output read, no stdin, no deadline), then running.
 
 use super::channels::{BATCH, CHUNK, Feed, PIPE_BUF, SMALL_READ, Stream};
 use crate::child;
@@ -11,7 +12,7 @@ use crate::policy::SyscallGroup;
 use crate::report::Violation;
 use crate::sys::{self, Errno};
 use crate::wire::{Failure, MSG_LEN, Msg};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 /// What the loop saw.
@@ -27,7 +28,6 @@ pub(super) struct Outcome {
 /// How long init gets, after the deadline signal, to kill and reap the run before SIGKILL.
 const KILL_GRACE: Duration = Duration::from_millis(50);
 
-/// The event loop: until init is reaped and every pipe reached end of file.
 /// The run being supervised.
 pub(super) struct Run<'a> {
     pub(super) pid: i32,
@@ -40,202 +40,268 @@ pub(super) struct Run<'a> {
     pub(super) leaf: Option<&'a Leaf>,
 }
 
-pub(super) fn pump(
-    run: Run<'_>,
-    report: OwnedFd,
-    streams: &mut [Stream],
-    mut feed: Option<Feed>,
-    deadline: Instant,
-) -> Result<Outcome, Error> {
-    let Run { pid, pidfd, sync, seccomp: sc, pid_namespace, leaf } = run;
-    let mut want_listener = sc.has_listener();
-    let mut listener: Option<OwnedFd> = None;
-    let mut exec_seen = false;
-    let mut violation: Option<Violation> = None;
-    let sv = |what: &'static str| move |errno: Errno| Error::Supervisor { what, errno };
-    let mut report = Some(report);
-    let mut msgs: Vec<u8> = Vec::new();
-    let mut failure = None;
-    let mut exit_status = None;
-    let mut reaped: Option<(sys::Reaped, Instant)> = None;
-    let mut killed = false;
-    let mut timed_out = false;
-    // With a pid namespace, init first gets the deadline signal (it kills and reaps the run, so
-    // CPU time is accounted); SIGKILL to init at `kill_at` is the backstop.
-    let mut kill_at = deadline;
-    let mut buf = vec![0u8; CHUNK];
-    loop {
-        let inputs_open = report.is_some() || streams.iter().any(|s| s.fd.is_some());
-        if reaped.is_some() && !inputs_open {
-            break;
+/// Why [`Pump::go`] returned.
+pub(super) enum Stop {
+    /// The gate it watched became readable (a hand-over, or a cancel).
+    Gate,
+    /// Init is reaped and every input is at end of file.
+    Ended(Outcome),
+}
+
+/// The event loop's state, kept across its phases: a jail released ahead of its run is pumped
+/// (its seccomp listener answered, its death seen) while it waits at its gate, then pumped again
+/// with its output, stdin and deadline once its run starts.
+pub(super) struct Pump<'a> {
+    run: Run<'a>,
+    want_listener: bool,
+    listener: Option<OwnedFd>,
+    exec_seen: bool,
+    violation: Option<Violation>,
+    report: Option<OwnedFd>,
+    msgs: Vec<u8>,
+    failure: Option<Failure>,
+    exit_status: Option<i32>,
+    reaped: Option<(sys::Reaped, Instant)>,
+    killed: bool,
+    timed_out: bool,
+    buf: Vec<u8>,
+}
+
+impl<'a> Pump<'a> {
+    pub(super) fn new(run: Run<'a>, report: OwnedFd) -> Pump<'a> {
+        Pump {
+            want_listener: run.seccomp.has_listener(),
+            run,
+            listener: None,
+            exec_seen: false,
+            violation: None,
+            report: Some(report),
+            msgs: Vec::new(),
+            failure: None,
+            exit_status: None,
+            reaped: None,
+            killed: false,
+            timed_out: false,
+            buf: vec![0u8; CHUNK],
         }
-        let now = Instant::now();
-        if reaped.is_some() && now >= deadline {
-            // Only without a pid namespace can a process outlive init and hold a pipe open.
-            break;
+    }
+
+    /// Takes the run down now (a cancelled gate, files that could not be handed over).
+    pub(super) fn kill(&mut self) {
+        if !self.killed && self.reaped.is_none() {
+            let r = &self.run;
+            super::kill_run(r.pid, r.pidfd.as_fd(), r.leaf, r.pid_namespace);
+            self.killed = true;
         }
-        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(7);
-        let mut roles: Vec<Role> = Vec::with_capacity(7);
-        let mut add = |fd: RawFd, events: libc::c_short, role: Role| {
-            fds.push(libc::pollfd { fd, events, revents: 0 });
-            roles.push(role);
-        };
-        if reaped.is_none() {
-            add(pidfd.as_raw_fd(), libc::POLLIN, Role::Pidfd);
-        }
-        if want_listener {
-            add(sync.as_raw_fd(), libc::POLLIN, Role::Sync);
-        }
-        if let Some(l) = &listener {
-            add(l.as_raw_fd(), libc::POLLIN, Role::Listener);
-        }
-        if let Some(r) = &report {
-            add(r.as_raw_fd(), libc::POLLIN, Role::Report);
-        }
-        let mut wake: Option<Instant> = (!killed).then_some(kill_at);
-        for (i, s) in streams.iter().enumerate() {
-            if let Some(fd) = &s.fd {
-                // Once the run is reaped, drain at once.
-                match s.quiet_until.filter(|t| *t > now && reaped.is_none()) {
-                    Some(t) => wake = Some(wake.map_or(t, |w| w.min(t))),
-                    None => add(fd.as_raw_fd(), libc::POLLIN, Role::Read(i)),
-                }
+    }
+
+    /// Pumps until init is reaped and every input reached end of file, or until `gate` is
+    /// readable. `deadline`: when the run is killed (`None`: not while waiting at a gate).
+    pub(super) fn go(
+        &mut self,
+        streams: &mut [Stream],
+        mut feed: Option<Feed>,
+        deadline: Option<Instant>,
+        gate: Option<BorrowedFd<'_>>,
+    ) -> Result<Stop, Error> {
+        let sv = |what: &'static str| move |errno: Errno| Error::Supervisor { what, errno };
+        // With a pid namespace, init first gets the deadline signal (it kills and reaps the run,
+        // so CPU time is accounted); SIGKILL to init at `kill_at` is the backstop.
+        let mut kill_at = deadline;
+        loop {
+            let inputs_open = self.report.is_some() || streams.iter().any(|s| s.fd.is_some());
+            if self.reaped.is_some() && !inputs_open {
+                break;
             }
-            if let Some(fd) = s.sink.wants_write() {
-                add(fd, libc::POLLOUT, Role::Write(i));
-            }
-        }
-        if reaped.is_some() {
-            // Nobody left to read it.
-            feed = None;
-        }
-        if let Some(f) = &feed {
-            add(f.fd.as_raw_fd(), libc::POLLOUT, Role::Feed);
-        }
-        let timeout = wake.map(|w| w.saturating_duration_since(now));
-        let n = match sys::ppoll(&mut fds, timeout) {
-            Ok(n) => n,
-            Err(Errno(libc::EINTR)) => continue,
-            Err(e) => return Err(sv("poll")(e)),
-        };
-        if n == 0 {
             let now = Instant::now();
-            if !killed && reaped.is_none() && now >= kill_at {
-                if pid_namespace && !timed_out {
-                    timed_out = true;
-                    kill_at = now + KILL_GRACE;
-                    let _ = sys::pidfd_send_signal(pidfd.as_fd(), child::DEADLINE_SIGNAL);
-                } else {
-                    super::kill_run(pid, pidfd.as_fd(), leaf, pid_namespace);
-                    killed = true;
-                    timed_out = true;
+            if self.reaped.is_some() && deadline.is_some_and(|d| now >= d) {
+                // Only without a pid namespace can a process outlive init and hold a pipe open.
+                break;
+            }
+            let mut fds: Vec<libc::pollfd> = Vec::with_capacity(8);
+            let mut roles: Vec<Role> = Vec::with_capacity(8);
+            let mut add = |fd: RawFd, events: libc::c_short, role: Role| {
+                fds.push(libc::pollfd { fd, events, revents: 0 });
+                roles.push(role);
+            };
+            if self.reaped.is_none() {
+                add(self.run.pidfd.as_raw_fd(), libc::POLLIN, Role::Pidfd);
+            }
+            if self.want_listener {
+                add(self.run.sync.as_raw_fd(), libc::POLLIN, Role::Sync);
+            }
+            if let Some(l) = &self.listener {
+                add(l.as_raw_fd(), libc::POLLIN, Role::Listener);
+            }
+            if let Some(r) = &self.report {
+                add(r.as_raw_fd(), libc::POLLIN, Role::Report);
+            }
+            if let Some(g) = gate {
+                add(g.as_raw_fd(), libc::POLLIN, Role::Gate);
+            }
+            let mut wake: Option<Instant> = kill_at.filter(|_| !self.killed);
+            for (i, s) in streams.iter().enumerate() {
+                if let Some(fd) = &s.fd {
+                    // Once the run is reaped, drain at once.
+                    match s.quiet_until.filter(|t| *t > now && self.reaped.is_none()) {
+                        Some(t) => wake = Some(wake.map_or(t, |w| w.min(t))),
+                        None => add(fd.as_raw_fd(), libc::POLLIN, Role::Read(i)),
+                    }
+                }
+                if let Some(fd) = s.sink.wants_write() {
+                    add(fd, libc::POLLOUT, Role::Write(i));
                 }
             }
-            continue;
-        }
-        for (p, role) in fds.iter().zip(roles.iter()) {
-            if p.revents == 0 {
+            if self.reaped.is_some() {
+                // Nobody left to read it.
+                feed = None;
+            }
+            if let Some(f) = &feed {
+                add(f.fd.as_raw_fd(), libc::POLLOUT, Role::Feed);
+            }
+            let timeout = wake.map(|w| w.saturating_duration_since(now));
+            let n = match sys::ppoll(&mut fds, timeout) {
+                Ok(n) => n,
+                Err(Errno(libc::EINTR)) => continue,
+                Err(e) => return Err(sv("poll")(e)),
+            };
+            if n == 0 {
+                let now = Instant::now();
+                if let Some(at) = kill_at
+                    && !self.killed
+                    && self.reaped.is_none()
+                    && now >= at
+                {
+                    let r = &self.run;
+                    if r.pid_namespace && !self.timed_out {
+                        self.timed_out = true;
+                        kill_at = Some(now + KILL_GRACE);
+                        let _ = sys::pidfd_send_signal(r.pidfd.as_fd(), child::DEADLINE_SIGNAL);
+                    } else {
+                        super::kill_run(r.pid, r.pidfd.as_fd(), r.leaf, r.pid_namespace);
+                        self.killed = true;
+                        self.timed_out = true;
+                    }
+                }
                 continue;
             }
-            match *role {
-                Role::Pidfd => {
-                    let r = sys::waitid_pidfd(pidfd.as_fd()).map_err(sv("reap the run"))?;
-                    reaped = Some((r, Instant::now()));
+            for (p, role) in fds.iter().zip(roles.iter()) {
+                if p.revents == 0 {
+                    continue;
                 }
-                Role::Report => {
-                    let fd = report.as_ref().map(AsRawFd::as_raw_fd).unwrap_or(-1);
-                    match sys::read(fd, &mut buf) {
-                        Ok(0) | Err(_) => report = None,
-                        Ok(k) => {
-                            msgs.extend_from_slice(&buf[..k]);
-                            while msgs.len() >= MSG_LEN {
-                                let mut m = [0u8; MSG_LEN];
-                                m.copy_from_slice(&msgs[..MSG_LEN]);
-                                msgs.drain(..MSG_LEN);
-                                match Msg::decode(&m) {
-                                    Some(Msg::Failure(f)) if failure.is_none() => failure = Some(f),
-                                    Some(Msg::Exit(status)) => exit_status = Some(status),
-                                    _ => {}
-                                }
+                match *role {
+                    Role::Gate => {
+                        if let Some(g) = gate {
+                            let _ = sys::read(g.as_raw_fd(), &mut self.buf[..1]);
+                        }
+                        return Ok(Stop::Gate);
+                    }
+                    Role::Pidfd => {
+                        let r = sys::waitid_pidfd(self.run.pidfd.as_fd()).map_err(sv("reap the run"))?;
+                        self.reaped = Some((r, Instant::now()));
+                    }
+                    Role::Report => self.read_report(),
+                    Role::Read(i) => {
+                        let s = &mut streams[i];
+                        let fd = s.fd.as_ref().map(AsRawFd::as_raw_fd).unwrap_or(-1);
+                        match sys::read(fd, &mut self.buf) {
+                            Ok(0) | Err(_) => s.fd = None,
+                            Ok(k) => {
+                                s.sink.push(&self.buf[..k]);
+                                s.quiet_until = (k < SMALL_READ).then(|| Instant::now() + BATCH);
                             }
                         }
                     }
-                }
-                Role::Read(i) => {
-                    let s = &mut streams[i];
-                    let fd = s.fd.as_ref().map(AsRawFd::as_raw_fd).unwrap_or(-1);
-                    match sys::read(fd, &mut buf) {
-                        Ok(0) | Err(_) => s.fd = None,
-                        Ok(k) => {
-                            s.sink.push(&buf[..k]);
-                            s.quiet_until = (k < SMALL_READ).then(|| Instant::now() + BATCH);
+                    Role::Write(i) => streams[i].sink.write_some(PIPE_BUF),
+                    Role::Feed => {
+                        let Some(f) = &mut feed else { continue };
+                        // POLLERR: the program closed its end; anything else: write what fits.
+                        let done = match sys::write(f.fd.as_raw_fd(), &f.data[f.at..]) {
+                            Ok(k) => {
+                                f.at += k;
+                                f.at >= f.data.len()
+                            }
+                            Err(Errno(libc::EAGAIN)) => false,
+                            Err(_) => true,
+                        };
+                        if done {
+                            // Closing the pipe is the program's end of file.
+                            feed = None;
                         }
                     }
-                }
-                Role::Write(i) => streams[i].sink.write_some(PIPE_BUF),
-                Role::Feed => {
-                    let Some(f) = &mut feed else { continue };
-                    // POLLERR: the program closed its end; anything else: write what fits.
-                    let done = match sys::write(f.fd.as_raw_fd(), &f.data[f.at..]) {
-                        Ok(k) => {
-                            f.at += k;
-                            f.at >= f.data.len()
+                    Role::Sync => {
+                        self.want_listener = false;
+                        if p.revents & libc::POLLIN != 0 {
+                            self.listener = sys::recv_fd(self.run.sync.as_fd()).ok().flatten();
                         }
-                        Err(Errno(libc::EAGAIN)) => false,
-                        Err(_) => true,
-                    };
-                    if done {
-                        // Closing the pipe is the program's end of file.
-                        feed = None;
                     }
+                    Role::Listener => self.answer(p.revents),
                 }
-                Role::Sync => {
-                    want_listener = false;
-                    if p.revents & libc::POLLIN != 0 {
-                        listener = sys::recv_fd(sync.as_fd()).ok().flatten();
-                    }
-                }
-                Role::Listener => {
-                    if p.revents & libc::POLLIN == 0 {
-                        // Every process the filter applied to is gone.
-                        listener = None;
-                        continue;
-                    }
-                    let Some(l) = &listener else { continue };
-                    let Ok(n) = sys::seccomp_notif_recv(l.as_fd()) else { continue };
-                    let (name, group) =
-                        seccomp::syscall_name(n.nr, &n.args).unwrap_or(("unknown", SyscallGroup::Admin));
-                    let first_exec = group == SyscallGroup::Exec
-                        && sc.exec == ExecGuard::Supervised
-                        && !std::mem::replace(&mut exec_seen, true);
-                    if first_exec {
-                        // The exec that starts the program: it runs before any of its code.
-                        let _ = sys::seccomp_notif_send(l.as_fd(), n.id, Ok(()));
-                    } else if sc.kills(group) {
-                        let _ = sys::seccomp_notif_send(l.as_fd(), n.id, Err(libc::EPERM));
-                        if violation.is_none() {
-                            violation = Some(Violation {
-                                syscall: name.to_string(),
-                                number: n.nr,
-                                group: group.name().to_string(),
-                            });
-                        }
-                        if !killed && reaped.is_none() {
-                            super::kill_run(pid, pidfd.as_fd(), leaf, pid_namespace);
-                            killed = true;
-                        }
-                    } else {
-                        let _ = sys::seccomp_notif_send(l.as_fd(), n.id, Err(libc::EPERM));
+            }
+        }
+        let Some((reaped, reaped_at)) = self.reaped.take() else {
+            return Err(Error::Supervisor { what: "reap the run", errno: Errno(libc::ECHILD) });
+        };
+        Ok(Stop::Ended(Outcome {
+            reaped,
+            reaped_at,
+            failure: self.failure.take(),
+            exit_status: self.exit_status,
+            timed_out: self.timed_out,
+            violation: self.violation.take(),
+        }))
+    }
+
+    /// The child's stage failures and the program's wait status.
+    fn read_report(&mut self) {
+        let fd = self.report.as_ref().map(AsRawFd::as_raw_fd).unwrap_or(-1);
+        match sys::read(fd, &mut self.buf) {
+            Ok(0) | Err(_) => self.report = None,
+            Ok(k) => {
+                self.msgs.extend_from_slice(&self.buf[..k]);
+                while self.msgs.len() >= MSG_LEN {
+                    let mut m = [0u8; MSG_LEN];
+                    m.copy_from_slice(&self.msgs[..MSG_LEN]);
+                    self.msgs.drain(..MSG_LEN);
+                    match Msg::decode(&m) {
+                        Some(Msg::Failure(f)) if self.failure.is_none() => self.failure = Some(f),
+                        Some(Msg::Exit(status)) => self.exit_status = Some(status),
+                        _ => {}
                     }
                 }
             }
         }
     }
-    let (reaped, reaped_at) = match reaped {
-        Some(r) => r,
-        None => return Err(Error::Supervisor { what: "reap the run", errno: Errno(libc::ECHILD) }),
-    };
-    Ok(Outcome { reaped, reaped_at, failure, exit_status, timed_out, violation })
+
+    /// One seccomp notification: the exec that starts the program goes through; a `kill` group
+    /// ends the run; anything else is refused.
+    fn answer(&mut self, revents: libc::c_short) {
+        if revents & libc::POLLIN == 0 {
+            // Every process the filter applied to is gone.
+            self.listener = None;
+            return;
+        }
+        let Some(l) = &self.listener else { return };
+        let Ok(n) = sys::seccomp_notif_recv(l.as_fd()) else { return };
+        let sc = self.run.seccomp;
+        let (name, group) = seccomp::syscall_name(n.nr, &n.args).unwrap_or(("unknown", SyscallGroup::Admin));
+        let first_exec = group == SyscallGroup::Exec
+            && sc.exec == ExecGuard::Supervised
+            && !std::mem::replace(&mut self.exec_seen, true);
+        if first_exec {
+            // The exec that starts the program: it runs before any of its code.
+            let _ = sys::seccomp_notif_send(l.as_fd(), n.id, Ok(()));
+        } else if sc.kills(group) {
+            let _ = sys::seccomp_notif_send(l.as_fd(), n.id, Err(libc::EPERM));
+            if self.violation.is_none() {
+                self.violation =
+                    Some(Violation { syscall: name.to_string(), number: n.nr, group: group.name().to_string() });
+            }
+            self.kill();
+        } else {
+            let _ = sys::seccomp_notif_send(l.as_fd(), n.id, Err(libc::EPERM));
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -247,4 +313,5 @@ enum Role {
     Read(usize),
     Write(usize),
     Feed,
+    Gate,
 }

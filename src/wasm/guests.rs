@@ -82,6 +82,8 @@ pub enum GuestError {
         #[source]
         source: zip::result::ZipError,
     },
+    #[error("wasm: the module is {bytes} bytes, more than wasm.module-max-bytes ({max})")]
+    ModuleTooLarge { bytes: u64, max: u64 },
     #[error("wasm: the runner's configuration: {0}")]
     Config(#[from] serde_json::Error),
     #[error(transparent)]

@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::plan::{Job, Plan};
 use crate::policy::Policy;
 use crate::report::{GuestEnd, Report, WasmTime};
-use crate::supervisor::{Output, Prepared};
+use crate::supervisor::{Gate, Gated, Output, Prepared};
 use engine::EngineKind;
 use guests::GuestError;
 use runner::{Outcome, Preopen, RunnerConfig, Summary};
@@ -29,6 +29,20 @@ pub enum GuestCode {
     Js(String),
     /// Any WASI preview 1 command module (compiled on first use, then cached by content hash).
     Module(PathBuf),
+    /// A module's bytes (as [`GuestCode::Module`], without a file).
+    ModuleBytes(Vec<u8>),
+    /// Python whose code comes later, framed on stdin ([`crate::handover`]): the interpreter
+    /// starts and waits for it, and the wall-clock limit counts from its arrival.
+    PythonFromStdin,
+    /// JavaScript whose code comes later on stdin, as [`GuestCode::PythonFromStdin`].
+    JsFromStdin,
+}
+
+impl GuestCode {
+    /// Whether the interpreter waits for its code on stdin.
+    fn waits_for_code(&self) -> bool {
+        matches!(self, GuestCode::PythonFromStdin | GuestCode::JsFromStdin)
+    }
 }
 
 /// A Wasm job: the code, its arguments, and where its files live.
@@ -44,11 +58,21 @@ pub struct WasmJob {
     pub guest_dir: Option<PathBuf>,
     /// The stockade binary that runs as stage 2.
     pub runner: PathBuf,
+    /// Bytes for the guest's stdin (`None`: its stdin is empty, unless its code comes there).
+    pub stdin: Option<Vec<u8>>,
 }
 
 impl WasmJob {
     pub fn new(code: GuestCode, runner: impl Into<PathBuf>) -> WasmJob {
-        WasmJob { code, args: Vec::new(), workspace: None, data: Vec::new(), guest_dir: None, runner: runner.into() }
+        WasmJob {
+            code,
+            args: Vec::new(),
+            workspace: None,
+            data: Vec::new(),
+            guest_dir: None,
+            runner: runner.into(),
+            stdin: None,
+        }
     }
 }
 
@@ -78,8 +102,9 @@ fn guest_files(
     kind: EngineKind,
 ) -> Result<(Code, Option<PathBuf>), GuestError> {
     match code {
-        GuestCode::Python(_) | GuestCode::Js(_) => {
-            let g = if matches!(code, GuestCode::Python(_)) { guests::PYTHON } else { guests::QUICKJS };
+        GuestCode::Python(_) | GuestCode::Js(_) | GuestCode::PythonFromStdin | GuestCode::JsFromStdin => {
+            let python = matches!(code, GuestCode::Python(_) | GuestCode::PythonFromStdin);
+            let g = if python { guests::PYTHON } else { guests::QUICKJS };
             guests::check_owner(dir)?;
             let artifact = guests::artifact_path(dir, g.name, kind);
             let needs_stdlib = g.name == guests::PYTHON.name;
@@ -95,10 +120,22 @@ fn guest_files(
             let stdlib = if needs_stdlib { Some(stdlib::ensure(&module, dir)?) } else { None };
             Ok((Code::Artifact(guests::ensure_artifact(&module, &artifact, kind)?), stdlib))
         }
-        GuestCode::Module(path) => {
-            // Once, from a regular file: a FIFO or a file rewritten between two reads cannot
-            // put one module's code under another's hash.
-            let bytes = crate::input::read_regular(path, policy.wasm.module_max_bytes, "a Wasm module")?;
+        GuestCode::Module(_) | GuestCode::ModuleBytes(_) => {
+            let bytes = match code {
+                // Once, from a regular file: a FIFO or a file rewritten between two reads cannot
+                // put one module's code under another's hash.
+                GuestCode::Module(path) => {
+                    crate::input::read_regular(path, policy.wasm.module_max_bytes, "a Wasm module")?
+                }
+                GuestCode::ModuleBytes(b) if b.len() as u64 > policy.wasm.module_max_bytes => {
+                    return Err(GuestError::ModuleTooLarge {
+                        bytes: b.len() as u64,
+                        max: policy.wasm.module_max_bytes,
+                    });
+                }
+                GuestCode::ModuleBytes(b) => b.clone(),
+                _ => Vec::new(),
+            };
             let sha = guests::sha256_bytes(&bytes);
             let cache = guests::cache_dir(dir);
             guests::prepare_dir(&cache)?;
@@ -149,6 +186,11 @@ fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(Run
         GuestCode::Module(path) => {
             vec![path.file_name().map_or_else(|| "module".into(), |n| n.to_string_lossy().into_owned())]
         }
+        GuestCode::ModuleBytes(_) => vec!["module.wasm".into()],
+        GuestCode::PythonFromStdin => vec!["python".into(), "-c".into(), crate::handover::PYTHON_BOOTSTRAP.into()],
+        GuestCode::JsFromStdin => {
+            vec!["qjs".into(), "--std".into(), "-e".into(), crate::handover::JS_BOOTSTRAP.into()]
+        }
     };
     argv.extend(job.args.iter().cloned());
     let (artifact, module_bytes) = match &code {
@@ -175,6 +217,8 @@ fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(Run
         argv,
         env,
         preopens,
+        guest_stdin: job.stdin.is_some() || job.code.waits_for_code(),
+        clock_from_stdin: job.code.waits_for_code(),
     };
     Ok((config, code))
 }
@@ -230,6 +274,11 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
     let mut run = Job::new(text(&job.runner)).args(["__runner".to_string(), json]);
     run.extra_outputs = vec![SUMMARY_MAX_BYTES];
     run.argv_display = Some(std::iter::once(text(&job.runner)).chain(config.argv.iter().cloned()).collect());
+    // The runner's stdin: a module to compile, then the guest's own (a waiting interpreter's
+    // code comes there later).
+    if config.guest_stdin {
+        run.stdin_data = Some(Vec::new());
+    }
     let cache_to = match code {
         Code::Artifact(_) => None,
         Code::Compile { bytes, cache_to } => {
@@ -239,6 +288,9 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
             Some(cache_to)
         }
     };
+    if let Some(extra) = &job.stdin {
+        run.stdin_data.get_or_insert_with(Vec::new).extend_from_slice(extra);
+    }
     Ok(WasmPlan { plan: Plan::prepare(&policy, &run)?, cache_to })
 }
 
@@ -263,14 +315,43 @@ impl WasmPrepared<'_> {
     /// Releases the jail and reports the run, the runner's summary folded in; a module the runner
     /// compiled goes into the cache.
     pub fn run(self, output: Output<'_>) -> Result<Report, Error> {
-        let summary = |ch: &[Vec<u8>]| said(ch.first().map_or(&[][..], Vec::as_slice));
-        let (mut report, channels) = self.prepared.run_with_channels(output, |ch| match summary(ch) {
-            Said::Summary(s) => Some(guest_end(&s)),
-            _ => None,
-        })?;
-        let compiled = match summary(&channels) {
+        let wasm = self.wasm;
+        let (mut report, channels) = self.prepared.run_with_channels(output, guest_of)?;
+        wasm.settle(&mut report, &channels);
+        Ok(report)
+    }
+
+    /// Releases the jail ahead of its run, which starts when `gate` opens (see
+    /// [`Prepared::run_gated`]): for a waiting interpreter ([`GuestCode::PythonFromStdin`]),
+    /// the start brings its framed code.
+    pub fn run_gated(self, gate: &Gate) -> Result<Gated, Error> {
+        let wasm = self.wasm;
+        Ok(match self.prepared.run_gated(gate, guest_of)? {
+            Gated::Ran(mut f) => {
+                let channels = std::mem::take(&mut f.channels);
+                wasm.settle(&mut f.report, &channels);
+                f.channels = channels;
+                Gated::Ran(f)
+            }
+            other => other,
+        })
+    }
+}
+
+/// The runner's summary, as the verdict reads it.
+fn guest_of(channels: &[Vec<u8>]) -> Option<GuestEnd> {
+    match said(channels.first().map_or(&[][..], Vec::as_slice)) {
+        Said::Summary(s) => Some(guest_end(&s)),
+        _ => None,
+    }
+}
+
+impl WasmPlan {
+    /// Folds the runner's summary into the report; caches a module it compiled.
+    fn settle(&self, report: &mut Report, channels: &[Vec<u8>]) {
+        let compiled = match said(channels.first().map_or(&[][..], Vec::as_slice)) {
             Said::Summary(s) => {
-                figures(&mut report, &s);
+                figures(report, &s);
                 s.compile_ms.is_some() && s.outcome != Outcome::LoadError
             }
             Said::Compiling => {
@@ -279,14 +360,13 @@ impl WasmPrepared<'_> {
             }
             Said::Nothing => false,
         };
-        if let (Some(cache_to), Some(artifact), true) = (&self.wasm.cache_to, channels.get(1), compiled)
+        if let (Some(cache_to), Some(artifact), true) = (&self.cache_to, channels.get(1), compiled)
             && !artifact.is_empty()
             && artifact.len() as u64 <= ARTIFACT_MAX_BYTES
             && let Err(e) = store_artifact(cache_to, artifact)
         {
             report.add_note(format!("the compiled module was not cached: {e}"));
         }
-        Ok(report)
     }
 }
 

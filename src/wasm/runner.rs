@@ -57,6 +57,14 @@ pub struct RunnerConfig {
     pub argv: Vec<String>,
     pub env: Vec<(String, String)>,
     pub preopens: Vec<Preopen>,
+    /// The guest reads the runner's stdin (after the module's bytes, when it compiles one);
+    /// `false`: its stdin is empty.
+    #[serde(default)]
+    pub guest_stdin: bool,
+    /// The wall-clock limit counts from the first byte on stdin, not from the start: a guest
+    /// started ahead of its run (a warm interpreter) waits for its code there.
+    #[serde(default)]
+    pub clock_from_stdin: bool,
 }
 
 /// How the guest ended, as the runner saw it.
@@ -224,6 +232,40 @@ fn one_line(e: &wasmtime::Error) -> String {
     format!("{e:#}").lines().next().unwrap_or("").to_string()
 }
 
+/// When the first byte of the guest's stdin arrived (see [`stdin_relay`]).
+static STDIN_STARTED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
+/// The guest's stdin: a pipe a relay thread fills from this process's stdin (what is left of it
+/// after a module's bytes), noting when the first byte came and telling `clock`, so that a
+/// waiting guest's deadline counts from its run's start. A relay (rather than the guest reading
+/// fd 0 itself) is what can tell that moment without racing the guest for the bytes.
+fn stdin_relay(clock: Option<std::sync::mpsc::Sender<Instant>>) -> std::io::Result<wasmtime_wasi::cli::InputFile> {
+    use std::io::Read;
+    let (reader, mut writer) = std::io::pipe()?;
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut stdin = std::io::stdin().lock();
+        loop {
+            let n = match stdin.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if STDIN_STARTED.get().is_none() {
+                let at = Instant::now();
+                let _ = STDIN_STARTED.set(at);
+                if let Some(c) = &clock {
+                    let _ = c.send(at);
+                }
+            }
+            if writer.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        // Dropping the writer is the guest's end of file.
+    });
+    Ok(wasmtime_wasi::cli::InputFile::new(std::fs::File::from(std::os::fd::OwnedFd::from(reader))))
+}
+
 fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i32) {
     let kind = if c.fuel.is_some() { EngineKind::EpochFuel } else { EngineKind::Epoch };
     let t0 = Instant::now();
@@ -244,10 +286,20 @@ fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i
     };
     let load = t0.elapsed() - compile.unwrap_or_default();
 
+    let (clock_tx, clock_rx) = std::sync::mpsc::channel::<Instant>();
     let mut wasi = WasiCtxBuilder::new();
     // Blocking WASI calls (file I/O in /app) run on this thread, not through a tokio
     // blocking pool: no thread hand-off per call, and no extra threads at all.
     wasi.args(&c.argv).envs(&c.env).inherit_stdout().inherit_stderr().allow_blocking_current_thread(true);
+    let clock = c.clock_from_stdin.then(|| clock_tx.clone());
+    if c.guest_stdin {
+        match stdin_relay(clock) {
+            Ok(input) => {
+                wasi.stdin(input);
+            }
+            Err(e) => return (load_error(format!("cannot give the guest its stdin: {e}")), 125),
+        }
+    }
     for p in &c.preopens {
         let perms = if p.writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
         if let Err(e) = wasi.preopened_dir(&p.host, &p.guest, perms) {
@@ -273,11 +325,17 @@ fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i
     if let Err(e) = wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s| &mut s.wasi) {
         return (load_error(one_line(&e)), 125);
     }
-    // The wall-clock limit, as an epoch tick: the guest traps at its next check.
+    // The wall-clock limit, as an epoch tick: the guest traps at its next check. It counts
+    // from now, or from the first byte of stdin (the relay says when).
     let ticker = engine.clone();
     let timeout = Duration::from_millis(c.timeout_ms);
+    if !c.clock_from_stdin {
+        let _ = clock_tx.send(Instant::now());
+    }
+    drop(clock_tx);
     std::thread::spawn(move || {
-        std::thread::sleep(timeout);
+        let Ok(from) = clock_rx.recv() else { return };
+        std::thread::sleep(timeout.saturating_sub(from.elapsed()));
         ticker.increment_epoch();
     });
 
@@ -293,7 +351,12 @@ fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i
     let instantiate = t1.elapsed();
     let t2 = Instant::now();
     let result = start.call(&mut store, ());
-    let run = t2.elapsed();
+    // Counted from the start of the guest's run: its first byte of stdin, when it waited for it.
+    let run = match STDIN_STARTED.get() {
+        Some(at) if c.clock_from_stdin => (*at).max(t2).elapsed(),
+        _ if c.clock_from_stdin => Duration::ZERO,
+        _ => t2.elapsed(),
+    };
 
     let fuel_consumed = c.fuel.map(|f| f.saturating_sub(store.get_fuel().unwrap_or(0)));
     let (outcome, code, message) = match result {

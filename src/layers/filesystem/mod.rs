@@ -23,6 +23,7 @@
 //! a host path.
 
 mod apply;
+pub mod exchange;
 mod grant;
 pub mod staging;
 

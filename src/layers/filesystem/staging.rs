@@ -96,7 +96,7 @@ fn what_kind(st: &rfs::Stat) -> &'static str {
 pub type CreateAs = Option<(u32, u32)>;
 
 /// Runs `f` with this thread's filesystem ids switched to `ids` (see [`CreateAs`]).
-fn as_jail<T>(ids: CreateAs, f: impl FnOnce() -> T) -> T {
+pub(super) fn as_jail<T>(ids: CreateAs, f: impl FnOnce() -> T) -> T {
     let Some((uid, gid)) = ids else { return f() };
     let prev = sys::set_thread_fsids(uid, gid);
     let out = f();
@@ -105,11 +105,11 @@ fn as_jail<T>(ids: CreateAs, f: impl FnOnce() -> T) -> T {
 }
 
 /// A directory opened for listing and for `*at` calls, never through a symlink.
-fn open_dir(at: BorrowedFd<'_>, name: &CStr) -> rustix::io::Result<OwnedFd> {
+pub(super) fn open_dir(at: BorrowedFd<'_>, name: &CStr) -> rustix::io::Result<OwnedFd> {
     rfs::openat(at, name, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC, Mode::empty())
 }
 
-fn names(dir: BorrowedFd<'_>) -> rustix::io::Result<Vec<CString>> {
+pub(super) fn names(dir: BorrowedFd<'_>) -> rustix::io::Result<Vec<CString>> {
     let mut out = Vec::new();
     for entry in rfs::Dir::read_from(dir)? {
         let entry = entry?;
@@ -158,7 +158,7 @@ pub fn copy_in(place: &StagedPlace, root: &OwnedFd, ids: CreateAs) -> Result<(Ma
     Ok((c.manifest, c.summary))
 }
 
-fn stage_error(place: &StagedPlace, what: &'static str, e: rustix::io::Errno) -> FsError {
+pub(super) fn stage_error(place: &StagedPlace, what: &'static str, e: rustix::io::Errno) -> FsError {
     if e == rustix::io::Errno::NOSPC || e == rustix::io::Errno::DQUOT {
         return FsError::Quota { origin: place.origin.clone(), path: place.inside.clone() };
     }

@@ -1,0 +1,103 @@
+//! Code handed over on stdin to an interpreter started ahead of its run.
+//!
+//! An interpreter's own start-up (CPython loading its standard library, say) is most of what a
+//! short run costs. A jail released ahead of its run ([`Prepared::run_gated`]) starts the
+//! interpreter with a small bootstrap that blocks reading stdin; the run's code comes there,
+//! framed, followed by the run's own stdin:
+//!
+//! ```text
+//! <code length in bytes> <argument count>\n
+//! <code>
+//! <argument length>\n<argument>        (once per argument)
+//! <the run's stdin, to its end>
+//! ```
+//!
+//! The bootstrap reads exactly the frame (so the run's stdin is left whole for the code), sets
+//! the arguments (`sys.argv[1:]`, `scriptArgs`), and runs the code as `python -c`/`qjs -e` would:
+//! in the main module's namespace, with the same exit codes and the same tracebacks (its own
+//! frame left out). The same frame serves a run started cold, so a run behaves the same whether
+//! a warm jail was ready or not. One jail serves one run: nothing carries over.
+//!
+//! [`Prepared::run_gated`]: crate::Prepared::run_gated
+
+/// `python -c` bootstrap (Python ≥ 3.8, CPython for WASI as well).
+pub const PYTHON_BOOTSTRAP: &str = r#"def _stockade():
+    import os, sys
+    g = globals()
+    del g["_stockade"]
+    def line():
+        b = b""
+        while not b.endswith(b"\n"):
+            c = os.read(0, 1)
+            if not c:
+                raise SystemExit(0 if not b else 125)
+            b += c
+        return b
+    def exact(n):
+        b = bytearray()
+        while len(b) < n:
+            c = os.read(0, n - len(b))
+            if not c:
+                raise SystemExit(125)
+            b += c
+        return bytes(b)
+    n, argc = map(int, line().split())
+    src = exact(n).decode("utf-8")
+    sys.argv[1:] = [exact(int(line())).decode("utf-8", "surrogateescape") for _ in range(argc)]
+    try:
+        exec(compile(src, "<string>", "exec"), g)
+    except SystemExit:
+        raise
+    except BaseException as e:
+        e.__traceback__ = e.__traceback__.tb_next
+        sys.excepthook(type(e), e, e.__traceback__)
+        raise SystemExit(1)
+_stockade()
+"#;
+
+/// `qjs --std -e` bootstrap (QuickJS with its `std` module).
+pub const JS_BOOTSTRAP: &str = r#"(() => {
+  const head = std.in.getline();
+  if (head === null) std.exit(0);
+  const [n, argc] = head.split(" ").map(Number);
+  const src = n > 0 ? std.in.readAsString(n) : "";
+  const args = [];
+  for (let i = 0; i < argc; i++) {
+    const k = Number(std.in.getline());
+    args.push(k > 0 ? std.in.readAsString(k) : "");
+  }
+  scriptArgs.push(...args);
+  try {
+    std.evalScript(src, { backtrace_barrier: true });
+  } catch (e) {
+    // The stack as `qjs -e` shows it, without the bootstrap's frame names.
+    if (e instanceof Error && typeof e.stack === "string") {
+      e.stack = e.stack.replaceAll("(<evalScript>:", "(<cmdline>:").replaceAll("at <eval> (", "at <anonymous> (");
+    }
+    throw e;
+  }
+})();
+"#;
+
+/// The frame of one run's code and arguments (see the module's documentation); the run's stdin
+/// follows it.
+pub fn frame(code: &str, args: &[String]) -> Vec<u8> {
+    let mut out = format!("{} {}\n", code.len(), args.len()).into_bytes();
+    out.extend_from_slice(code.as_bytes());
+    for a in args {
+        out.extend_from_slice(format!("{}\n", a.len()).as_bytes());
+        out.extend_from_slice(a.as_bytes());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_counts_bytes_not_chars() {
+        let f = frame("print('é')", &["a b".into(), String::new()]);
+        assert_eq!(f, "11 2\nprint('é')3\na b0\n".as_bytes());
+    }
+}

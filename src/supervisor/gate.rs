@@ -1,0 +1,100 @@
+//! Jails released ahead of their run ([`Prepared::run_gated`](super::Prepared::run_gated)): the
+//! program has started (an interpreter has loaded itself and waits on its stdin) but its run has
+//! not; the [`Gate`] starts it with what the run brings (its code and stdin, files, tighter
+//! limits, where its output goes), or cancels it.
+
+use crate::error::Error;
+use crate::layers::filesystem::exchange::{Pick, PutFile, Taken};
+use crate::report::Report;
+use crate::sys;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+/// What a run brings to a jail waiting at its gate.
+#[derive(Debug, Default)]
+pub struct Start {
+    /// The program's stdin (then end of file); the jail needs a stdin pipe (see
+    /// [`Job::stdin_data`](crate::Job::stdin_data)).
+    pub stdin: Vec<u8>,
+    /// Files for the run's writable directory, and files to take back from it afterwards.
+    pub files: Option<Exchange>,
+    /// A tighter wall-clock limit than the policy's (a looser one is not taken).
+    pub wall_timeout: Option<Duration>,
+    /// Tighter output caps than the policy's.
+    pub stdout_max_bytes: Option<u64>,
+    pub stderr_max_bytes: Option<u64>,
+    /// Where stdout and stderr go as they come (pipes the caller reads; closed when the run is
+    /// over), instead of into the report.
+    pub stdout_to: Option<OwnedFd>,
+    pub stderr_to: Option<OwnedFd>,
+    /// The argument vector the report shows (the run's, not the waiting program's).
+    pub argv_display: Option<Vec<String>>,
+}
+
+/// Files in and out of one of the run's writable directories (an empty one of the run's own).
+#[derive(Debug, Default)]
+pub struct Exchange {
+    /// The directory, as the program sees it (`/app`).
+    pub dir: PathBuf,
+    /// Written into it before the run's clock starts.
+    pub put: Vec<PutFile>,
+    /// Read out of it when the run is over.
+    pub take: Option<Pick>,
+}
+
+/// Opens (or cancels) one jail's run from another thread. One gate serves one jail.
+#[derive(Debug)]
+pub struct Gate {
+    rx: OwnedFd,
+    tx: OwnedFd,
+    start: Mutex<Option<Start>>,
+}
+
+impl Gate {
+    pub fn new() -> Result<Gate, Error> {
+        let (rx, tx) = sys::pipe().map_err(|errno| Error::Supervisor { what: "create a gate", errno })?;
+        sys::set_nonblocking(tx.as_fd(), true).map_err(|errno| Error::Supervisor { what: "create a gate", errno })?;
+        Ok(Gate { rx, tx, start: Mutex::new(None) })
+    }
+
+    /// Starts the run with `start` (never blocks).
+    pub fn open(&self, start: Start) {
+        *self.start.lock().unwrap_or_else(PoisonError::into_inner) = Some(start);
+        let _ = sys::write(self.tx.as_raw_fd(), &[1]);
+    }
+
+    /// Takes the waiting jail down without a run (never blocks).
+    pub fn cancel(&self) {
+        let _ = sys::write(self.tx.as_raw_fd(), &[0]);
+    }
+
+    pub(super) fn fd(&self) -> BorrowedFd<'_> {
+        self.rx.as_fd()
+    }
+
+    pub(super) fn take(&self) -> Option<Start> {
+        self.start.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
+/// A run that went through its gate.
+#[derive(Debug)]
+pub struct Finished {
+    pub report: Report,
+    /// What the program wrote on its extra output channels.
+    pub channels: Vec<Vec<u8>>,
+    /// The files taken back ([`Exchange::take`]).
+    pub files: Option<Taken>,
+}
+
+/// How a gated jail ended.
+#[derive(Debug)]
+pub enum Gated {
+    /// Its run started and ended.
+    Ran(Box<Finished>),
+    /// It ended before its run started: the program died while waiting (why, in words), or the
+    /// gate was cancelled. Nothing of it is left.
+    NotStarted(String),
+}
