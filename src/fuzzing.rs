@@ -67,3 +67,61 @@ pub fn report(data: &[u8]) {
     assert_eq!(back, r, "a report changed through write and read");
     assert_eq!(back.to_json(), json, "writing is not deterministic");
 }
+
+/// The service's request decoder and checks (`stockade serve`, `stockade mcp`), against a catalog
+/// of the shipped policies and the default runtimes.
+///
+/// Properties: no panic; a refusal is a 4xx with a code and a message, naming a field when the
+/// body parsed as JSON; what is accepted stays within the caps, and its limits are never looser
+/// than its policy's.
+pub fn run_request(data: &[u8]) {
+    use crate::api::{self, Catalog, RequestCaps, RuntimeSpec};
+    let caps = RequestCaps { body_max_bytes: 1 << 20, ..RequestCaps::default() };
+    let spec = |framed: bool, policy: &str| RuntimeSpec { framed, policy: policy.into() };
+    let catalog = Catalog {
+        runtimes: [
+            ("python".to_string(), spec(true, "default")),
+            ("javascript".to_string(), spec(true, "default")),
+            ("sh".to_string(), spec(false, "default")),
+        ]
+        .into_iter()
+        .collect(),
+        policies: crate::policy::SHIPPED
+            .iter()
+            .filter_map(|(n, t)| Some((n.to_string(), Policy::from_toml(t, n).ok()?)))
+            .collect(),
+        caps: caps.clone(),
+        wasm_modules: true,
+    };
+    let refused = |e: &api::ApiError| {
+        assert!((400..500).contains(&e.status), "input refused with {}: {e:?}", e.status);
+        assert!(!e.code.is_empty() && !e.message.is_empty(), "a refusal without words: {e:?}");
+    };
+    let body = match api::decode(data) {
+        Ok(b) => b,
+        Err(e) => return refused(&e),
+    };
+    let asked_wall = body.limits.wall_timeout_ms;
+    match api::check(body, &catalog) {
+        Err(e) => {
+            refused(&e);
+            assert!(e.field.is_some(), "a refusal of parsed JSON names no field: {e:?}");
+        }
+        Ok(r) => {
+            assert!(r.code.len() as u64 <= caps.code_max_bytes);
+            assert!(r.stdin.len() as u64 <= caps.stdin_max_bytes);
+            assert!(r.files.len() <= caps.files_max_count as usize);
+            assert!(r.files.iter().map(|f| f.bytes.len() as u64).sum::<u64>() <= caps.files_max_bytes);
+            let named = &catalog.policies[&r.policy_name];
+            assert!(r.policy.wall_timeout <= named.wall_timeout, "a looser wall-clock limit was taken");
+            if let Some(ms) = asked_wall {
+                assert_eq!(r.policy.wall_timeout.as_millis(), u128::from(ms));
+            }
+            let le = |a: Option<u64>, b: Option<u64>| b.is_none_or(|b| a.is_some_and(|a| a <= b));
+            assert!(le(r.policy.cgroups.memory_max_bytes, named.cgroups.memory_max_bytes), "looser memory");
+            assert!(le(r.policy.cgroups.pids_max, named.cgroups.pids_max), "looser pids");
+            assert!(le(r.policy.stdout_max_bytes, named.stdout_max_bytes), "looser stdout cap");
+            assert!(r.policy.wasm.memory_max_bytes <= named.wasm.memory_max_bytes, "looser wasm memory");
+        }
+    }
+}

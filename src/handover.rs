@@ -15,7 +15,9 @@
 //! The bootstrap reads exactly the frame (so the run's stdin is left whole for the code), sets
 //! the arguments (`sys.argv[1:]`, `scriptArgs`), and runs the code as `python -c`/`qjs -e` would:
 //! in the main module's namespace, with the same exit codes and the same tracebacks (its own
-//! frame left out). The same frame serves a run started cold, so a run behaves the same whether
+//! frame left out), in `/app` when there is one. Python then ends the way its own exit would as far as a program can tell
+//! (threads joined, exit handlers run, the main module's objects released, streams flushed)
+//! without the rest of the interpreter's finalization, which costs more than a short run. The same frame serves a run started cold, so a run behaves the same whether
 //! a warm jail was ready or not. One jail serves one run: nothing carries over.
 //!
 //! [`Prepared::run_gated`]: crate::Prepared::run_gated
@@ -25,6 +27,11 @@ pub const PYTHON_BOOTSTRAP: &str = r#"def _stockade():
     import os, sys
     g = globals()
     del g["_stockade"]
+    # The compiler's first use is slow under Wasm (4 ms): pay it before the run.
+    compile("pass", "<string>", "exec")
+    # A Wasm guest starts in "/": its work directory is /app, as a native runtime's is.
+    if sys.platform == "wasi" and os.path.isdir("/app"):
+        os.chdir("/app")
     def line():
         b = b""
         while not b.endswith(b"\n"):
@@ -44,19 +51,45 @@ pub const PYTHON_BOOTSTRAP: &str = r#"def _stockade():
     n, argc = map(int, line().split())
     src = exact(n).decode("utf-8")
     sys.argv[1:] = [exact(int(line())).decode("utf-8", "surrogateescape") for _ in range(argc)]
+    code = 0
     try:
         exec(compile(src, "<string>", "exec"), g)
-    except SystemExit:
-        raise
+    except SystemExit as e:
+        if e.code is None:
+            code = 0
+        elif isinstance(e.code, int):
+            code = e.code & 0xFF
+        else:
+            print(e.code, file=sys.stderr)
+            code = 1
     except BaseException as e:
         e.__traceback__ = e.__traceback__.tb_next
         sys.excepthook(type(e), e, e.__traceback__)
-        raise SystemExit(1)
+        code = 1
+    # The interpreter's own finalization takes longer than a short run (5 ms natively, more
+    # under Wasm): do what of it a program can see -- wait for its threads, run its exit
+    # handlers, release the main module's objects (so its files are closed), flush the standard
+    # streams -- and leave.
+    t = sys.modules.get("threading")
+    if t is not None and hasattr(t, "_shutdown"):
+        t._shutdown()
+    a = sys.modules.get("atexit")
+    if a is not None:
+        a._run_exitfuncs()
+    g.clear()
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except Exception:
+            pass
+    os._exit(code)
 _stockade()
 "#;
 
 /// `qjs --std -e` bootstrap (QuickJS with its `std` module).
 pub const JS_BOOTSTRAP: &str = r#"(() => {
+  // The work directory is /app (a Wasm guest starts in "/").
+  os.chdir("/app");
   const head = std.in.getline();
   if (head === null) std.exit(0);
   const [n, argc] = head.split(" ").map(Number);

@@ -51,6 +51,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod api;
 pub mod audit;
 mod child;
 pub mod doctor;
@@ -78,7 +79,7 @@ pub use error::Error;
 pub use plan::{Job, Plan};
 pub use policy::{Policy, PolicyError};
 pub use report::{Enforcement, LayerReport, Report, Status};
-pub use supervisor::{Exchange, Finished, Gate, Gated, Output, Prepared, Start};
+pub use supervisor::{Cleanup, Exchange, Finished, Gate, Gated, Output, Prepared, Start};
 
 /// Prepares and runs one job under a policy: `Plan::prepare(policy, job)?.run(output)`.
 pub fn run(policy: &Policy, job: &Job, output: Output<'_>) -> Result<Report, Error> {

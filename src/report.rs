@@ -1,6 +1,7 @@
 //! The run report: how the run ended, what it used, and what each layer enforced.
 //! The JSON form is documented in `docs/report.md`; bump [`SCHEMA_VERSION`] on incompatible change.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Version of the JSON report format.
@@ -19,7 +20,7 @@ pub const EXIT_NOT_FOUND: i32 = 127;
 pub const EXIT_SECCOMP_VIOLATION: i32 = 128 + libc::SIGSYS;
 
 /// Why the run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
     /// The program exited with code 0.
@@ -70,7 +71,7 @@ pub enum GuestEnd {
 }
 
 /// Where a Wasm run's time went.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct WasmTime {
     /// Loading the precompiled artifact.
@@ -87,7 +88,7 @@ pub struct WasmTime {
 /// What came before the run's start, for a jail released ahead of its run (a service's warm
 /// pool): its program had started and got itself ready (an interpreter loaded), then waited.
 /// The report's wall and CPU times count from the hand-over; this is apart.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct WarmStart {
     /// From the program's start to the hand-over, milliseconds.
@@ -101,7 +102,7 @@ pub struct WarmStart {
 
 /// One writable directory of the run (a staged tmpfs): what the program left in it and what was
 /// written back to the host.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct WritableDir {
     /// The directory, as the program saw it (a granted host path, or a Wasm run's `/app`).
@@ -122,7 +123,7 @@ pub struct WritableDir {
 }
 
 /// The system call that ended a run with status `seccomp-violation`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Violation {
     /// The system call's name, e.g. `ptrace`.
@@ -134,7 +135,7 @@ pub struct Violation {
 }
 
 /// Whether a layer held.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Enforcement {
     Enforced,
@@ -143,7 +144,7 @@ pub enum Enforcement {
 }
 
 /// One isolation layer: what the policy asked, what the kernel applied, and the verdict.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct LayerReport {
     pub layer: String,
@@ -175,7 +176,7 @@ impl LayerReport {
 }
 
 /// What the program wrote on one stream.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct StreamReport {
     /// Every byte the program wrote, including the ones past the cap.
@@ -191,7 +192,7 @@ pub struct StreamReport {
 }
 
 /// The report of one run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub struct Report {
     pub schema_version: u32,

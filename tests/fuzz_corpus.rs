@@ -28,3 +28,8 @@ fn policy_corpus_and_regressions_hold() {
 fn report_corpus_and_regressions_hold() {
     assert!(replay("report", stockade::fuzzing::report) >= 9, "the report seed corpus is missing");
 }
+
+#[test]
+fn run_request_corpus_and_regressions_hold() {
+    assert!(replay("run_request", stockade::fuzzing::run_request) >= 14, "the request seed corpus is missing");
+}

@@ -252,12 +252,15 @@ fn a_waiting_interpreter_runs_the_code_it_is_handed_as_a_cold_one_would() {
     use stockade::wasm::{GuestCode, WasmJob};
     use stockade::{Gate, Gated, Policy, Start, handover};
     let Some(g) = guest_dir() else { return };
-    let cases: [(bool, &str, &[&str], &str); 9] = [
+    let cases: [(bool, &str, &[&str], &str); 12] = [
         (true, "print(1)", &[], ""),
         (true, "import sys; print(sys.argv[1:], sys.stdin.read())", &["a", "é b"], "in\nput"),
         (true, "x = 1\n1/0", &[], ""),
         (true, "def f(:", &[], ""),
         (true, "import sys; sys.exit(7)", &[], ""),
+        (true, "raise SystemExit('bye')", &[], ""),
+        (true, "import sys; sys.exit(-1)", &[], ""),
+        (true, "import atexit; atexit.register(lambda: print('at exit'))\nprint('body')", &[], ""),
         (false, "console.log(1 + 1)", &[], ""),
         (false, "throw new Error('boom')", &[], ""),
         (false, "function f() { null.x }\nf()", &[], ""),

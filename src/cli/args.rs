@@ -63,6 +63,11 @@ pub enum Command {
     #[cfg(feature = "wasm")]
     #[command(subcommand)]
     Guest(GuestCommand),
+    /// Serve runs over HTTP: a JSON API on a unix socket (or TCP with bearer tokens), warm
+    /// interpreters, Prometheus metrics. See docs/api.md.
+    #[cfg(feature = "serve")]
+    #[command(after_help = SERVE_EXAMPLES)]
+    Serve(crate::serve::ServeArgs),
     /// Stage 2 of a Wasm run, inside the jail (not for direct use).
     #[cfg(feature = "wasm")]
     #[command(name = "__runner", hide = true)]
@@ -247,6 +252,16 @@ Examples:
   stockade doctor --json
 
 Each check is ok, warn (works, with the caveat shown) or fail (runs that need it are refused).";
+
+#[cfg(feature = "serve")]
+const SERVE_EXAMPLES: &str = "\
+Examples:
+  stockade serve                                     # /run/stockade/api.sock, built-in defaults
+  stockade serve --listen unix:/tmp/stockade.sock
+  stockade serve --check contrib/serve.toml         # check a configuration, build its jails once
+  stockade serve --print-config > serve.toml
+  curl --unix-socket /run/stockade/api.sock -H 'Content-Type: application/json' \\
+       -d '{\"runtime\": \"python\", \"code\": \"print(1)\"}' http://localhost/v1/runs";
 
 const LINT_HELP: &str = "\
 Examples:

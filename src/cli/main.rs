@@ -4,6 +4,8 @@ mod args;
 #[cfg(feature = "wasm")]
 mod guest;
 mod review;
+#[cfg(feature = "serve")]
+mod serve;
 
 use args::{Cli, Command, PolicyCommand, RunArgs};
 use clap::Parser;
@@ -60,6 +62,8 @@ fn main() -> ExitCode {
         Command::Guest(cmd) => guest::command(cmd),
         #[cfg(feature = "wasm")]
         Command::Runner { config } => code(stockade::wasm::runner::main(&config)),
+        #[cfg(feature = "serve")]
+        Command::Serve(args) => serve::command(args),
     }
 }
 

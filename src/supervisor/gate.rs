@@ -4,6 +4,7 @@
 //! limits, where its output goes), or cancels it.
 
 use crate::error::Error;
+use crate::layers::cgroup::Leaf;
 use crate::layers::filesystem::exchange::{Pick, PutFile, Taken};
 use crate::report::Report;
 use crate::sys;
@@ -31,6 +32,9 @@ pub struct Start {
     pub stderr_to: Option<OwnedFd>,
     /// The argument vector the report shows (the run's, not the waiting program's).
     pub argv_display: Option<Vec<String>>,
+    /// The jail was built for this run, not ahead of it: its clock and CPU time count from the
+    /// release (the program's start-up is the run's), and there is no `warm-start`.
+    pub from_release: bool,
 }
 
 /// Files in and out of one of the run's writable directories (an empty one of the run's own).
@@ -87,6 +91,21 @@ pub struct Finished {
     pub channels: Vec<Vec<u8>>,
     /// The files taken back ([`Exchange::take`]).
     pub files: Option<Taken>,
+    /// The run's cgroup, still to be removed: a caller answering someone can do that after
+    /// answering ([`Cleanup::done`]); dropping it removes it too.
+    pub cleanup: Option<Cleanup>,
+}
+
+/// What is left of a run once it is reported: its (empty) cgroup.
+#[derive(Debug)]
+pub struct Cleanup(pub(super) Option<Leaf>);
+
+impl Cleanup {
+    /// Removes the run's cgroup; says so when it could not (left behind, for the next start of
+    /// a supervisor in that cgroup to reap).
+    pub fn done(self) -> Option<String> {
+        self.0.and_then(|l| l.remove().err()).map(|e| e.to_string())
+    }
 }
 
 /// How a gated jail ended.

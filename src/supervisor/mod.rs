@@ -14,7 +14,7 @@ mod verdict;
 mod words;
 
 pub use channels::Output;
-pub use gate::{Exchange, Finished, Gate, Gated, Start};
+pub use gate::{Cleanup, Exchange, Finished, Gate, Gated, Start};
 pub use verdict::{Accounting, Ending, Note, Verdict, verdict};
 
 use crate::child::{self, ChildArgs};
@@ -385,8 +385,10 @@ impl Prepared<'_> {
                 self.pid = 0;
                 return Ok(Gated::NotStarted("cancelled".into()));
             };
-            start = Instant::now();
-            cpu_before = self.leaf.as_ref().map(Leaf::stats).unwrap_or_default();
+            if !s.from_release {
+                start = Instant::now();
+                cpu_before = self.leaf.as_ref().map(Leaf::cpu_used).unwrap_or_default();
+            }
             if let Some(x) = &s.files
                 && let Err(e) = self.put_files(x, create_as)
             {
@@ -410,7 +412,7 @@ impl Prepared<'_> {
             }
             exchange = s.files;
             argv_display = s.argv_display;
-            warm = Some(WarmStart {
+            warm = (!s.from_release).then_some(WarmStart {
                 waited_ms: ms(start.duration_since(released)),
                 cpu_ms: cpu_before.cpu_user_us.zip(cpu_before.cpu_sys_us).map(|(u, s)| (u + s) as f64 / 1000.0),
             });
@@ -437,7 +439,6 @@ impl Prepared<'_> {
         stats.cpu_user_us = minus(stats.cpu_user_us, cpu_before.cpu_user_us);
         stats.cpu_sys_us = minus(stats.cpu_sys_us, cpu_before.cpu_sys_us);
         let leaf_made = leaf.is_some();
-        let removed = leaf.map_or(Ok(()), Leaf::remove);
         // The files the caller asked back, before the tmpfs goes.
         let files = exchange.as_ref().and_then(|x| {
             let pick = x.take.as_ref()?;
@@ -479,13 +480,18 @@ impl Prepared<'_> {
         report.warm_start = warm;
         report.writable_dirs = dirs;
         report.supervisor_cpu_ms = Some(ms(sys::thread_cpu_time().saturating_sub(cpu_at_start)));
-        notes.extend(removed.err().map(|e| e.to_string()));
-        // The run itself is reported as it happened; a leftover or a failed write-back is said
-        // loudly.
+        // The run itself is reported as it happened; a failed write-back is said loudly.
         for note in notes {
             report.add_note(note);
         }
-        Ok(Gated::Ran(Box::new(Finished { report, channels, files })))
+        let mut finished = Finished { report, channels, files, cleanup: Some(Cleanup(leaf)) };
+        if gate.is_none() {
+            // Its cgroup goes now, and a leftover is said in the report too.
+            if let Some(note) = finished.cleanup.take().and_then(Cleanup::done) {
+                finished.report.add_note(note);
+            }
+        }
+        Ok(Gated::Ran(Box::new(finished)))
     }
 
     /// Writes a run's files into its writable directory (an empty one of the run's own).

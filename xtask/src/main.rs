@@ -175,8 +175,11 @@ fn fuzz(args: &[String]) -> Result<(), String> {
         .filter(|(i, a)| !a.starts_with("--") && (*i == 0 || args[i - 1] != "--secs"))
         .map(|(_, a)| a)
         .collect();
-    let targets: Vec<&str> =
-        if named.is_empty() { vec!["policy", "report"] } else { named.iter().map(|s| s.as_str()).collect() };
+    let targets: Vec<&str> = if named.is_empty() {
+        vec!["policy", "report", "run_request"]
+    } else {
+        named.iter().map(|s| s.as_str()).collect()
+    };
     let nightly = Command::new("cargo").args(["+nightly", "--version"]).output().is_ok_and(|o| o.status.success());
     if !nightly {
         return Err("cargo fuzz needs a nightly toolchain: rustup toolchain install nightly".into());

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use stockade::api::{Catalog, RequestCaps, RuntimeSpec};
 use stockade::policy::{self, LocatedProblem, Policy, PolicyError};
 
 /// The configuration file, as written.
@@ -18,7 +19,7 @@ pub struct ConfigFile {
     #[serde(default)]
     pub server: ServerFile,
     #[serde(default)]
-    pub requests: RequestsFile,
+    pub requests: RequestCaps,
     #[serde(default)]
     pub policies: PoliciesFile,
     /// Runtimes by name. A file that lists any lists all of them.
@@ -77,45 +78,6 @@ impl Default for ServerFile {
 
 /// Where the server listens when nothing else is said.
 pub const DEFAULT_SOCKET: &str = "/run/stockade/api.sock";
-
-/// `[requests]`: what one request may bring and take away.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
-pub struct RequestsFile {
-    /// The whole JSON body.
-    pub body_max_bytes: u64,
-    pub code_max_bytes: u64,
-    pub stdin_max_bytes: u64,
-    /// Arguments: how many, and their bytes together.
-    pub argv_max_count: u32,
-    pub argv_max_bytes: u64,
-    /// Input files: how many, and their decoded bytes together.
-    pub files_max_count: u32,
-    pub files_max_bytes: u64,
-    /// Files given back: how many, and their bytes together (the rest is left out, and the
-    /// response says so).
-    pub return_files_max_count: u32,
-    pub return_files_max_bytes: u64,
-    /// How many `return-files` patterns.
-    pub return_patterns_max: u32,
-}
-
-impl Default for RequestsFile {
-    fn default() -> Self {
-        RequestsFile {
-            body_max_bytes: 16 << 20,
-            code_max_bytes: 1 << 20,
-            stdin_max_bytes: 4 << 20,
-            argv_max_count: 256,
-            argv_max_bytes: 256 << 10,
-            files_max_count: 100,
-            files_max_bytes: 8 << 20,
-            return_files_max_count: 100,
-            return_files_max_bytes: 8 << 20,
-            return_patterns_max: 32,
-        }
-    }
-}
 
 /// `[policies]`: named policies besides the shipped ones.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -262,9 +224,28 @@ pub struct Config {
     pub body_timeout: Duration,
     pub drain_timeout: Duration,
     pub wasm_modules: bool,
-    pub requests: RequestsFile,
+    pub requests: RequestCaps,
     pub policies: BTreeMap<String, Named>,
     pub runtimes: BTreeMap<String, Runtime>,
+}
+
+impl Config {
+    /// What requests are checked against.
+    pub fn catalog(&self) -> Catalog {
+        Catalog {
+            runtimes: self
+                .runtimes
+                .values()
+                .map(|r| {
+                    let framed = !matches!(r.kind, Kind::Program { framed: false, .. });
+                    (r.name.clone(), RuntimeSpec { framed, policy: r.policy.clone() })
+                })
+                .collect(),
+            policies: self.policies.iter().map(|(n, p)| (n.clone(), p.policy.clone())).collect(),
+            caps: self.requests.clone(),
+            wasm_modules: self.wasm_modules,
+        }
+    }
 }
 
 /// Names a runtime or policy may have.
@@ -275,8 +256,9 @@ fn check_name(name: &str) -> Result<(), String> {
     if ok { Ok(()) } else { Err(format!("{name:?}: a name is 1 to 64 of a-z, 0-9, '-', '_'")) }
 }
 
-/// Reads and checks a configuration file; `None`: the built-in defaults.
-pub fn load(path: Option<&Path>) -> Result<Config, PolicyError> {
+/// Reads and checks a configuration file (`None`: the built-in defaults); `listen`, when not
+/// empty, replaces its listeners (`--listen`) and is checked the same way.
+pub fn load(path: Option<&Path>, listen: &[String]) -> Result<Config, PolicyError> {
     let (text, origin) = match path {
         Some(p) => (stockade::input::read_text(p, 1 << 20, "a server configuration")?, p.display().to_string()),
         None => (String::new(), "builtin".to_string()),
@@ -285,7 +267,7 @@ pub fn load(path: Option<&Path>) -> Result<Config, PolicyError> {
         None => ConfigFile {
             version: 1,
             server: ServerFile::default(),
-            requests: RequestsFile::default(),
+            requests: RequestCaps::default(),
             policies: PoliciesFile::default(),
             runtimes: default_runtimes(),
         },
@@ -294,18 +276,22 @@ pub fn load(path: Option<&Path>) -> Result<Config, PolicyError> {
             (problems, _) => return Err(PolicyError::Invalid { problems }),
         },
     };
-    check(file, &text, &origin, path.is_none())
+    let mut file = file;
+    if !listen.is_empty() {
+        file.server.listen = listen.to_vec();
+    }
+    check(file, &text, &origin, path.is_none(), !listen.is_empty())
 }
 
-fn check(file: ConfigFile, text: &str, origin: &str, builtin: bool) -> Result<Config, PolicyError> {
+fn check(file: ConfigFile, text: &str, origin: &str, builtin: bool, flags: bool) -> Result<Config, PolicyError> {
     let mut problems: Vec<LocatedProblem> = Vec::new();
     let mut bad = |key: &str, message: String| {
-        problems.push(LocatedProblem {
-            file: origin.to_string(),
-            position: policy::locate_key(text, key),
-            key: key.to_string(),
-            message,
-        });
+        // What --listen gave is said as the flag's.
+        let (file, key) = match key.strip_prefix("server.listen") {
+            Some(_) if flags => ("stockade".to_string(), "--listen".to_string()),
+            _ => (origin.to_string(), key.to_string()),
+        };
+        problems.push(LocatedProblem { position: policy::locate_key(text, &key), file, key, message });
     };
     if file.version != 1 {
         bad("version", format!("unsupported version {} (this stockade reads version 1)", file.version));
@@ -322,7 +308,10 @@ fn check(file: ConfigFile, text: &str, origin: &str, builtin: bool) -> Result<Co
         bad("server.listen", "no listener: give at least one".into());
     }
     if s.socket_mode & !0o777 != 0 || s.socket_mode & 0o600 != 0o600 {
-        bad("server.socket-mode", format!("{:#o}: give permission bits with 0o600 for the server (0o660)", s.socket_mode));
+        bad(
+            "server.socket-mode",
+            format!("{:#o}: give permission bits with 0o600 for the server (0o660)", s.socket_mode),
+        );
     }
     let socket_gid = match s.socket_group.as_str() {
         "" => None,
@@ -417,7 +406,10 @@ fn check(file: ConfigFile, text: &str, origin: &str, builtin: bool) -> Result<Co
                     "python" => Kind::Guest { python: true },
                     "javascript" => Kind::Guest { python: false },
                     other => {
-                        bad(&format!("{key}.guest"), format!("{other:?}: the guests are \"python\" and \"javascript\""));
+                        bad(
+                            &format!("{key}.guest"),
+                            format!("{other:?}: the guests are \"python\" and \"javascript\""),
+                        );
                         continue;
                     }
                 }
@@ -559,7 +551,7 @@ pub fn default_file_text() -> String {
     let file = ConfigFile {
         version: 1,
         server: ServerFile::default(),
-        requests: RequestsFile::default(),
+        requests: RequestCaps::default(),
         policies: PoliciesFile::default(),
         runtimes: default_runtimes(),
     };
@@ -575,7 +567,7 @@ mod tests {
             (p, Some(f)) if p.is_empty() => f,
             (p, _) => return Err(PolicyError::Invalid { problems: p }.to_string()),
         };
-        check(file, text, "t.toml", false).map_err(|e| e.to_string())
+        check(file, text, "t.toml", false, false).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -587,15 +579,20 @@ mod tests {
         let e = from("version = 1\n[runtimes.py]\nguest = \"ruby\"\n").unwrap_err();
         assert!(e.contains("t.toml:3:9: runtimes.py.guest: \"ruby\""), "{e}");
         let e = from("version = 1\n[runtimes.py]\nguest = \"python\"\npolicy = \"nope\"\n").unwrap_err();
-        assert!(e.contains("runtimes.py.policy: \"nope\": no such policy (known: default, wrap-node, wrap-python)"), "{e}");
+        assert!(
+            e.contains("runtimes.py.policy: \"nope\": no such policy (known: default, wrap-node, wrap-python)"),
+            "{e}"
+        );
         let e = from("version = 2\n").unwrap_err();
         assert!(e.contains("t.toml:1:11: version: unsupported version 2"), "{e}");
     }
 
     #[test]
     fn a_file_with_runtimes_lists_them_all() {
-        let c = from("version = 1\n[server]\nlisten = [\"unix:/tmp/s\"]\n[runtimes.js]\nguest = \"javascript\"\nwarm = 0\n")
-            .expect("valid");
+        let c = from(
+            "version = 1\n[server]\nlisten = [\"unix:/tmp/s\"]\n[runtimes.js]\nguest = \"javascript\"\nwarm = 0\n",
+        )
+        .expect("valid");
         assert_eq!(c.runtimes.keys().collect::<Vec<_>>(), ["js"]);
         assert_eq!(c.runtimes["js"].warm, 0);
         assert_eq!(c.listen, [Listen::Unix("/tmp/s".into())]);

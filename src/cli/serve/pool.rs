@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use stockade::handover;
 use stockade::wasm::{self, GuestCode, WasmJob, WasmPlan};
 use stockade::{Error, Gate, Gated, Job, Plan, Policy};
@@ -77,8 +77,7 @@ impl Recipe {
 #[derive(Debug)]
 pub struct Slot {
     pub gate: Arc<Gate>,
-    done: oneshot::Receiver<Result<Gated, Error>>,
-    pub born: Instant,
+    done: Option<oneshot::Receiver<Result<Gated, Error>>>,
 }
 
 impl Slot {
@@ -90,7 +89,7 @@ impl Slot {
         let (done_tx, done) = oneshot::channel();
         let g = gate.clone();
         let spawned = std::thread::Builder::new().name("stockade-jail".into()).spawn(move || {
-            let gated = match &*recipe {
+            let mut gated = match &*recipe {
                 Recipe::Wasm(w) => match w.prestart() {
                     Ok(p) => {
                         let _ = ready_tx.send(Ok(()));
@@ -112,13 +111,21 @@ impl Slot {
                     }
                 },
             };
+            // The answer first; then the run's cgroup goes.
+            let cleanup = match &mut gated {
+                Ok(Gated::Ran(f)) => f.cleanup.take(),
+                _ => None,
+            };
             let _ = done_tx.send(gated);
+            if let Some(note) = cleanup.and_then(stockade::Cleanup::done) {
+                eprintln!("stockade serve: {note}");
+            }
         });
         if let Err(e) = spawned {
             return Err(format!("supervisor: cannot start a jail's thread: {e}"));
         }
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(Slot { gate, done, born: Instant::now() }),
+            Ok(Ok(())) => Ok(Slot { gate, done: Some(done) }),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err("supervisor: the jail's thread ended before the jail was built".into()),
         }
@@ -126,13 +133,17 @@ impl Slot {
 
     /// Whether the jail is still waiting (not dead, not cancelled).
     fn alive(&mut self) -> bool {
-        matches!(self.done.try_recv(), Err(oneshot::error::TryRecvError::Empty))
+        self.done.as_mut().is_some_and(|d| matches!(d.try_recv(), Err(oneshot::error::TryRecvError::Empty)))
     }
 
     /// Starts the run and waits for its end.
-    pub async fn run(self, start: stockade::Start) -> Result<Gated, Error> {
+    pub async fn run(mut self, start: stockade::Start) -> Result<Gated, Error> {
         self.gate.open(start);
-        self.done.await.unwrap_or_else(|_| Ok(Gated::NotStarted("the jail's thread ended".into())))
+        let ended = || Ok(Gated::NotStarted("the jail's thread ended".into()));
+        match self.done.take() {
+            Some(done) => done.await.unwrap_or_else(|_| ended()),
+            None => ended(),
+        }
     }
 }
 
@@ -170,18 +181,22 @@ impl Pool {
         self.ready.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A waiting jail, if one is ready (the oldest first); the pool refills behind it.
+    /// A waiting jail, if one is ready (the oldest first). The pool refills when told the run
+    /// is over ([`Pool::refill`]): building a jail and starting its interpreter takes CPU the
+    /// run in flight would otherwise share (and within a second in any case).
     pub fn take(&self) -> Option<Slot> {
         let mut ready = self.ready();
-        let slot = loop {
+        loop {
             let mut s = ready.pop_front()?;
             if s.alive() {
-                break s;
+                return Some(s);
             }
-        };
-        drop(ready);
+        }
+    }
+
+    /// Wakes the refill.
+    pub fn refill(&self) {
         self.wake.notify_one();
-        Some(slot)
     }
 
     /// How many jails wait now.

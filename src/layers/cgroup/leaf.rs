@@ -184,8 +184,9 @@ impl Leaf {
         }
     }
 
-    /// Reads what the leaves recorded.
-    pub fn stats(&self) -> CgroupStats {
+    /// The CPU time the leaves recorded so far (user, system), and nothing else: what a run had
+    /// used when its jail was handed its run.
+    pub fn cpu_used(&self) -> CgroupStats {
         let read = |fd: &File, name: &CStr| crate::sys::read_at(fd.as_fd(), name).unwrap_or_default();
         let num = |fd: &File, name: &CStr| read(fd, name).trim().parse::<u64>().ok();
         let mut s = CgroupStats::default();
@@ -193,6 +194,25 @@ impl Leaf {
             let cpu = read(fd, c"cpu.stat");
             s.cpu_user_us = field(&cpu, "user_usec");
             s.cpu_sys_us = field(&cpu, "system_usec");
+            return s;
+        }
+        // cpuacct, alone or co-mounted with cpu.
+        for l in &self.v1 {
+            if let Some(user) = num(&l.fd, c"cpuacct.usage_user") {
+                s.cpu_user_us = Some(user / 1000);
+                s.cpu_sys_us = num(&l.fd, c"cpuacct.usage_sys").map(|ns| ns / 1000);
+                break;
+            }
+        }
+        s
+    }
+
+    /// Reads what the leaves recorded.
+    pub fn stats(&self) -> CgroupStats {
+        let read = |fd: &File, name: &CStr| crate::sys::read_at(fd.as_fd(), name).unwrap_or_default();
+        let num = |fd: &File, name: &CStr| read(fd, name).trim().parse::<u64>().ok();
+        let mut s = self.cpu_used();
+        if let Some((_, fd)) = &self.v2 {
             s.memory_peak_bytes = num(fd, c"memory.peak");
             s.oom_kills = field(&read(fd, c"memory.events"), "oom_kill").unwrap_or(0);
             s.pids_peak = num(fd, c"pids.peak");
@@ -209,13 +229,6 @@ impl Leaf {
                     s.pids_limit_hit = field(&read(&l.fd, c"pids.events"), "max").unwrap_or(0) > 0;
                 }
                 _ => {}
-            }
-            // cpuacct, alone or co-mounted with cpu.
-            if s.cpu_user_us.is_none()
-                && let Some(user) = num(&l.fd, c"cpuacct.usage_user")
-            {
-                s.cpu_user_us = Some(user / 1000);
-                s.cpu_sys_us = num(&l.fd, c"cpuacct.usage_sys").map(|ns| ns / 1000);
             }
         }
         s

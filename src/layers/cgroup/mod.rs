@@ -18,6 +18,7 @@
 
 pub mod host;
 mod leaf;
+pub mod service;
 
 pub use leaf::Leaf;
 

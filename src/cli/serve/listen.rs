@@ -1,0 +1,138 @@
+//! Listeners and their accept loops: hyper's HTTP/1.1 server for each connection, with a header
+//! read timeout, a bound on connections at once, and a graceful stop (no new connection; those
+//! open finish what they are doing).
+
+use super::config::Listen;
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{Semaphore, watch};
+
+/// A bound listener.
+#[derive(Debug)]
+pub enum Bound {
+    Unix(UnixListener, PathBuf),
+    Tcp(TcpListener),
+}
+
+impl Bound {
+    /// Where it listens (a TCP port as bound: `tcp:127.0.0.1:0` gets one).
+    pub fn describe(&self) -> String {
+        match self {
+            Bound::Unix(_, p) => format!("unix:{}", p.display()),
+            Bound::Tcp(l) => l.local_addr().map_or_else(|_| "tcp:?".into(), |a| format!("tcp:{a}")),
+        }
+    }
+}
+
+/// Binds a listener (inside the runtime). A unix socket: its directory is made when missing
+/// (0755); a stale socket left by a server that is gone is replaced, a live one refused; then the
+/// socket gets `mode` and `gid`.
+pub fn bind(l: &Listen, mode: u32, gid: Option<u32>) -> Result<Bound, String> {
+    match l {
+        Listen::Unix(path) => {
+            let say = |what: &str, e: std::io::Error| format!("{l}: cannot {what}: {e}");
+            if let Some(dir) = path.parent()
+                && !dir.exists()
+            {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o755)
+                    .create(dir)
+                    .map_err(|e| say("create its directory", e))?;
+            }
+            clear_stale(path).map_err(|why| format!("{l}: {why}"))?;
+            let std_listener = std::os::unix::net::UnixListener::bind(path).map_err(|e| say("bind", e))?;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| say("chmod", e))?;
+            if let Some(g) = gid {
+                std::os::unix::fs::chown(path, None, Some(g)).map_err(|e| say("chown", e))?;
+            }
+            std_listener.set_nonblocking(true).map_err(|e| say("set non-blocking", e))?;
+            let listener = UnixListener::from_std(std_listener).map_err(|e| say("listen", e))?;
+            Ok(Bound::Unix(listener, path.clone()))
+        }
+        Listen::Tcp(addr) => {
+            let std_listener = std::net::TcpListener::bind(addr).map_err(|e| format!("{l}: cannot bind: {e}"))?;
+            std_listener.set_nonblocking(true).map_err(|e| format!("{l}: {e}"))?;
+            TcpListener::from_std(std_listener).map(Bound::Tcp).map_err(|e| format!("{l}: cannot listen: {e}"))
+        }
+    }
+}
+
+/// Removes a socket no server answers on; refuses a live one, or a path that is not a socket.
+fn clear_stale(path: &Path) -> Result<(), String> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return Ok(()) };
+    if !meta.file_type().is_socket() {
+        return Err("the path exists and is not a socket: refusing to replace it".into());
+    }
+    if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        return Err("another server is listening there".into());
+    }
+    std::fs::remove_file(path).map_err(|e| format!("cannot remove the stale socket: {e}"))
+}
+
+/// Accepts connections until `stop`, each served by hyper with `router`; a unix socket's file
+/// is removed when it stops.
+pub async fn serve(
+    bound: Bound,
+    router: Router,
+    conns: Arc<Semaphore>,
+    header_timeout: Duration,
+    mut stop: watch::Receiver<bool>,
+    graceful: Arc<GracefulShutdown>,
+) {
+    loop {
+        let permit = tokio::select! {
+            p = conns.clone().acquire_owned() => p,
+            _ = stop.changed() => break,
+        };
+        let Ok(permit) = permit else { break };
+        let accepted = tokio::select! {
+            a = accept(&bound) => a,
+            _ = stop.changed() => break,
+        };
+        let Some(io) = accepted else { continue };
+        let svc = TowerToHyperService::new(router.clone());
+        let mut builder = http1::Builder::new();
+        builder.timer(TokioTimer::new()).header_read_timeout(header_timeout).keep_alive(true);
+        let conn = graceful.watcher().watch(builder.serve_connection(io, svc));
+        tokio::spawn(async move {
+            let _ = conn.await;
+            drop(permit);
+        });
+    }
+    if let Bound::Unix(_, path) = &bound {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// One connection, as hyper's I/O (a failed accept is skipped after a short pause).
+async fn accept(bound: &Bound) -> Option<TokioIo<Box<dyn Io>>> {
+    let accepted: std::io::Result<Box<dyn Io>> = match bound {
+        Bound::Unix(l, _) => l.accept().await.map(|(s, _)| Box::new(s) as Box<dyn Io>),
+        Bound::Tcp(l) => l.accept().await.map(|(s, _)| {
+            let _ = s.set_nodelay(true);
+            Box::new(s) as Box<dyn Io>
+        }),
+    };
+    match accepted {
+        Ok(s) => Some(TokioIo::new(s)),
+        Err(_) => {
+            // Out of fds, say: let what is running finish before trying again.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            None
+        }
+    }
+}
+
+/// A connection's stream, whichever the listener.
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}

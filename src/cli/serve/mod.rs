@@ -1,0 +1,199 @@
+//! `stockade serve`: the code-execution service, a layer on the library. Async (tokio, hyper,
+//! axum) only here at the edge; every jail is built and supervised by the library, synchronously,
+//! on a thread of its own.
+//!
+//! In order: read and check the configuration (and with `--check`, stop there after building
+//! every runtime's jail plan once); on cgroup v2, take the delegated cgroup; build the engine
+//! (one plan per runtime, its warm pool); bind the listeners; serve until SIGTERM or SIGINT; then
+//! drain: stop accepting, refuse the queue, take the warm jails down, let running jobs finish
+//! within the drain timeout, and exit.
+
+mod config;
+mod engine;
+mod http;
+mod info;
+mod listen;
+mod metrics;
+mod pool;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use stockade::layers::cgroup::host::Host;
+use stockade::layers::cgroup::service::{self, Delegation};
+use stockade::report::EXIT_SETUP_FAILED;
+
+/// `stockade serve`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// The server configuration (TOML; see contrib/serve.toml). Without one: the built-in
+    /// defaults (`--print-config` shows them).
+    #[arg(value_name = "CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Listen here instead of the configuration's listeners: unix:/PATH or tcp:ADDRESS:PORT
+    /// (repeatable).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Vec<String>,
+    /// Check the configuration, build every runtime's jail plan once, print what would be
+    /// served, and exit.
+    #[arg(long)]
+    pub check: bool,
+    /// Print the built-in configuration as a file and exit.
+    #[arg(long)]
+    pub print_config: bool,
+    /// Print the API's OpenAPI 3.1 description (docs/openapi.json) and exit.
+    #[arg(long)]
+    pub openapi: bool,
+}
+
+fn fail(message: impl std::fmt::Display) -> ExitCode {
+    eprintln!("stockade: {message}");
+    ExitCode::from(u8::try_from(EXIT_SETUP_FAILED).unwrap_or(1))
+}
+
+pub fn command(args: ServeArgs) -> ExitCode {
+    if args.openapi {
+        println!("{}", serde_json::to_string_pretty(&stockade::api::openapi()).unwrap_or_default());
+        return ExitCode::SUCCESS;
+    }
+    if args.print_config {
+        print!("{}", config::default_file_text());
+        return ExitCode::SUCCESS;
+    }
+    let mut cfg = match config::load(args.config.as_deref(), &args.listen) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    raise_fd_limit();
+    // Runs get their cgroups below the delegated subtree, when there is one.
+    if !args.check {
+        match service::take_delegated(&Host::current()) {
+            Ok(Delegation::Taken { runs, controllers }) => {
+                eprintln!("stockade serve: cgroup v2: runs go below {runs} ({})", controllers.join(", "));
+                for named in cfg.policies.values_mut() {
+                    if named.policy.cgroups.parent.is_none() {
+                        named.policy.cgroups.parent = Some(runs.clone());
+                    }
+                }
+            }
+            Ok(Delegation::NotDelegated { cgroup }) => {
+                eprintln!(
+                    "stockade serve: cgroup v2: {cgroup} is not delegated to this server: runs get their cgroups as `stockade run` does"
+                );
+            }
+            Ok(Delegation::NotV2) => {}
+            Err(e) => return fail(e),
+        }
+    }
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("stockade-serve").build() {
+        Ok(rt) => rt,
+        Err(e) => return fail(format!("serve: cannot start the async runtime: {e}")),
+    };
+    rt.block_on(serve(cfg, args.check))
+}
+
+async fn serve(cfg: config::Config, check: bool) -> ExitCode {
+    let metrics = Arc::new(metrics::Metrics::new());
+    let origin = cfg.origin.clone();
+    let engine = match tokio::task::spawn_blocking(move || engine::Engine::new(cfg, metrics)).await {
+        Ok(Ok(e)) => Arc::new(e),
+        Ok(Err(e)) => return fail(e),
+        Err(_) => return fail("serve: the engine's builder ended abnormally"),
+    };
+    let c = &engine.config;
+    let runtimes: Vec<String> =
+        c.runtimes.values().map(|r| format!("{} ({} warm, policy {})", r.name, r.warm, r.policy)).collect();
+    if check {
+        let listeners: Vec<String> = c.listen.iter().map(ToString::to_string).collect();
+        println!("{origin}: ok");
+        println!("listen: {}", listeners.join(", "));
+        println!("runtimes: {}", runtimes.join(", "));
+        println!("policies: {}", c.policies.keys().cloned().collect::<Vec<_>>().join(", "));
+        println!("concurrency {}, queue {}", c.concurrency, c.queue);
+        return ExitCode::SUCCESS;
+    }
+    let mut bound = Vec::new();
+    let mut listeners = Vec::new();
+    for l in &c.listen {
+        match listen::bind(l, c.socket_mode, c.socket_gid) {
+            Ok(b) => {
+                listeners.push(b.describe());
+                bound.push(b);
+            }
+            Err(e) => return fail(format!("serve: {e}")),
+        }
+    }
+    engine.fill_pools();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let graceful = Arc::new(hyper_util::server::graceful::GracefulShutdown::new());
+    let conns = Arc::new(tokio::sync::Semaphore::new(c.max_connections));
+    let budget_kib = usize::try_from(c.requests.in_flight_max_bytes / 1024).unwrap_or(usize::MAX).max(1);
+    let body_budget = Arc::new(tokio::sync::Semaphore::new(budget_kib.min(tokio::sync::Semaphore::MAX_PERMITS)));
+    let mut loops = Vec::new();
+    for b in bound {
+        let tokens = match b {
+            listen::Bound::Tcp(_) => Some(Arc::from(c.tokens.clone())),
+            listen::Bound::Unix(..) => None,
+        };
+        let app = http::App { engine: engine.clone(), tokens, body_budget: body_budget.clone() };
+        loops.push(tokio::spawn(listen::serve(
+            b,
+            http::router(app),
+            conns.clone(),
+            c.header_timeout,
+            stop_rx.clone(),
+            graceful.clone(),
+        )));
+    }
+    eprintln!("stockade serve: listening on {}; runtimes: {}", listeners.join(", "), runtimes.join(", "));
+
+    let signal = match wait_for_stop().await {
+        Ok(s) => s,
+        Err(e) => return fail(format!("serve: cannot wait for signals: {e}")),
+    };
+    eprintln!("stockade serve: {signal}: draining (at most {} ms)", c.drain_timeout.as_millis());
+    let _ = stop_tx.send(true);
+    for l in loops {
+        let _ = l.await;
+    }
+    let drained = tokio::time::timeout(c.drain_timeout, async {
+        engine.drain().await;
+        // The accept loops are done: this is the last holder.
+        if let Ok(g) = Arc::try_unwrap(graceful) {
+            g.shutdown().await;
+        }
+    })
+    .await;
+    match drained {
+        Ok(()) => eprintln!("stockade serve: drained"),
+        Err(_) => eprintln!(
+            "stockade serve: drain timeout: {} run(s) still running are killed with the server",
+            engine.running()
+        ),
+    }
+    ExitCode::SUCCESS
+}
+
+/// SIGTERM or SIGINT (through signal-hook's self-pipe, on a thread of its own).
+async fn wait_for_stop() -> std::io::Result<&'static str> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])?;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new().name("stockade-signals".into()).spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            let _ = tx.send(if sig == SIGTERM { "SIGTERM" } else { "SIGINT" });
+        }
+    })?;
+    Ok(rx.await.unwrap_or("signal thread ended"))
+}
+
+/// A server holds many pipes and connections: its soft fd limit goes up to the hard one (the
+/// jails set their own, from their policy).
+fn raise_fd_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut l = getrlimit(Resource::Nofile);
+    if let Some(max) = l.maximum {
+        l.current = Some(max.min(1 << 20));
+        let _ = setrlimit(Resource::Nofile, l);
+    }
+}

@@ -1,0 +1,252 @@
+//! A `stockade serve` started for a test, and a real HTTP client for it (hyper's, over the unix
+//! socket or loopback TCP).
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A server of this test: its process, its socket and TCP port, its stderr lines.
+pub struct Server {
+    pub child: Child,
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub tcp: Option<std::net::SocketAddr>,
+    pub token: String,
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+/// A test's token (a file of it is written mode 0600).
+pub const TOKEN: &str = "test-token-0123456789abcdef";
+
+impl Server {
+    /// Starts `stockade serve` with a configuration of `server` (lines of its `[server]` table
+    /// besides the listeners and tokens, which this sets) and `rest` (other tables), and waits
+    /// until it listens.
+    pub fn start(server: &str, rest: &str, tcp: bool) -> Server {
+        let dir = tempfile::Builder::new().prefix("stockade-serve-test").tempdir().expect("temp dir");
+        let socket = dir.path().join("api.sock");
+        let tokens = dir.path().join("tokens");
+        std::fs::write(&tokens, format!("# test\n{TOKEN}\n")).expect("tokens");
+        std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
+        let mut listen = vec![format!("\"unix:{}\"", socket.display())];
+        if tcp {
+            listen.push("\"tcp:127.0.0.1:0\"".into());
+        }
+        let config = format!(
+            "version = 1\n[server]\nlisten = [{}]\ntokens-file = \"{}\"\n{server}\n{rest}\n",
+            listen.join(", "),
+            tokens.display()
+        );
+        let path = dir.path().join("serve.toml");
+        std::fs::write(&path, &config).expect("config");
+        Server::start_with(dir, path, socket)
+    }
+
+    fn start_with(dir: tempfile::TempDir, config: PathBuf, socket: PathBuf) -> Server {
+        let mut child = Command::new(crate::common::stockade_bin())
+            .arg("serve")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn stockade serve");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().expect("stderr");
+        let l = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("listening on") {
+                    let _ = tx.send(line.clone());
+                }
+                l.lock().expect("log").push(line);
+            }
+        });
+        let line = match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(l) => l,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("the server did not start: {:?}", log.lock().expect("log"));
+            }
+        };
+        let tcp = line.split([' ', ',', ';']).find_map(|w| w.strip_prefix("tcp:")).and_then(|a| a.parse().ok());
+        Server { child, dir, socket, tcp, token: TOKEN.into(), log }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().expect("log").join("\n")
+    }
+
+    /// Sends a signal and waits (at most `limit`) for the server to exit; its exit status.
+    pub fn stop(&mut self, signal: i32, limit: Duration) -> Option<std::process::ExitStatus> {
+        // SAFETY-free: the pid is this test's own child.
+        let _ = Command::new("kill").arg(format!("-{signal}")).arg(self.pid().to_string()).status();
+        let end = Instant::now() + limit;
+        while Instant::now() < end {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    /// Waits until `/v1/health` says every warm pool is full.
+    pub fn wait_warm(&self) {
+        let ok = crate::common::wait_for(Duration::from_secs(60), || {
+            let (s, body) = get(&self.socket, "/v1/health");
+            s == 200
+                && body["warm"]
+                    .as_object()
+                    .is_some_and(|w| w.values().all(|p| p["ready"].as_u64() >= p["target"].as_u64()))
+        });
+        assert!(ok, "the warm pools did not fill: {}", self.log());
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Where a request goes.
+pub enum To<'a> {
+    Unix(&'a Path),
+    Tcp(std::net::SocketAddr),
+}
+
+/// One response: status, headers, body.
+pub struct Response {
+    pub status: u16,
+    pub headers: hyper::HeaderMap,
+    pub body: Bytes,
+}
+
+impl Response {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime")
+}
+
+/// Sends one request with hyper's HTTP/1.1 client and reads the whole answer.
+pub fn request(to: To<'_>, method: &str, path: &str, headers: &[(&str, &str)], body: Vec<u8>) -> Response {
+    runtime().block_on(async {
+        let io: Box<dyn Io> = match to {
+            To::Unix(p) => Box::new(tokio::net::UnixStream::connect(p).await.expect("connect to the socket")),
+            To::Tcp(a) => Box::new(tokio::net::TcpStream::connect(a).await.expect("connect to the port")),
+        };
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await.expect("handshake");
+        tokio::spawn(conn);
+        let mut req = Request::builder().method(method).uri(path).header("host", "localhost");
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = sender.send_request(req.body(Full::new(Bytes::from(body))).expect("request")).await.expect("send");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let body = resp.into_body().collect().await.expect("body").to_bytes();
+        Response { status, headers, body }
+    })
+}
+
+pub trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static> Io for T {}
+
+/// `GET path` on the socket, as JSON.
+pub fn get(socket: &Path, path: &str) -> (u16, serde_json::Value) {
+    let r = request(To::Unix(socket), "GET", path, &[], Vec::new());
+    let v = serde_json::from_slice(&r.body).unwrap_or(serde_json::Value::Null);
+    (r.status, v)
+}
+
+/// `POST /v1/runs` with a JSON body on the socket.
+pub fn post_run(socket: &Path, body: &serde_json::Value) -> Response {
+    request(
+        To::Unix(socket),
+        "POST",
+        "/v1/runs",
+        &[("content-type", "application/json")],
+        body.to_string().into_bytes(),
+    )
+}
+
+/// `POST /v1/runs?stream=ndjson`: each line as it arrives, with when it arrived.
+pub fn post_stream(socket: &Path, body: &serde_json::Value) -> (u16, Vec<(Duration, serde_json::Value)>) {
+    runtime().block_on(async {
+        let io = tokio::net::UnixStream::connect(socket).await.expect("connect");
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await.expect("handshake");
+        tokio::spawn(conn);
+        let req = Request::builder()
+            .method("POST")
+            .uri("/v1/runs?stream=ndjson")
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .expect("request");
+        let t0 = Instant::now();
+        let resp = sender.send_request(req).await.expect("send");
+        let status = resp.status().as_u16();
+        let mut body = resp.into_body();
+        let mut pending = Vec::new();
+        let mut events = Vec::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.expect("frame");
+            let Some(data) = frame.data_ref() else { continue };
+            pending.extend_from_slice(data);
+            while let Some(i) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=i).collect();
+                let v = serde_json::from_slice(&line).expect("an NDJSON line");
+                events.push((t0.elapsed(), v));
+            }
+        }
+        (status, events)
+    })
+}
+
+/// Stockade cgroups of `pid` left anywhere.
+pub fn cgroups_of(pid: u32) -> Vec<PathBuf> {
+    let prefix = format!("stockade-{pid}-");
+    let host = stockade::layers::cgroup::host::Host::current();
+    let mut out = Vec::new();
+    for h in host.v2.iter().chain(host.v1.values()) {
+        let Some(dir) = h.dir(&h.own) else { continue };
+        for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                out.push(e.path());
+            }
+        }
+    }
+    out
+}
+
+/// Host processes whose parent is `pid` (the server's jails).
+pub fn children_of(pid: u32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else { continue };
+        let ppid = stat.rsplit_once(") ").and_then(|(_, r)| r.split(' ').nth(1)).and_then(|x| x.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.push(p);
+        }
+    }
+    out
+}
