@@ -22,6 +22,8 @@
 //! - `man [DIR]`, `completions [DIR]`: man pages and shell completions generated from the CLI's
 //!   clap definitions (default `target/man`, `target/completions`).
 
+mod serve;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
@@ -344,6 +346,68 @@ fn kernel() -> String {
     std::fs::read_to_string("/proc/sys/kernel/osrelease").map_or_else(|_| "?".into(), |s| s.trim().to_string())
 }
 
+/// `cargo xtask load`: a real server (its own socket, the guests, python3 when installed) driven
+/// by `examples/load.rs` with `--requests` over `--concurrency` clients; then SIGTERM and a count
+/// of what it left. Fails on any error or leak. Debug build by default; `--release` for speed.
+fn load(args: &[String]) -> Result<(), String> {
+    let root = root();
+    let release = args.iter().any(|a| a == "--release");
+    let get = |name: &str, default: usize| -> Result<usize, String> {
+        match args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)) {
+            Some(v) => v.parse().map_err(|_| format!("{name}: not a number: {v}")),
+            None => Ok(default),
+        }
+    };
+    let requests = get("--requests", 300)?;
+    let concurrency = get("--concurrency", 2 * cores().max(1))?;
+    let profile = if release { "release" } else { "debug" };
+    let mut build = Command::new("cargo");
+    build.current_dir(&root).args(["build", "--quiet", "--bin", "stockade", "--example", "load"]);
+    if release {
+        build.arg("--release");
+    }
+    run(&mut build)?;
+    let target = root.join("target").join(profile);
+    let bin = target.join("stockade");
+    let guests = guest_dir(&bin).ok_or("the load needs the Wasm guests (stockade guest install)")?;
+    let (runtimes, names) = serve::runtimes(2, true);
+    let extra = format!("concurrency = {}\nqueue = {}", cores().max(1), concurrency * 4);
+    println!("machine: {} cores, kernel {}, {profile} build", cores(), kernel());
+    let server = serve::Server::start(&bin, &root.join("target/load"), &runtimes, &extra, Some(&guests))?;
+    let settled = |s: &serve::Server| {
+        // The warm pools are full again when the fd count holds still for a second.
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut last = s.usage();
+        let mut still = 0;
+        while std::time::Instant::now() < end && still < 5 {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let now = s.usage();
+            still = if now.0 == last.0 { still + 1 } else { 0 };
+            last = now;
+        }
+        last
+    };
+    let (fds0, rss0) = settled(&server);
+    let loaded = Command::new(target.join("examples/load"))
+        .arg("--socket")
+        .arg(&server.socket)
+        .args(["--requests", &requests.to_string(), "--concurrency", &concurrency.to_string()])
+        .args(["--runtimes", &names.join(",")])
+        .status()
+        .map_err(|e| format!("load: {e}"))?;
+    let (fds1, rss1) = settled(&server);
+    let left = server.stop()?;
+    println!("server at rest before and after: {fds0} and {fds1} fds, {rss0} and {rss1} KiB resident");
+    left.print();
+    if !loaded.success() {
+        return Err("some requests failed (above)".into());
+    }
+    if !left.clean() || fds1 > fds0 {
+        return Err("the server left something behind, or holds more fds than before (above)".into());
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
@@ -352,11 +416,13 @@ fn main() -> ExitCode {
         Some("vm-test") => vm_test(&args[1..]),
         Some("escape") => escape(),
         Some("soak") => soak(&args[1..]),
+        Some("load") => load(&args[1..]),
         Some("fuzz") => fuzz(&args[1..]),
         Some("man") => man(&args[1..]),
         Some("completions") => completions(&args[1..]),
         _ => Err("usage: cargo xtask bench [--rounds N] [--spaced-ms MS] | vm-test [--allow-skip] | build-static | \
-                  man [DIR] | completions [DIR] | escape | soak [--runs N] [--workers W] [--seed S] [--release] | fuzz [--secs N] [TARGET...]"
+                  man [DIR] | completions [DIR] | escape | soak [--runs N] [--workers W] [--seed S] [--release] | load [--requests N] [--concurrency C] [--release] | \
+                  fuzz [--secs N] [TARGET...]"
             .into()),
     };
     match result {

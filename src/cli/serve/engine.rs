@@ -96,7 +96,7 @@ impl Engine {
     }
 
     /// Stops taking runs: queued requests get 503, warm jails are taken down. Returns when no
-    /// run is left.
+    /// run is left and every jail's thread has taken its jail down (its cgroup removed).
     pub async fn drain(&self) {
         self.draining.store(true, Ordering::SeqCst);
         self.slots.close();
@@ -106,9 +106,12 @@ impl Engine {
         loop {
             let notified = self.idle.notified();
             if self.running() == 0 {
-                return;
+                break;
             }
             notified.await;
+        }
+        while pool::live_jails() > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
     }
 

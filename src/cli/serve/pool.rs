@@ -7,7 +7,7 @@ use super::config::{Kind, Runtime};
 use super::metrics::Metrics;
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use stockade::handover;
@@ -73,6 +73,24 @@ impl Recipe {
     }
 }
 
+/// Jail threads alive: a draining server waits for them, so that every jail it built is taken
+/// down and its cgroup removed before it exits.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts a jail thread down when it ends, however it ends.
+struct Live;
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// How many jail threads are alive.
+pub fn live_jails() -> usize {
+    LIVE.load(Ordering::SeqCst)
+}
+
 /// One jail released ahead of its run, waiting at its gate.
 #[derive(Debug)]
 pub struct Slot {
@@ -88,7 +106,9 @@ impl Slot {
         let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Result<(), Error>>(1);
         let (done_tx, done) = oneshot::channel();
         let g = gate.clone();
+        LIVE.fetch_add(1, Ordering::SeqCst);
         let spawned = std::thread::Builder::new().name("stockade-jail".into()).spawn(move || {
+            let _live = Live;
             let mut gated = match &*recipe {
                 Recipe::Wasm(w) => match w.prestart() {
                     Ok(p) => {
@@ -122,6 +142,7 @@ impl Slot {
             }
         });
         if let Err(e) = spawned {
+            LIVE.fetch_sub(1, Ordering::SeqCst);
             return Err(format!("supervisor: cannot start a jail's thread: {e}"));
         }
         match ready_rx.recv() {

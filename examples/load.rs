@@ -1,0 +1,237 @@
+//! A client for `stockade serve` behind `cargo xtask load` and the service rows of `cargo xtask
+//! bench`: hyper's HTTP/1.1 client over the unix socket, one connection per client.
+//!
+//! Usage:
+//!   load --socket PATH --requests N --concurrency C [--runtimes python,javascript,...]
+//!       N requests spread over C clients, round-robin over the runtimes: p50/p99 latency, runs
+//!       per second, errors (any answer but 200 with status ok), per runtime.
+//!   load --socket PATH --latency ROUNDS --spaced-ms MS --stockade BIN [--native-code CODE]
+//!       one request per runtime per round, spaced so the warm pools refill, interleaved with the
+//!       same code through `stockade run` (the CLI) in the same rounds: medians and ratios.
+//!   load --socket PATH --throughput SECS --concurrency C [--runtimes ...]
+//!       each runtime for SECS with C clients: runs per second.
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+}
+
+/// The code each runtime runs.
+fn code_for(runtime: &str) -> &'static str {
+    match runtime {
+        "javascript" => "console.log(1)",
+        "native" => "",
+        _ => "print(1)",
+    }
+}
+
+struct Client {
+    sender: SendRequest<Full<Bytes>>,
+}
+
+impl Client {
+    async fn connect(socket: &str) -> Client {
+        let io = tokio::net::UnixStream::connect(socket).await.expect("connect to the server's socket");
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await.expect("handshake");
+        tokio::spawn(conn);
+        Client { sender }
+    }
+
+    /// One run: whether it answered 200 with status ok, and how long it took.
+    async fn run(&mut self, runtime: &str) -> (bool, Duration) {
+        let body = serde_json::json!({"runtime": runtime, "code": code_for(runtime)}).to_string();
+        let req = Request::builder()
+            .method("POST")
+            .uri("/v1/runs")
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .expect("request");
+        let t = Instant::now();
+        let Ok(resp) = self.sender.send_request(req).await else { return (false, t.elapsed()) };
+        let status = resp.status().as_u16();
+        let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        let took = t.elapsed();
+        let ok = status == 200 && serde_json::from_slice::<serde_json::Value>(&body).is_ok_and(|v| v["status"] == "ok");
+        if !ok {
+            eprintln!("{runtime}: {status} {}", String::from_utf8_lossy(&body).chars().take(300).collect::<String>());
+        }
+        (ok, took)
+    }
+}
+
+/// The `per_mille`th quantile of sorted durations, in milliseconds (nearest rank).
+fn pct(sorted: &[Duration], per_mille: usize) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let last = sorted.len() - 1;
+    let i = (last * per_mille).div_ceil(1000).min(last);
+    sorted[i].as_secs_f64() * 1000.0
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let socket = arg(&args, "--socket").expect("--socket PATH");
+    let runtimes: Vec<String> =
+        arg(&args, "--runtimes").unwrap_or_else(|| "python,javascript".into()).split(',').map(String::from).collect();
+    let concurrency: usize = arg(&args, "--concurrency").map_or(2, |c| c.parse().expect("concurrency"));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    if let Some(rounds) = arg(&args, "--latency") {
+        let rounds: usize = rounds.parse().expect("rounds");
+        let spaced = Duration::from_millis(arg(&args, "--spaced-ms").map_or(150, |m| m.parse().expect("ms")));
+        let stockade = arg(&args, "--stockade").expect("--stockade BIN");
+        rt.block_on(latency(&socket, &runtimes, rounds, spaced, &stockade, &args));
+        return;
+    }
+    if let Some(secs) = arg(&args, "--throughput") {
+        let secs: f64 = secs.parse().expect("seconds");
+        rt.block_on(async {
+            println!("runtime        clients   runs/s   errors");
+            for r in &runtimes {
+                let (n, errors) = for_time(&socket, r, concurrency, Duration::from_secs_f64(secs)).await;
+                println!("{r:<14} {concurrency:>7} {:>8.1} {errors:>8}", n as f64 / secs);
+            }
+        });
+        return;
+    }
+    let requests: usize = arg(&args, "--requests").map_or(100, |n| n.parse().expect("requests"));
+    let errors = rt.block_on(load(&socket, &runtimes, requests, concurrency));
+    if errors > 0 {
+        std::process::exit(1);
+    }
+}
+
+/// N requests over C clients; prints per-runtime figures; returns the errors.
+async fn load(socket: &str, runtimes: &[String], requests: usize, concurrency: usize) -> usize {
+    let next = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (socket, runtimes, next) = (socket.to_string(), runtimes.to_vec(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut c = Client::connect(&socket).await;
+            let mut seen: Vec<(String, bool, Duration)> = Vec::new();
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if i >= requests {
+                    break;
+                }
+                let r = &runtimes[i % runtimes.len()];
+                let (ok, took) = c.run(r).await;
+                seen.push((r.clone(), ok, took));
+            }
+            seen
+        }));
+    }
+    let mut by: BTreeMap<String, (Vec<Duration>, usize)> = BTreeMap::new();
+    for t in tasks {
+        for (r, ok, took) in t.await.expect("client") {
+            let e = by.entry(r).or_default();
+            e.0.push(took);
+            if !ok {
+                e.1 += 1;
+            }
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    println!("{requests} requests, {concurrency} clients, {secs:.1} s");
+    println!("runtime        requests   p50 ms   p99 ms   runs/s   errors");
+    let mut errors = 0;
+    for (r, (mut lat, e)) in by {
+        lat.sort();
+        println!(
+            "{r:<14} {:>8} {:>8.2} {:>8.2} {:>8.1} {e:>8}",
+            lat.len(),
+            pct(&lat, 500),
+            pct(&lat, 990),
+            lat.len() as f64 / secs
+        );
+        errors += e;
+    }
+    errors
+}
+
+/// One runtime for `secs` with C clients: runs done and errors.
+async fn for_time(socket: &str, runtime: &str, concurrency: usize, secs: Duration) -> (usize, usize) {
+    let end = Instant::now() + secs;
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (socket, runtime) = (socket.to_string(), runtime.to_string());
+        tasks.push(tokio::spawn(async move {
+            let mut c = Client::connect(&socket).await;
+            let (mut n, mut e) = (0, 0);
+            while Instant::now() < end {
+                if c.run(&runtime).await.0 { n += 1 } else { e += 1 }
+            }
+            (n, e)
+        }));
+    }
+    let mut total = (0, 0);
+    for t in tasks {
+        let (n, e) = t.await.expect("client");
+        total.0 += n;
+        total.1 += e;
+    }
+    total
+}
+
+/// Spaced rounds: each runtime through the server, and the same code through the CLI.
+async fn latency(socket: &str, runtimes: &[String], rounds: usize, spaced: Duration, stockade: &str, args: &[String]) {
+    let mut client = Client::connect(socket).await;
+    let mut served: BTreeMap<String, Vec<Duration>> = BTreeMap::new();
+    let mut cli: BTreeMap<String, Vec<Duration>> = BTreeMap::new();
+    let guest_dir = arg(args, "--guest-dir");
+    for _ in 0..rounds {
+        for r in runtimes {
+            tokio::time::sleep(spaced).await;
+            let (ok, took) = client.run(r).await;
+            assert!(ok, "{r} failed through the server");
+            served.entry(r.clone()).or_default().push(took);
+            let mut cmd = std::process::Command::new(stockade);
+            cmd.arg("run");
+            if let Some(g) = &guest_dir {
+                cmd.args(["--guest-dir", g]);
+            }
+            match r.as_str() {
+                "python" => cmd.args(["--python", code_for(r)]),
+                "javascript" => cmd.args(["--js", code_for(r)]),
+                "python3" => cmd.args(["--policy", &arg(args, "--wrap-python").expect("--wrap-python FILE")]).args([
+                    "--",
+                    "/usr/bin/python3",
+                    "-c",
+                    code_for(r),
+                ]),
+                _ => cmd
+                    .args(["--ro", &arg(args, "--native-dir").expect("--native-dir DIR")])
+                    .args(["--", &arg(args, "--native-true").expect("--native-true PATH")]),
+            };
+            cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null());
+            tokio::time::sleep(spaced).await;
+            let t = Instant::now();
+            let ok = cmd.status().is_ok_and(|s| s.success());
+            assert!(ok, "{r} failed through the CLI");
+            cli.entry(r.clone()).or_default().push(t.elapsed());
+        }
+    }
+    println!("runtime        served p50 ms  p90 ms   CLI p50 ms   served / CLI");
+    for r in runtimes {
+        let (mut s, mut c) = (served.remove(r).unwrap_or_default(), cli.remove(r).unwrap_or_default());
+        s.sort();
+        c.sort();
+        println!(
+            "{r:<14} {:>13.2} {:>7.2} {:>12.2} {:>14.3}",
+            pct(&s, 500),
+            pct(&s, 900),
+            pct(&c, 500),
+            pct(&s, 500) / pct(&c, 500)
+        );
+    }
+}

@@ -1,0 +1,183 @@
+//! `cargo xtask load` and the service rows of `cargo xtask bench`: a real `stockade serve` started
+//! on a socket of its own, driven by `examples/load.rs`, then stopped with SIGTERM and checked for
+//! what it left: processes, cgroups, its socket, and its fds and memory before and after.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A server started for a load or a bench.
+pub struct Server {
+    child: Child,
+    pub socket: PathBuf,
+    pub bin: PathBuf,
+}
+
+impl Server {
+    /// Starts `bin serve CONFIG` with `runtimes` (TOML tables) on a socket in `dir`; waits until
+    /// it listens and its warm pools are built.
+    pub fn start(
+        bin: &Path,
+        dir: &Path,
+        runtimes: &str,
+        extra: &str,
+        guest_dir: Option<&Path>,
+    ) -> Result<Server, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let socket = dir.join("api.sock");
+        let config = dir.join("serve.toml");
+        let text = format!("version = 1\n[server]\nlisten = [\"unix:{}\"]\n{extra}\n{runtimes}", socket.display());
+        std::fs::write(&config, text).map_err(|e| format!("{}: {e}", config.display()))?;
+        let mut cmd = Command::new(bin);
+        cmd.arg("serve").arg(&config).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        if let Some(g) = guest_dir {
+            cmd.env("STOCKADE_GUEST_DIR", g);
+        }
+        let mut child = cmd.spawn().map_err(|e| format!("{}: {e}", bin.display()))?;
+        let stderr = child.stderr.take().ok_or("no stderr")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("listening on") {
+                    let _ = tx.send(());
+                }
+                eprintln!("  server: {line}");
+            }
+        });
+        if rx.recv_timeout(Duration::from_secs(120)).is_err() {
+            let _ = child.kill();
+            return Err("the server did not start".into());
+        }
+        let s = Server { child, socket, bin: bin.to_path_buf() };
+        // The warm pools fill in the background: give them a moment.
+        std::thread::sleep(Duration::from_secs(3));
+        Ok(s)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Open fds and resident memory now.
+    pub fn usage(&self) -> (usize, u64) {
+        let fds = std::fs::read_dir(format!("/proc/{}/fd", self.pid())).map_or(0, |d| d.count());
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap_or_default();
+        let rss = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        (fds, rss)
+    }
+
+    /// SIGTERM, then waits for the exit (drain); then counts what is left.
+    pub fn stop(mut self) -> Result<Leftovers, String> {
+        let pid = self.pid();
+        let cgroups_before_exit = Leftovers::cgroups_of(pid);
+        let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
+        let end = Instant::now() + Duration::from_secs(60);
+        let status = loop {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                break s;
+            }
+            if Instant::now() > end {
+                let _ = self.child.kill();
+                return Err("the server did not drain within 60 s".into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        // Jails die with their supervisor: give the kernel a moment to reap them.
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(Leftovers {
+            exit_ok: status.success(),
+            socket_left: self.socket.exists(),
+            processes: processes_of(&self.bin),
+            cgroups: Leftovers::cgroups_of(pid),
+            cgroups_while_running: cgroups_before_exit.len(),
+        })
+    }
+}
+
+/// What a stopped server left.
+pub struct Leftovers {
+    pub exit_ok: bool,
+    pub socket_left: bool,
+    pub processes: Vec<u32>,
+    pub cgroups: Vec<PathBuf>,
+    pub cgroups_while_running: usize,
+}
+
+impl Leftovers {
+    /// The server's cgroups (`stockade-PID-...`) anywhere under /sys/fs/cgroup.
+    fn cgroups_of(pid: u32) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        walk(Path::new("/sys/fs/cgroup"), &format!("stockade-{pid}-"), 0, &mut out);
+        out
+    }
+
+    pub fn clean(&self) -> bool {
+        self.exit_ok && !self.socket_left && self.processes.is_empty() && self.cgroups.is_empty()
+    }
+
+    pub fn print(&self) {
+        println!(
+            "left behind: processes {}, cgroups {} (while running: {}), socket {}, exit {}",
+            self.processes.len(),
+            self.cgroups.len(),
+            self.cgroups_while_running,
+            if self.socket_left { "left" } else { "removed" },
+            if self.exit_ok { "0" } else { "failed" }
+        );
+        for p in &self.processes {
+            println!("  process {p} left");
+        }
+        for c in &self.cgroups {
+            println!("  cgroup {} left", c.display());
+        }
+    }
+}
+
+fn walk(dir: &Path, prefix: &str, depth: usize, out: &mut Vec<PathBuf>) {
+    if depth > 10 {
+        return;
+    }
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        if e.file_name().to_string_lossy().starts_with(prefix) {
+            out.push(e.path());
+        } else {
+            walk(&e.path(), prefix, depth + 1, out);
+        }
+    }
+}
+
+/// Processes running `bin` (the server, its runners), by their exe.
+fn processes_of(bin: &Path) -> Vec<u32> {
+    let want = std::fs::canonicalize(bin).unwrap_or_else(|_| bin.to_path_buf());
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|x| x == want) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// The runtimes a load or bench serves: the Wasm guests, and the host's python3 when it is there.
+pub fn runtimes(warm: u32, python3: bool) -> (String, Vec<&'static str>) {
+    let mut text = format!(
+        "[runtimes.python]\nguest = \"python\"\nwarm = {warm}\n[runtimes.javascript]\nguest = \"javascript\"\nwarm = {warm}\n"
+    );
+    let mut names = vec!["python", "javascript"];
+    if python3 && Path::new("/usr/bin/python3").exists() {
+        text.push_str(&format!(
+            "[runtimes.python3]\nprogram = \"/usr/bin/python3\"\nbootstrap = \"python\"\npolicy = \"wrap-python\"\nwarm = {warm}\n"
+        ));
+        names.push("python3");
+    }
+    (text, names)
+}
