@@ -4,7 +4,8 @@
 //! Usage:
 //!   load --socket PATH --requests N --concurrency C [--runtimes python,javascript,...]
 //!       N requests spread over C clients, round-robin over the runtimes: p50/p99 latency, runs
-//!       per second, errors (any answer but 200 with status ok), per runtime.
+//!       per second, errors (any answer but 200 with status ok), per runtime; warm jails that
+//!       ended before their run count as errors.
 //!   load --socket PATH --latency ROUNDS --spaced-ms MS --stockade BIN [--native-code CODE]
 //!       one request per runtime per round, spaced so the warm pools refill, interleaved with the
 //!       same code through `stockade run` (the CLI) in the same rounds: medians and ratios.
@@ -67,6 +68,35 @@ impl Client {
     }
 }
 
+impl Client {
+    /// The sum of one metric's samples in the server's `/metrics` (0 when absent).
+    async fn metric(&mut self, name: &str) -> f64 {
+        let req = Request::builder()
+            .uri("/metrics")
+            .header("host", "localhost")
+            .body(Full::new(Bytes::new()))
+            .expect("request");
+        let resp = self.sender.send_request(req).await.expect("GET /metrics");
+        let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        String::from_utf8_lossy(&body)
+            .lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+}
+
+/// Warm jails that ended before their run (each one a run that had to go cold): none is right.
+async fn warm_died(socket: &str) -> usize {
+    let n = Client::connect(socket).await.metric("stockade_warm_died_total").await;
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // a counter: whole and small
+    let n = n as usize;
+    if n > 0 {
+        eprintln!("{n} warm jail(s) ended before their run");
+    }
+    n
+}
+
 /// The `per_mille`th quantile of sorted durations, in milliseconds (nearest rank).
 fn pct(sorted: &[Duration], per_mille: usize) -> f64 {
     if sorted.is_empty() {
@@ -93,17 +123,35 @@ fn main() {
     }
     if let Some(secs) = arg(&args, "--throughput") {
         let secs: f64 = secs.parse().expect("seconds");
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        let costs = interpreter_costs(&args);
         rt.block_on(async {
-            println!("runtime        clients   runs/s   errors");
+            println!("runtime        clients   runs/s   errors   one interpreter start (CPU)   the CPU's rate   served / that");
             for r in &runtimes {
                 let (n, errors) = for_time(&socket, r, concurrency, Duration::from_secs_f64(secs)).await;
-                println!("{r:<14} {concurrency:>7} {:>8.1} {errors:>8}", n as f64 / secs);
+                let rate = n as f64 / secs;
+                match costs.get(r.as_str()) {
+                    Some(cost) => {
+                        let allowed = cores as f64 / cost.as_secs_f64();
+                        println!(
+                            "{r:<14} {concurrency:>7} {rate:>8.1} {errors:>8} {:>22.2} ms {:>14.1} /s {:>14.2}",
+                            cost.as_secs_f64() * 1000.0,
+                            allowed,
+                            rate / allowed
+                        );
+                    }
+                    None => println!("{r:<14} {concurrency:>7} {rate:>8.1} {errors:>8}"),
+                }
+            }
+            if warm_died(&socket).await > 0 {
+                std::process::exit(1);
             }
         });
         return;
     }
     let requests: usize = arg(&args, "--requests").map_or(100, |n| n.parse().expect("requests"));
-    let errors = rt.block_on(load(&socket, &runtimes, requests, concurrency));
+    let errors =
+        rt.block_on(async { load(&socket, &runtimes, requests, concurrency).await + warm_died(&socket).await });
     if errors > 0 {
         std::process::exit(1);
     }
@@ -234,4 +282,53 @@ async fn latency(socket: &str, runtimes: &[String], rounds: usize, spaced: Durat
             pct(&s, 500) / pct(&c, 500)
         );
     }
+}
+
+/// The CPU one interpreter start costs, outside any jail (the floor of what a run of it costs):
+/// Python `print(1)` through the Wasm runner alone, and the host's `python3 -c 'print(1)'`.
+/// Children's CPU time from /proc/self/stat (clock ticks), over 40 runs each.
+fn interpreter_costs(args: &[String]) -> BTreeMap<&'static str, Duration> {
+    use stockade::wasm::{self, GuestCode, WasmJob};
+    let mut out = BTreeMap::new();
+    let children_cpu = || -> Duration {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        let f: Vec<&str> = stat.rsplit_once(") ").map_or(vec![], |(_, r)| r.split(' ').collect());
+        // cutime and cstime: fields 16 and 17 of stat, 14 and 15 after the command (from state).
+        let field = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok()).unwrap_or(0);
+        let ticks = field(13) + field(14);
+        Duration::from_millis(ticks * 10)
+    };
+    let mut measure = |name: &'static str, cmd: &mut dyn FnMut() -> std::process::Command| {
+        let before = children_cpu();
+        let n = 40;
+        for _ in 0..n {
+            let ok = cmd()
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "{name}: the interpreter alone failed");
+        }
+        out.insert(name, (children_cpu() - before) / n);
+    };
+    if let (Some(g), Some(bin)) = (arg(args, "--guest-dir"), arg(args, "--stockade")) {
+        let mut job = WasmJob::new(GuestCode::Python("print(1)".into()), &bin);
+        job.guest_dir = Some(g.into());
+        let app = tempfile::tempdir().expect("temp dir");
+        let config = wasm::runner_config(&stockade::Policy::builtin(), &job, app.path()).expect("runner config");
+        let json = serde_json::to_string(&config).expect("json");
+        measure("python", &mut || {
+            let mut c = std::process::Command::new(&bin);
+            c.args(["__runner", &json]);
+            c
+        });
+    }
+    if std::path::Path::new("/usr/bin/python3").exists() {
+        measure("python3", &mut || {
+            let mut c = std::process::Command::new("/usr/bin/python3");
+            c.args(["-c", "print(1)"]);
+            c
+        });
+    }
+    out
 }

@@ -286,8 +286,9 @@ pub fn check(body: RunBody, cfg: &Catalog) -> Result<RunRequest, ApiError> {
         }
         (_, Some(c)) => c,
     };
-    if body.argv.len() > r.argv_max_count as usize {
-        return Err(ApiError::field("argv", format!("more than {} arguments", r.argv_max_count)));
+    let max_args = (r.argv_max_count as usize).min(crate::handover::MAX_ARGS);
+    if body.argv.len() > max_args {
+        return Err(ApiError::field("argv", format!("more than {max_args} arguments")));
     }
     let argv_bytes: usize = body.argv.iter().map(String::len).sum();
     if argv_bytes as u64 > r.argv_max_bytes {

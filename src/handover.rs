@@ -6,11 +6,13 @@
 //! framed, followed by the run's own stdin:
 //!
 //! ```text
-//! <code length in bytes> <argument count>\n
+//! <code length in bytes, 10 digits> <argument count, 4 digits>\n     (16 bytes)
 //! <code>
-//! <argument length>\n<argument>        (once per argument)
+//! <argument length, 10 digits>\n<argument>                          (once per argument)
 //! <the run's stdin, to its end>
 //! ```
+//!
+//! The lengths are fixed-width so the bootstrap reads each part with one read.
 //!
 //! The bootstrap reads exactly the frame (so the run's stdin is left whole for the code), sets
 //! the arguments (`sys.argv[1:]`, `scriptArgs`), and runs the code as `python -c`/`qjs -e` would:
@@ -32,25 +34,17 @@ pub const PYTHON_BOOTSTRAP: &str = r#"def _stockade():
     # A Wasm guest starts in "/": its work directory is /app, as a native runtime's is.
     if sys.platform == "wasi" and os.path.isdir("/app"):
         os.chdir("/app")
-    def line():
-        b = b""
-        while not b.endswith(b"\n"):
-            c = os.read(0, 1)
-            if not c:
-                raise SystemExit(0 if not b else 125)
-            b += c
-        return b
-    def exact(n):
+    def exact(n, first=False):
         b = bytearray()
         while len(b) < n:
             c = os.read(0, n - len(b))
             if not c:
-                raise SystemExit(125)
+                raise SystemExit(0 if first and not b else 125)
             b += c
         return bytes(b)
-    n, argc = map(int, line().split())
+    n, argc = map(int, exact(16, True).split())
     src = exact(n).decode("utf-8")
-    sys.argv[1:] = [exact(int(line())).decode("utf-8", "surrogateescape") for _ in range(argc)]
+    sys.argv[1:] = [exact(int(exact(11))).decode("utf-8", "surrogateescape") for _ in range(argc)]
     code = 0
     try:
         exec(compile(src, "<string>", "exec"), g)
@@ -114,15 +108,21 @@ pub const JS_BOOTSTRAP: &str = r#"(() => {
 
 /// The frame of one run's code and arguments (see the module's documentation); the run's stdin
 /// follows it.
+///
+/// At most 9,999 arguments (a server allows far fewer): the rest are not framed.
 pub fn frame(code: &str, args: &[String]) -> Vec<u8> {
-    let mut out = format!("{} {}\n", code.len(), args.len()).into_bytes();
+    let args = &args[..args.len().min(MAX_ARGS)];
+    let mut out = format!("{:010} {:04}\n", code.len(), args.len()).into_bytes();
     out.extend_from_slice(code.as_bytes());
     for a in args {
-        out.extend_from_slice(format!("{}\n", a.len()).as_bytes());
+        out.extend_from_slice(format!("{:010}\n", a.len()).as_bytes());
         out.extend_from_slice(a.as_bytes());
     }
     out
 }
+
+/// The most arguments a frame carries.
+pub const MAX_ARGS: usize = 9_999;
 
 #[cfg(test)]
 mod tests {
@@ -131,6 +131,6 @@ mod tests {
     #[test]
     fn frame_counts_bytes_not_chars() {
         let f = frame("print('é')", &["a b".into(), String::new()]);
-        assert_eq!(f, "11 2\nprint('é')3\na b0\n".as_bytes());
+        assert_eq!(f, "0000000011 0002\nprint('é')0000000003\na b0000000000\n".as_bytes());
     }
 }

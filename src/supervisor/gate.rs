@@ -6,12 +6,13 @@
 use crate::error::Error;
 use crate::layers::cgroup::Leaf;
 use crate::layers::filesystem::exchange::{Pick, PutFile, Taken};
+use crate::layers::identity::OwnerLease;
 use crate::report::Report;
 use crate::sys;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// What a run brings to a jail waiting at its gate.
 #[derive(Debug, Default)]
@@ -49,23 +50,50 @@ pub struct Exchange {
 }
 
 /// Opens (or cancels) one jail's run from another thread. One gate serves one jail.
+///
+/// Opening does the first step of the hand-over on the caller's thread when it can: a run with
+/// no files to put gets its stdin written into the jail's stdin pipe right there (what fits at
+/// once), so the waiting program has its code without waiting for the supervisor's thread to
+/// wake; that thread does the rest. The run's clock starts at the opening.
 #[derive(Debug)]
 pub struct Gate {
     rx: OwnedFd,
     tx: OwnedFd,
-    start: Mutex<Option<Start>>,
+    start: Mutex<Option<Opening>>,
+    /// A duplicate of the jail's stdin pipe (its write end), while the jail waits with nothing
+    /// of its own to feed first.
+    feed: Mutex<Option<OwnedFd>>,
+}
+
+/// A start and when it came, with how much of its stdin is already in the pipe.
+#[derive(Debug)]
+pub(super) struct Opening {
+    pub(super) start: Start,
+    pub(super) at: Instant,
+    pub(super) fed: usize,
 }
 
 impl Gate {
     pub fn new() -> Result<Gate, Error> {
         let (rx, tx) = sys::pipe().map_err(|errno| Error::Supervisor { what: "create a gate", errno })?;
         sys::set_nonblocking(tx.as_fd(), true).map_err(|errno| Error::Supervisor { what: "create a gate", errno })?;
-        Ok(Gate { rx, tx, start: Mutex::new(None) })
+        Ok(Gate { rx, tx, start: Mutex::new(None), feed: Mutex::new(None) })
     }
 
     /// Starts the run with `start` (never blocks).
     pub fn open(&self, start: Start) {
-        *self.start.lock().unwrap_or_else(PoisonError::into_inner) = Some(start);
+        let at = Instant::now();
+        let mut fed = 0;
+        // Held until the opening is stored: the supervisor's thread, seeing the program end,
+        // takes the opening through this lock, so it knows whether the program had its code.
+        let mut feed = self.feed.lock().unwrap_or_else(PoisonError::into_inner);
+        let no_files = start.files.as_ref().is_none_or(|x| x.put.is_empty());
+        if let (true, Some(fd)) = (no_files, feed.take()) {
+            // Non-blocking: what does not fit now, the supervisor's thread feeds.
+            fed = sys::write(fd.as_raw_fd(), &start.stdin).unwrap_or(0);
+        }
+        *self.start.lock().unwrap_or_else(PoisonError::into_inner) = Some(Opening { start, at, fed });
+        drop(feed);
         let _ = sys::write(self.tx.as_raw_fd(), &[1]);
     }
 
@@ -78,7 +106,15 @@ impl Gate {
         self.rx.as_fd()
     }
 
-    pub(super) fn take(&self) -> Option<Start> {
+    /// Lets [`Gate::open`] write the run's stdin itself (a duplicate of the pipe's write end).
+    pub(super) fn arm(&self, feed: OwnedFd) {
+        *self.feed.lock().unwrap_or_else(PoisonError::into_inner) = Some(feed);
+    }
+
+    /// The opening, if the gate was opened (waits for an opening under way); disarms the feed.
+    pub(super) fn take(&self) -> Option<Opening> {
+        let mut feed = self.feed.lock().unwrap_or_else(PoisonError::into_inner);
+        feed.take();
         self.start.lock().unwrap_or_else(PoisonError::into_inner).take()
     }
 }
@@ -96,15 +132,20 @@ pub struct Finished {
     pub cleanup: Option<Cleanup>,
 }
 
-/// What is left of a run once it is reported: its (empty) cgroup.
+/// What is left of a run once it is reported: its (empty) cgroup, its writable directories'
+/// tmpfs, its owner uid's lease.
 #[derive(Debug)]
-pub struct Cleanup(pub(super) Option<Leaf>);
+pub struct Cleanup {
+    pub(super) leaf: Option<Leaf>,
+    pub(super) _staged: Vec<OwnedFd>,
+    pub(super) _owner: Option<OwnerLease>,
+}
 
 impl Cleanup {
-    /// Removes the run's cgroup; says so when it could not (left behind, for the next start of
-    /// a supervisor in that cgroup to reap).
+    /// Removes the run's cgroup and lets the rest go; says so when the cgroup could not be
+    /// removed (left behind, for the next start of a supervisor in that cgroup to reap).
     pub fn done(self) -> Option<String> {
-        self.0.and_then(|l| l.remove().err()).map(|e| e.to_string())
+        self.leaf.and_then(|l| l.remove().err()).map(|e| e.to_string())
     }
 }
 

@@ -14,6 +14,7 @@ mod verdict;
 mod words;
 
 pub use channels::Output;
+use gate::Opening;
 pub use gate::{Cleanup, Exchange, Finished, Gate, Gated, Start};
 pub use verdict::{Accounting, Ending, Note, Verdict, verdict};
 
@@ -374,19 +375,29 @@ impl Prepared<'_> {
         let mut warm = None;
         let mut cpu_before = CgroupStats::default();
         if let Some(gate) = gate {
-            // Waiting: the program gets ready; nothing of the run is counted yet.
-            if let Stop::Ended(o) = pump.go(&mut [], None, None, Some(gate.fd()))? {
-                self.pid = 0;
-                return Ok(Gated::NotStarted(self.died_waiting(&o)));
+            // With nothing of its own to feed first, the opening can write the run's stdin.
+            if stdin_data.as_ref().is_none_or(|d| d.is_empty())
+                && let Some(fd) = pipes.stdin_feed.as_ref().and_then(|f| f.try_clone().ok())
+            {
+                gate.arm(fd);
             }
-            let Some(s) = gate.take() else {
-                pump.kill();
-                let _ = pump.go(&mut [], None, None, None)?;
+            // Waiting: the program gets ready; nothing of the run is counted yet.
+            let stop = pump.go(&mut [], None, None, Some(gate.fd()))?;
+            // A program that ended after an opening fed it its code ran: its run is reported.
+            let opening = gate.take().filter(|o| matches!(stop, Stop::Gate) || o.fed > 0);
+            let Some(Opening { start: s, at: opened_at, fed }) = opening else {
+                if matches!(stop, Stop::Gate) {
+                    pump.kill();
+                }
+                let ended = pump.go(&mut [], None, None, None)?;
                 self.pid = 0;
-                return Ok(Gated::NotStarted("cancelled".into()));
+                return Ok(Gated::NotStarted(match (stop, ended) {
+                    (Stop::Died, Stop::Ended(o)) => self.died_waiting(&o),
+                    _ => "cancelled".into(),
+                }));
             };
             if !s.from_release {
-                start = Instant::now();
+                start = opened_at;
                 cpu_before = self.leaf.as_ref().map(Leaf::cpu_used).unwrap_or_default();
             }
             if let Some(x) = &s.files
@@ -399,7 +410,7 @@ impl Prepared<'_> {
             }
             // The start's bytes follow the plan's own (a module the runner compiles, say).
             let mut bytes = stdin_data.map(|d| d.to_vec()).unwrap_or_default();
-            bytes.extend_from_slice(&s.stdin);
+            bytes.extend_from_slice(s.stdin.get(fed..).unwrap_or_default());
             stdin_data = Some(std::sync::Arc::from(bytes));
             wall_timeout = s.wall_timeout.map_or(wall_timeout, |w| w.min(wall_timeout));
             streams[0].sink.tighten(s.stdout_max_bytes);
@@ -484,7 +495,10 @@ impl Prepared<'_> {
         for note in notes {
             report.add_note(note);
         }
-        let mut finished = Finished { report, channels, files, cleanup: Some(Cleanup(leaf)) };
+        // The run's cgroup, its writable directories' tmpfs and its owner uid go after the
+        // answer, when the caller can wait for them.
+        let cleanup = Cleanup { leaf, _staged: std::mem::take(&mut self.staged), _owner: self._owner.take() };
+        let mut finished = Finished { report, channels, files, cleanup: Some(cleanup) };
         if gate.is_none() {
             // Its cgroup goes now, and a leftover is said in the report too.
             if let Some(note) = finished.cleanup.take().and_then(Cleanup::done) {

@@ -44,6 +44,9 @@ pub(super) struct Run<'a> {
 pub(super) enum Stop {
     /// The gate it watched became readable (a hand-over, or a cancel).
     Gate,
+    /// Init was reaped while the gate was watched (the loop keeps what it saw: pumping again
+    /// without the gate drains and ends). An opening may have fed the program its code first.
+    Died,
     /// Init is reaped and every input is at end of file.
     Ended(Outcome),
 }
@@ -109,6 +112,9 @@ impl<'a> Pump<'a> {
         // so CPU time is accounted); SIGKILL to init at `kill_at` is the backstop.
         let mut kill_at = deadline;
         loop {
+            if gate.is_some() && self.reaped.is_some() {
+                return Ok(Stop::Died);
+            }
             let inputs_open = self.report.is_some() || streams.iter().any(|s| s.fd.is_some());
             if self.reaped.is_some() && !inputs_open {
                 break;

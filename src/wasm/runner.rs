@@ -179,7 +179,8 @@ pub fn main(config_json: &str) -> i32 {
     if let Some(f) = &mut summary_out {
         let _ = writeln!(f, "{}", serde_json::to_string(&summary).unwrap_or_default());
     }
-    code
+    // The guest's output went straight to fds 1 and 2 (nothing buffered in this process).
+    crate::sys::exit_now(code)
 }
 
 fn load_error(message: String) -> Summary {
@@ -209,10 +210,9 @@ fn compile(
         let _ = writeln!(f, "{COMPILE_MARKER}");
     }
     let mut bytes = Vec::new();
-    std::io::stdin()
-        .lock()
-        .take(size)
-        .read_to_end(&mut bytes)
+    // Unbuffered: the guest's stdin is what follows the module, byte for byte.
+    stdin_file()
+        .and_then(|f| f.take(size).read_to_end(&mut bytes))
         .map_err(|e| format!("cannot read the module from stdin: {e}"))?;
     if bytes.len() as u64 != size {
         return Err(format!("the module on stdin has {} bytes, not {size}", bytes.len()));
@@ -232,38 +232,24 @@ fn one_line(e: &wasmtime::Error) -> String {
     format!("{e:#}").lines().next().unwrap_or("").to_string()
 }
 
-/// When the first byte of the guest's stdin arrived (see [`stdin_relay`]).
+/// When the guest's stdin first had something (see [`stdin_clock`]).
 static STDIN_STARTED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
 
-/// The guest's stdin: a pipe a relay thread fills from this process's stdin (what is left of it
-/// after a module's bytes), noting when the first byte came and telling `clock`, so that a
-/// waiting guest's deadline counts from its run's start. A relay (rather than the guest reading
-/// fd 0 itself) is what can tell that moment without racing the guest for the bytes.
-fn stdin_relay(clock: Option<std::sync::mpsc::Sender<Instant>>) -> std::io::Result<wasmtime_wasi::cli::InputFile> {
-    use std::io::Read;
-    let (reader, mut writer) = std::io::pipe()?;
-    std::thread::spawn(move || {
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut stdin = std::io::stdin().lock();
-        loop {
-            let n = match stdin.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => n,
-            };
-            if STDIN_STARTED.get().is_none() {
-                let at = Instant::now();
-                let _ = STDIN_STARTED.set(at);
-                if let Some(c) = &clock {
-                    let _ = c.send(at);
-                }
-            }
-            if writer.write_all(&buf[..n]).is_err() {
-                break;
-            }
-        }
-        // Dropping the writer is the guest's end of file.
-    });
-    Ok(wasmtime_wasi::cli::InputFile::new(std::fs::File::from(std::os::fd::OwnedFd::from(reader))))
+/// This process's stdin as a file of its own (unbuffered, unlike `std::io::stdin`).
+fn stdin_file() -> std::io::Result<std::fs::File> {
+    use std::os::fd::AsFd;
+    Ok(std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?))
+}
+
+/// Waits until stdin has bytes or reaches its end (whichever the guest reading it lets this
+/// thread see first: a writer that closes the pipe after writing leaves the end visible) and
+/// returns that moment: when a guest waiting for its code got it.
+fn stdin_clock() -> Instant {
+    let mut fds = [libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 }];
+    while let Err(crate::sys::Errno(libc::EINTR)) = crate::sys::ppoll(&mut fds, None) {}
+    let at = Instant::now();
+    let _ = STDIN_STARTED.set(at);
+    at
 }
 
 fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i32) {
@@ -286,16 +272,15 @@ fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i
     };
     let load = t0.elapsed() - compile.unwrap_or_default();
 
-    let (clock_tx, clock_rx) = std::sync::mpsc::channel::<Instant>();
     let mut wasi = WasiCtxBuilder::new();
     // Blocking WASI calls (file I/O in /app) run on this thread, not through a tokio
     // blocking pool: no thread hand-off per call, and no extra threads at all.
     wasi.args(&c.argv).envs(&c.env).inherit_stdout().inherit_stderr().allow_blocking_current_thread(true);
-    let clock = c.clock_from_stdin.then(|| clock_tx.clone());
     if c.guest_stdin {
-        match stdin_relay(clock) {
-            Ok(input) => {
-                wasi.stdin(input);
+        // The guest reads fd 0 itself (no thread between it and its input).
+        match stdin_file() {
+            Ok(f) => {
+                wasi.stdin(wasmtime_wasi::cli::InputFile::new(f));
             }
             Err(e) => return (load_error(format!("cannot give the guest its stdin: {e}")), 125),
         }
@@ -326,15 +311,13 @@ fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i
         return (load_error(one_line(&e)), 125);
     }
     // The wall-clock limit, as an epoch tick: the guest traps at its next check. It counts
-    // from now, or from the first byte of stdin (the relay says when).
+    // from now, or from when stdin first had something (a waiting guest's code came).
     let ticker = engine.clone();
     let timeout = Duration::from_millis(c.timeout_ms);
-    if !c.clock_from_stdin {
-        let _ = clock_tx.send(Instant::now());
-    }
-    drop(clock_tx);
+    let clock_from_stdin = c.clock_from_stdin;
+    let now = Instant::now();
     std::thread::spawn(move || {
-        let Ok(from) = clock_rx.recv() else { return };
+        let from = if clock_from_stdin { stdin_clock() } else { now };
         std::thread::sleep(timeout.saturating_sub(from.elapsed()));
         ticker.increment_epoch();
     });

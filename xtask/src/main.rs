@@ -113,7 +113,19 @@ fn bench(args: &[String]) -> Result<(), String> {
         }
         None => println!("Wasm guests not installed: skipped (run ./setup.sh, or set STOCKADE_GUEST_DIR)"),
     }
-    run(cmd.args(args.iter().filter(|a| *a != "--no-lws")))
+    if !args.iter().any(|a| a == "--serve-only") {
+        run(cmd.args(args.iter().filter(|a| *a != "--no-lws" && *a != "--no-serve")))?;
+    }
+    if args.iter().any(|a| a == "--no-serve") {
+        return Ok(());
+    }
+    match guest_dir(&stockade) {
+        Some(g) => serve::bench(&root, &stockade, &dir, &g),
+        None => {
+            println!("the service: skipped (no guests)");
+            Ok(())
+        }
+    }
 }
 
 /// The escape suite (tests/escape.rs) against the default policy; prints its table.
@@ -420,7 +432,7 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz(&args[1..]),
         Some("man") => man(&args[1..]),
         Some("completions") => completions(&args[1..]),
-        _ => Err("usage: cargo xtask bench [--rounds N] [--spaced-ms MS] | vm-test [--allow-skip] | build-static | \
+        _ => Err("usage: cargo xtask bench [--rounds N] [--spaced-ms MS] [--no-serve | --serve-only] | vm-test [--allow-skip] | build-static | \
                   man [DIR] | completions [DIR] | escape | soak [--runs N] [--workers W] [--seed S] [--release] | load [--requests N] [--concurrency C] [--release] | \
                   fuzz [--secs N] [TARGET...]"
             .into()),

@@ -181,3 +181,79 @@ pub fn runtimes(warm: u32, python3: bool) -> (String, Vec<&'static str>) {
     }
     (text, names)
 }
+
+/// The service rows of `cargo xtask bench`: through the unix socket with warm pools, each
+/// runtime's `print(1)` (and a static native program) against the same through `stockade run`
+/// in the same spaced rounds; then sustained runs per second against the rate one interpreter
+/// start per run allows; then what the server left.
+pub fn bench(root: &Path, stockade: &Path, dir: &Path, guests: &Path) -> Result<(), String> {
+    super::run(Command::new("cargo").current_dir(root).args(["build", "--quiet", "--release", "--example", "load"]))?;
+    let load = root.join("target/release/examples/load");
+    // A static program that waits for its input: a native runtime whose jail can start ahead.
+    let waiter_src = dir.join("waiter.c");
+    std::fs::write(
+        &waiter_src,
+        "#include <unistd.h>\nint main(void) { char b[512]; while (read(0, b, sizeof b) > 0) {} return 0; }\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let waiter = dir.join("waiter");
+    super::run(Command::new("gcc").args(["-static", "-O2", "-o"]).arg(&waiter).arg(&waiter_src))?;
+    let policies = dir.join("policies");
+    std::fs::create_dir_all(&policies).map_err(|e| e.to_string())?;
+    let default = std::fs::read_to_string(root.join("policies/default.toml")).map_err(|e| e.to_string())?;
+    let bench_policy =
+        default.replacen("read-only = [\"/usr\"]", &format!("read-only = [\"/usr\", \"{}\"]", dir.display()), 1);
+    std::fs::write(policies.join("bench.toml"), bench_policy).map_err(|e| e.to_string())?;
+    let cores = super::cores().max(1);
+    let warm = 2 * cores;
+    let (mut runtimes, mut names) = runtimes(u32::try_from(warm).unwrap_or(4), true);
+    runtimes.push_str(&format!(
+        "[runtimes.native]\nprogram = \"{}\"\nbootstrap = \"stdin\"\npolicy = \"bench\"\nwarm = {warm}\n",
+        waiter.display()
+    ));
+    names.push("native");
+    let extra = format!("concurrency = {cores}\nqueue = 256\n[policies]\ndir = \"{}\"", policies.display());
+    let server = Server::start(stockade, &dir.join("serve"), &runtimes, &extra, Some(guests))?;
+    let socket = server.socket.display().to_string();
+    let names = names.join(",");
+    let g = guests.display().to_string();
+    let s = stockade.display().to_string();
+    println!("\nthe service (stockade serve, unix socket, warm pools of {warm}), {cores} cores");
+    println!(
+        "latency: one request per runtime per round, 40 rounds, 150 ms apart (the pools refill), against `stockade run` in the same rounds"
+    );
+    let wrap = root.join("policies/examples/wrap-python.toml").display().to_string();
+    super::run(Command::new(&load).args(["--socket", &socket, "--latency", "40", "--spaced-ms", "150"]).args([
+        "--stockade",
+        &s,
+        "--guest-dir",
+        &g,
+        "--wrap-python",
+        &wrap,
+        "--native-dir",
+        &dir.display().to_string(),
+        "--native-true",
+        &dir.join("true").display().to_string(),
+        "--runtimes",
+        &names,
+    ]))?;
+    let clients = 2 * cores;
+    println!("\nthroughput: {clients} clients, 6 s per runtime");
+    super::run(Command::new(&load).args(["--socket", &socket, "--throughput", "6"]).args([
+        "--concurrency",
+        &clients.to_string(),
+        "--stockade",
+        &s,
+        "--guest-dir",
+        &g,
+        "--runtimes",
+        &names,
+    ]))?;
+    println!(
+        "peer, measured on this machine kind (snekbox: gunicorn + nsjail, v1 cgroups, host python3): POST /eval of print(1) \
+         p50 49.6 ms, 45.7 runs/s with 2 clients"
+    );
+    let left = server.stop()?;
+    left.print();
+    if left.clean() { Ok(()) } else { Err("the server left something behind".into()) }
+}

@@ -142,7 +142,7 @@ async fn accept_run(app: &App, req: Request) -> Result<Response, ApiError> {
         return streamed(app.engine.clone(), permit, request);
     }
     let ran = app.engine.execute(permit, request, None).await?;
-    Ok(axum::Json(answer(&ran)).into_response())
+    Ok(json_response(answer(&ran)))
 }
 
 /// `stream=ndjson`, or nothing; any other query parameter is an error.
@@ -236,10 +236,14 @@ async fn read_body(app: &App, req: Request) -> Result<(Vec<u8>, Option<OwnedSema
     }
 }
 
-/// The report, with the files given back when the request asked for some.
-fn answer(ran: &Ran) -> serde_json::Value {
-    let mut v = serde_json::to_value(&ran.report).unwrap_or_default();
-    if let (Some(t), Some(obj)) = (&ran.files, v.as_object_mut()) {
+/// The report as JSON (written straight from the type, in its order), with the files given
+/// back when the request asked for some.
+fn answer(ran: &Ran) -> Vec<u8> {
+    let mut out = serde_json::to_vec(&ran.report).unwrap_or_default();
+    if let Some(t) = &ran.files
+        && out.last() == Some(&b'}')
+    {
+        out.pop();
         let files: Vec<serde_json::Value> = t
             .files
             .iter()
@@ -251,13 +255,22 @@ fn answer(ran: &Ran) -> serde_json::Value {
                 })
             })
             .collect();
-        obj.insert("files".into(), files.into());
-        obj.insert("files-capped".into(), t.capped.into());
+        let mut more = serde_json::json!({ "files": files, "files-capped": t.capped });
         if !t.skipped.is_empty() {
-            obj.insert("files-skipped".into(), t.skipped.clone().into());
+            more["files-skipped"] = t.skipped.clone().into();
         }
+        let more = serde_json::to_vec(&more).unwrap_or_default();
+        // `{...report` + `,` + `"files": ...}`.
+        out.push(b',');
+        out.extend_from_slice(more.get(1..).unwrap_or_default());
     }
-    v
+    out
+}
+
+fn json_response(body: Vec<u8>) -> Response {
+    let mut r = Response::new(Body::from(body));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
 }
 
 /// The run as NDJSON events, as its output happens: `{"stdout": TEXT}` (or `"stdout-base64"`
@@ -299,11 +312,10 @@ fn streamed(engine: Arc<Engine>, permit: OwnedSemaphorePermit, request: api::Run
         let result = engine.execute(permit, request, Some((out_w.into(), err_w.into()))).await;
         let _ = out_task.await;
         let _ = err_task.await;
-        let last = match result {
-            Ok(ran) => serde_json::json!({ "report": answer(&ran) }),
-            Err(e) => e.body(),
+        let mut line = match result {
+            Ok(ran) => [&b"{\"report\":"[..], &answer(&ran), b"}"].concat(),
+            Err(e) => serde_json::to_vec(&e.body()).unwrap_or_default(),
         };
-        let mut line = serde_json::to_vec(&last).unwrap_or_default();
         line.push(b'\n');
         let _ = tx.send(Ok(line)).await;
     });

@@ -73,6 +73,10 @@ impl Recipe {
     }
 }
 
+/// How long work that is not the answer (a run's clean-up, a refill) waits after the answer is
+/// sent: on a small host, the CPU the answer's last steps need.
+const AFTER_ANSWER: Duration = Duration::from_millis(5);
+
 /// Jail threads alive: a draining server waits for them, so that every jail it built is taken
 /// down and its cgroup removed before it exits.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
@@ -137,6 +141,11 @@ impl Slot {
                 _ => None,
             };
             let _ = done_tx.send(gated);
+            // The answer goes out first: this thread's clean-up waits a moment rather than take
+            // the CPU the answer needs.
+            if cleanup.is_some() {
+                std::thread::sleep(AFTER_ANSWER);
+            }
             if let Some(note) = cleanup.and_then(stockade::Cleanup::done) {
                 eprintln!("stockade serve: {note}");
             }
@@ -241,8 +250,10 @@ impl Pool {
             }
             metrics.warm_fill(&self.runtime, self.fill());
             if self.fill() >= self.target {
-                // Woken by a take, or every second to see that the waiting jails are alive.
-                let _ = tokio::time::timeout(Duration::from_secs(1), self.wake.notified()).await;
+                // Woken after a run, or every second to see that the waiting jails are alive.
+                if tokio::time::timeout(Duration::from_secs(1), self.wake.notified()).await.is_ok() {
+                    tokio::time::sleep(AFTER_ANSWER).await;
+                }
                 continue;
             }
             let recipe = self.recipe.clone();
