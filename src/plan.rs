@@ -43,6 +43,14 @@ pub struct Job {
     pub extra_outputs: Vec<u64>,
     /// The argument vector the report shows, when it is not the one exec'd (a runner's).
     pub argv_display: Option<Vec<String>>,
+    /// The program ends by writing its account on its first extra output and then closing
+    /// every fd it holds, and nothing else in the jail outlives it (a runner that starts no
+    /// process: the Wasm runner). Once all its outputs are at end of file with an account
+    /// given, the run is over: the supervisor takes the jail down and answers without waiting
+    /// for the kernel to tear the program's memory down (a millisecond for a Python guest).
+    /// Needs a pid namespace and a cgroup (to take the jail down whole and count its CPU);
+    /// without them, or without an account, the run ends as any other does.
+    pub announces_end: bool,
 }
 
 impl Job {
@@ -55,6 +63,7 @@ impl Job {
             stdin_data: None,
             extra_outputs: Vec::new(),
             argv_display: None,
+            announces_end: false,
         }
     }
 
@@ -102,6 +111,8 @@ pub struct Plan {
     pub(crate) stdin_data: Option<std::sync::Arc<[u8]>>,
     /// Caps of the extra output channels (fds 3, 4...).
     pub(crate) extra_outputs: Vec<u64>,
+    /// See [`Job::announces_end`].
+    pub(crate) announces_end: bool,
     pub(crate) dev_null: OwnedFd,
 }
 
@@ -153,6 +164,7 @@ impl Plan {
             stdin: job.stdin.unwrap_or(policy.stdin),
             stdin_data: job.stdin_data.as_deref().map(std::sync::Arc::from),
             extra_outputs: job.extra_outputs.clone(),
+            announces_end: job.announces_end && !job.extra_outputs.is_empty(),
             dev_null: renumber(dev_null.into(), "renumber /dev/null")?,
         })
     }

@@ -58,8 +58,8 @@ pub enum Status {
 /// reads; the Wasm runner's summary is turned into it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GuestEnd {
-    /// It returned or exited; whether a memory growth was refused on the way.
-    Exited { memory_limit_hit: bool },
+    /// It returned or exited (with this code); whether a memory growth was refused on the way.
+    Exited { code: i32, memory_limit_hit: bool },
     /// It burned all its fuel.
     FuelExhausted,
     /// Its own deadline (the runner's epoch) interrupted it.
@@ -68,6 +68,20 @@ pub enum GuestEnd {
     Trap(String),
     /// The runner could not load or start it; why.
     LoadError(String),
+}
+
+impl GuestEnd {
+    /// The exit code of a runner whose guest ended so (the Wasm runner's: the guest's own, 124
+    /// interrupted, 137 out of fuel, 134 trapped, 125 not loaded).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            GuestEnd::Exited { code, .. } => *code,
+            GuestEnd::Interrupted => 124,
+            GuestEnd::FuelExhausted => 137,
+            GuestEnd::Trap(_) => 134,
+            GuestEnd::LoadError(_) => 125,
+        }
+    }
 }
 
 /// Where a Wasm run's time went.

@@ -47,6 +47,25 @@ fn python_runs_what_code_execution_needs() {
     assert_eq!(stdout_of(&r), "45\n");
 }
 
+/// The runner ends by closing its fds with its summary given: the run is reported then, the jail
+/// taken down and reaped after; what the report says is what the process's end would have said.
+#[test]
+fn a_run_ends_when_its_runner_says_so_and_is_reported_whole() {
+    let Some(g) = guest_dir() else { return };
+    let code = "import sys\nprint('out')\nprint('err', file=sys.stderr)\nsys.exit(3)";
+    let (r, out) = wasm(&g, &["--python", code]);
+    assert_eq!(
+        (r.status, r.exit_code, r.guest_exit_code, out.status.code()),
+        (Status::ExitedNonzero, Some(3), Some(3), Some(3)),
+        "{r:?}"
+    );
+    assert_eq!((stdout_of(&r), r.stderr.text.as_deref()), ("out\n", Some("err\n")), "{r:?}");
+    // The runner's own peak (it was not reaped before the report), and no leftover said.
+    assert!(r.max_rss_bytes > 1 << 20, "{r:?}");
+    assert_eq!(r.error, None, "{r:?}");
+    assert!(none_left(&format!("{} __runner", stockade_bin().display())), "a runner outlived its run");
+}
+
 #[test]
 fn a_workspace_keeps_files_between_runs_and_the_host_sees_them() {
     let Some(g) = guest_dir() else { return };

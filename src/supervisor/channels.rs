@@ -57,6 +57,11 @@ impl Sink {
         self.owned = Some(fd);
     }
 
+    /// Bytes that came, kept or not.
+    pub(super) fn seen(&self) -> u64 {
+        self.total
+    }
+
     pub(super) fn push(&mut self, data: &[u8]) {
         let room = self.cap.map_or(u64::MAX, |c| c.saturating_sub(self.total));
         let take = data.len().min(usize::try_from(room).unwrap_or(usize::MAX));

@@ -136,6 +136,8 @@ pub struct Finished {
 /// tmpfs, its owner uid's lease.
 #[derive(Debug)]
 pub struct Cleanup {
+    /// A jail taken down when its program announced its end: its init, reaped here.
+    pub(super) reap: Option<Reaper>,
     pub(super) leaf: Option<Leaf>,
     pub(super) _staged: Vec<OwnedFd>,
     pub(super) _owner: Option<OwnerLease>,
@@ -145,7 +147,21 @@ impl Cleanup {
     /// Removes the run's cgroup and lets the rest go; says so when the cgroup could not be
     /// removed (left behind, for the next start of a supervisor in that cgroup to reap).
     pub fn done(self) -> Option<String> {
+        // The cgroup empties once init is reaped.
+        drop(self.reap);
         self.leaf.and_then(|l| l.remove().err()).map(|e| e.to_string())
+    }
+}
+
+/// Reaps a killed init when dropped (waits for the kernel to finish taking the jail down).
+#[derive(Debug)]
+pub(super) struct Reaper(pub(super) Option<OwnedFd>);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if let Some(fd) = &self.0 {
+            let _ = sys::waitid_pidfd(fd.as_fd());
+        }
     }
 }
 

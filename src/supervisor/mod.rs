@@ -14,8 +14,8 @@ mod verdict;
 mod words;
 
 pub use channels::Output;
-use gate::Opening;
 pub use gate::{Cleanup, Exchange, Finished, Gate, Gated, Start};
+use gate::{Opening, Reaper};
 pub use verdict::{Accounting, Ending, Note, Verdict, verdict};
 
 use crate::child::{self, ChildArgs};
@@ -365,6 +365,7 @@ impl Prepared<'_> {
             seccomp: &plan.seccomp,
             pid_namespace: plan.policy.namespaces.pid,
             leaf: self.leaf.as_ref(),
+            announces_end: plan.announces_end,
         };
         let mut pump = Pump::new(run, pipes.report);
         let mut stdin_data = self.stdin_data.take();
@@ -432,8 +433,9 @@ impl Prepared<'_> {
         let Stop::Ended(outcome) = pump.go(&mut streams, feed, Some(start + wall_timeout), None)? else {
             return Err(Error::Supervisor { what: "pump the run", errno: Errno(libc::EINVAL) });
         };
-        // Reaped: nothing for Drop to kill.
+        // Reaped, or taken down and reaped with the cleanup: nothing for Drop to kill.
         self.pid = 0;
+        let reap = outcome.announced.then(|| Reaper(self.pidfd.try_clone().ok()));
         let wall = outcome.reaped_at.duration_since(start);
         for s in &mut streams {
             s.sink.flush();
@@ -482,7 +484,13 @@ impl Prepared<'_> {
             disk_full: dirs.iter().any(|d| d.full),
             cpu_limit_s: plan.cpu_limit_s(),
         };
-        let v = verdict(&ending, &accounting, guest(&channels).as_ref());
+        let guest = guest(&channels);
+        let mut ending = ending;
+        if outcome.announced {
+            // The program's status is the one its account implies (init has not reaped it yet).
+            ending.exit_status = guest.as_ref().map(|g| (g.exit_code() & 0xff) << 8);
+        }
+        let v = verdict(&ending, &accounting, guest.as_ref());
         let mut report = plan.build_report(&outcome, wall, (out.sink.report(), err.sink.report()), stats, v, leaf_made);
         report.wall_timeout_ms = u64::try_from(wall_timeout.as_millis()).unwrap_or(u64::MAX);
         if let Some(argv) = argv_display {
@@ -497,7 +505,7 @@ impl Prepared<'_> {
         }
         // The run's cgroup, its writable directories' tmpfs and its owner uid go after the
         // answer, when the caller can wait for them.
-        let cleanup = Cleanup { leaf, _staged: std::mem::take(&mut self.staged), _owner: self._owner.take() };
+        let cleanup = Cleanup { reap, leaf, _staged: std::mem::take(&mut self.staged), _owner: self._owner.take() };
         let mut finished = Finished { report, channels, files, cleanup: Some(cleanup) };
         if gate.is_none() {
             // Its cgroup goes now, and a leftover is said in the report too.

@@ -23,6 +23,10 @@ pub(super) struct Outcome {
     pub(super) exit_status: Option<i32>,
     pub(super) timed_out: bool,
     pub(super) violation: Option<Violation>,
+    /// The program announced its end ([`Job::announces_end`](crate::Job::announces_end)): the
+    /// jail was taken down then, and init is not reaped yet (`reaped` is a stand-in: exited 0,
+    /// no usage; the cgroup counts the CPU).
+    pub(super) announced: bool,
 }
 
 /// How long init gets, after the deadline signal, to kill and reap the run before SIGKILL.
@@ -38,6 +42,8 @@ pub(super) struct Run<'a> {
     pub(super) pid_namespace: bool,
     /// The run's cgroup leaves: `cgroup.kill` takes the whole tree.
     pub(super) leaf: Option<&'a Leaf>,
+    /// The program announces its end on the first extra output (streams[2]).
+    pub(super) announces_end: bool,
 }
 
 /// Why [`Pump::go`] returned.
@@ -111,10 +117,28 @@ impl<'a> Pump<'a> {
         // With a pid namespace, init first gets the deadline signal (it kills and reaps the run,
         // so CPU time is accounted); SIGKILL to init at `kill_at` is the backstop.
         let mut kill_at = deadline;
+        // The program's account is in and its channel closed: what it wrote is drained at once.
+        let mut announcing = false;
         loop {
             if gate.is_some() && self.reaped.is_some() {
                 return Ok(Stop::Died);
             }
+            if gate.is_none() && self.announced(streams) {
+                // Its last act was closing its fds; nothing else in the jail runs its code. In a
+                // pid namespace, init's death takes every process of the jail with it.
+                let _ = sys::pidfd_send_signal(self.run.pidfd.as_fd(), libc::SIGKILL);
+                self.killed = true;
+                return Ok(Stop::Ended(Outcome {
+                    reaped: sys::Reaped { code: libc::CLD_EXITED, ..sys::Reaped::default() },
+                    reaped_at: Instant::now(),
+                    failure: self.failure.take(),
+                    exit_status: None,
+                    timed_out: false,
+                    violation: None,
+                    announced: true,
+                }));
+            }
+            announcing |= self.run.announces_end && streams.get(2).is_some_and(|s| s.fd.is_none());
             let inputs_open = self.report.is_some() || streams.iter().any(|s| s.fd.is_some());
             if self.reaped.is_some() && !inputs_open {
                 break;
@@ -148,8 +172,8 @@ impl<'a> Pump<'a> {
             let mut wake: Option<Instant> = kill_at.filter(|_| !self.killed);
             for (i, s) in streams.iter().enumerate() {
                 if let Some(fd) = &s.fd {
-                    // Once the run is reaped, drain at once.
-                    match s.quiet_until.filter(|t| *t > now && self.reaped.is_none()) {
+                    // Once the run is reaped (or said it is over), drain at once.
+                    match s.quiet_until.filter(|t| *t > now && self.reaped.is_none() && !announcing) {
                         Some(t) => wake = Some(wake.map_or(t, |w| w.min(t))),
                         None => add(fd.as_raw_fd(), libc::POLLIN, Role::Read(i)),
                     }
@@ -214,7 +238,9 @@ impl<'a> Pump<'a> {
                             Ok(0) | Err(_) => s.fd = None,
                             Ok(k) => {
                                 s.sink.push(&self.buf[..k]);
-                                s.quiet_until = (k < SMALL_READ).then(|| Instant::now() + BATCH);
+                                // An announced end's account is watched for its end of file.
+                                let account = i == 2 && self.run.announces_end;
+                                s.quiet_until = (k < SMALL_READ && !account).then(|| Instant::now() + BATCH);
                             }
                         }
                     }
@@ -255,7 +281,25 @@ impl<'a> Pump<'a> {
             exit_status: self.exit_status,
             timed_out: self.timed_out,
             violation: self.violation.take(),
+            announced: false,
         }))
+    }
+
+    /// The program said its run is over: an account on its first extra output, every output at
+    /// end of file, before any deadline, kill or violation, in a pid namespace with a cgroup.
+    fn announced(&self, streams: &[Stream]) -> bool {
+        let r = &self.run;
+        r.announces_end
+            && r.pid_namespace
+            && r.leaf.is_some()
+            && self.reaped.is_none()
+            && !self.killed
+            && !self.timed_out
+            && self.violation.is_none()
+            && self.failure.is_none()
+            && streams.len() > 2
+            && streams.iter().all(|s| s.fd.is_none())
+            && streams[2].sink.seen() > 0
     }
 
     /// The child's stage failures and the program's wait status.

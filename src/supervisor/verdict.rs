@@ -128,8 +128,8 @@ pub fn verdict(e: &Ending, a: &Accounting, guest: Option<&GuestEnd>) -> Verdict 
 /// A runner's program ended on its own: the guest's account names the reason.
 fn guest_verdict(out: &mut Verdict, g: &GuestEnd) {
     match g {
-        GuestEnd::Exited { memory_limit_hit: true } => out.status = Status::WasmMemoryLimit,
-        GuestEnd::Exited { memory_limit_hit: false } => {}
+        GuestEnd::Exited { memory_limit_hit: true, .. } => out.status = Status::WasmMemoryLimit,
+        GuestEnd::Exited { memory_limit_hit: false, .. } => {}
         GuestEnd::FuelExhausted => out.status = Status::FuelExhausted,
         GuestEnd::Interrupted => {
             out.status = Status::Timeout;
@@ -225,7 +225,7 @@ mod tests {
         assert_eq!((v.status, v.stockade_exit_code), (Status::Timeout, 124));
         let v = verdict(&ended(exited(137)), &a, Some(&GuestEnd::FuelExhausted));
         assert_eq!(v.status, Status::FuelExhausted);
-        let v = verdict(&ended(exited(1)), &a, Some(&GuestEnd::Exited { memory_limit_hit: true }));
+        let v = verdict(&ended(exited(1)), &a, Some(&GuestEnd::Exited { code: 1, memory_limit_hit: true }));
         assert_eq!(v.status, Status::WasmMemoryLimit);
         // An outside reason stays: the OOM killer ended it, whatever the guest says.
         let oom = Accounting { oom_kills: 1, ..Accounting::default() };

@@ -113,7 +113,7 @@ pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: c_int) -> Result<(), Errno>
 }
 
 /// How a reaped process ended, with its (and its reaped descendants') resource usage.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Reaped {
     /// `si_code`: CLD_EXITED, CLD_KILLED or CLD_DUMPED.
     pub code: i32,

@@ -46,6 +46,15 @@ pub fn load_artifact(
     unsafe { wasmtime::Module::deserialize_open_file(engine, file) }
 }
 
+/// This process's peak resident set, bytes (`getrusage(RUSAGE_SELF)`).
+pub fn max_rss_bytes() -> u64 {
+    // SAFETY: rusage is plain data; all-zero is valid.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid out-pointer for the call.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    if rc == 0 { u64::try_from(ru.ru_maxrss).unwrap_or(0) * 1024 } else { 0 }
+}
+
 /// Ends the process now with `code`: `_exit`, no atexit handlers, no flushing, no destructors.
 /// The runner's last act, once its summary is written: its guest's memory and threads go with
 /// the process, not piece by piece before it.

@@ -273,6 +273,8 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
     let json = serde_json::to_string(&config).map_err(GuestError::Config)?;
     let mut run = Job::new(text(&job.runner)).args(["__runner".to_string(), json]);
     run.extra_outputs = vec![SUMMARY_MAX_BYTES];
+    // The runner writes its summary, closes its fds and exits; the guest cannot start a process.
+    run.announces_end = true;
     run.argv_display = Some(std::iter::once(text(&job.runner)).chain(config.argv.iter().cloned()).collect());
     // The runner's stdin: a module to compile, then the guest's own (a waiting interpreter's
     // code comes there later).
@@ -444,10 +446,12 @@ fn said(bytes: &[u8]) -> Said {
 }
 
 /// The runner's account of how the guest ended, for the verdict.
-fn guest_end(s: &Summary) -> GuestEnd {
+pub(crate) fn guest_end(s: &Summary) -> GuestEnd {
     let message = || s.message.clone().unwrap_or_default();
     match s.outcome {
-        Outcome::Exited => GuestEnd::Exited { memory_limit_hit: s.memory_limit_hit },
+        Outcome::Exited => {
+            GuestEnd::Exited { code: s.guest_exit_code.unwrap_or(0), memory_limit_hit: s.memory_limit_hit }
+        }
         Outcome::FuelExhausted => GuestEnd::FuelExhausted,
         Outcome::Interrupted => GuestEnd::Interrupted,
         Outcome::Trap => GuestEnd::Trap(message()),
@@ -458,6 +462,10 @@ fn guest_end(s: &Summary) -> GuestEnd {
 /// The runner's figures in the report.
 fn figures(report: &mut Report, s: &Summary) {
     report.guest_exit_code = s.guest_exit_code;
+    if report.max_rss_bytes == 0 {
+        // A run over at its announced end: the runner was not reaped before the report.
+        report.max_rss_bytes = s.max_rss_bytes;
+    }
     report.fuel_consumed = s.fuel_consumed;
     report.wasm_memory_peak_bytes = Some(s.memory_peak_bytes);
     report.wasm_time = Some(WasmTime {

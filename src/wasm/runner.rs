@@ -102,6 +102,9 @@ pub struct Summary {
     pub compile_ms: Option<f64>,
     pub instantiate_ms: f64,
     pub run_ms: f64,
+    /// The runner's peak resident set (its own, as its reaping would have told).
+    #[serde(default)]
+    pub max_rss_bytes: u64,
 }
 
 /// Limits the guest's store and remembers what it asked for.
@@ -177,9 +180,13 @@ pub fn main(config_json: &str) -> i32 {
         Err(e) => (load_error(format!("bad runner configuration: {e}")), 125),
     };
     if let Some(f) = &mut summary_out {
-        let _ = writeln!(f, "{}", serde_json::to_string(&summary).unwrap_or_default());
+        let line = format!("{}\n", serde_json::to_string(&summary).unwrap_or_default());
+        let _ = f.write_all(line.as_bytes());
     }
-    // The guest's output went straight to fds 1 and 2 (nothing buffered in this process).
+    // The guest's output went straight to fds 1 and 2 (nothing buffered in this process). The
+    // run is over for the supervisor once every fd is closed with the summary given (the job
+    // `announces_end`): it need not wait for this process's memory to be torn down.
+    let _ = crate::sys::close_range(0, u32::MAX);
     crate::sys::exit_now(code)
 }
 
@@ -195,6 +202,7 @@ fn load_error(message: String) -> Summary {
         compile_ms: None,
         instantiate_ms: 0.0,
         run_ms: 0.0,
+        max_rss_bytes: crate::sys::max_rss_bytes(),
     }
 }
 
@@ -370,14 +378,9 @@ fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i
         compile_ms: compile.map(ms),
         instantiate_ms: ms(instantiate),
         run_ms: ms(run),
+        max_rss_bytes: crate::sys::max_rss_bytes(),
     };
-    let exit = match outcome {
-        Outcome::Exited => code.unwrap_or(0),
-        Outcome::Interrupted => 124,
-        Outcome::FuelExhausted => 137,
-        Outcome::Trap => 134,
-        Outcome::LoadError => 125,
-    };
+    let exit = super::guest_end(&summary).exit_code();
     // The process ends right after: its memory goes with it, so the guest's store, instance and
     // linear memory are not torn down piece by piece first (milliseconds for a Python guest).
     std::mem::forget(store);
