@@ -62,7 +62,12 @@ impl Client {
         let took = t.elapsed();
         let ok = status == 200 && serde_json::from_slice::<serde_json::Value>(&body).is_ok_and(|v| v["status"] == "ok");
         if !ok {
-            eprintln!("{runtime}: {status} {}", String::from_utf8_lossy(&body).chars().take(300).collect::<String>());
+            // The status and what the program said on stderr (a runner's panic, say), else the body.
+            let said = serde_json::from_slice::<serde_json::Value>(&body).ok().map(|v| {
+                format!("{} {} stderr: {}", v["status"], v["error"], v["stderr"]["text"].as_str().unwrap_or(""))
+            });
+            let said = said.unwrap_or_else(|| String::from_utf8_lossy(&body).chars().take(300).collect());
+            eprintln!("{runtime}: {status} {said}");
         }
         (ok, took)
     }

@@ -283,7 +283,11 @@ impl Prepared<'_> {
     /// Releases the jail: the program is started and waited for (at most the wall-clock limit,
     /// counted from here), and the run is reported.
     pub fn run(self, output: Output<'_>) -> Result<Report, Error> {
-        self.run_with_channels(output, |_| None).map(|(report, _)| report)
+        // Nobody reads a runner's account here: its run ends when init is reaped.
+        match self.finish(output, None, None::<fn(&[Vec<u8>]) -> Option<GuestEnd>>)? {
+            Gated::Ran(f) => Ok(f.report),
+            Gated::NotStarted(_) => Err(Error::Supervisor { what: "start the run", errno: Errno(libc::EINVAL) }),
+        }
     }
 
     /// Gives the program these bytes on stdin instead of the plan's ([`Job::stdin_data`]: the
@@ -311,7 +315,7 @@ impl Prepared<'_> {
         output: Output<'_>,
         guest: impl FnOnce(&[Vec<u8>]) -> Option<GuestEnd>,
     ) -> Result<(Report, Vec<Vec<u8>>), Error> {
-        match self.finish(output, None, guest)? {
+        match self.finish(output, None, Some(guest))? {
             Gated::Ran(f) => Ok((f.report, f.channels)),
             Gated::NotStarted(_) => Err(Error::Supervisor { what: "start the run", errno: Errno(libc::EINVAL) }),
         }
@@ -323,14 +327,14 @@ impl Prepared<'_> {
     /// time and deadline count from there; `warm-start` says what came before). Blocks until the
     /// run is over, or the program died or the gate was cancelled before it started.
     pub fn run_gated(self, gate: &Gate, guest: impl FnOnce(&[Vec<u8>]) -> Option<GuestEnd>) -> Result<Gated, Error> {
-        self.finish(Output::Capture, Some(gate), guest)
+        self.finish(Output::Capture, Some(gate), Some(guest))
     }
 
     fn finish(
         mut self,
         output: Output<'_>,
         gate: Option<&Gate>,
-        guest: impl FnOnce(&[Vec<u8>]) -> Option<GuestEnd>,
+        guest: Option<impl FnOnce(&[Vec<u8>]) -> Option<GuestEnd>>,
     ) -> Result<Gated, Error> {
         let plan = self.plan;
         let cpu_at_start = sys::thread_cpu_time();
@@ -365,7 +369,8 @@ impl Prepared<'_> {
             seccomp: &plan.seccomp,
             pid_namespace: plan.policy.namespaces.pid,
             leaf: self.leaf.as_ref(),
-            announces_end: plan.announces_end,
+            // An announced end needs the account read: the exit status is the one it implies.
+            announces_end: plan.announces_end && guest.is_some(),
         };
         let mut pump = Pump::new(run, pipes.report);
         let mut stdin_data = self.stdin_data.take();
@@ -484,7 +489,7 @@ impl Prepared<'_> {
             disk_full: dirs.iter().any(|d| d.full),
             cpu_limit_s: plan.cpu_limit_s(),
         };
-        let guest = guest(&channels);
+        let guest = guest.and_then(|g| g(&channels));
         let mut ending = ending;
         if outcome.announced {
             // The program's status is the one its account implies (init has not reaped it yet).

@@ -184,9 +184,13 @@ pub fn main(config_json: &str) -> i32 {
         let _ = f.write_all(line.as_bytes());
     }
     // The guest's output went straight to fds 1 and 2 (nothing buffered in this process). The
-    // run is over for the supervisor once every fd is closed with the summary given (the job
-    // `announces_end`): it need not wait for this process's memory to be torn down.
-    let _ = crate::sys::close_range(0, u32::MAX);
+    // run is over for the supervisor once its output channels are closed with the summary given
+    // (the job `announces_end`): it need not wait for this process's memory to be torn down.
+    // Only those: the other fds belong to threads still running (wasmtime-wasi's tokio runtime
+    // polls its own), and one closed under them would abort the process.
+    drop(summary_out);
+    crate::sys::close(1);
+    crate::sys::close(2);
     crate::sys::exit_now(code)
 }
 
