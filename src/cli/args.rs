@@ -68,6 +68,11 @@ pub enum Command {
     #[cfg(feature = "serve")]
     #[command(after_help = SERVE_EXAMPLES)]
     Serve(crate::serve::ServeArgs),
+    /// An MCP server on stdio for LLM agents: tools run_python and run_javascript, each call a
+    /// fresh jail under the operator's policy and limits (never the model's). See the README.
+    #[cfg(feature = "serve")]
+    #[command(after_help = MCP_EXAMPLES)]
+    Mcp(crate::mcp::McpArgs),
     /// Stage 2 of a Wasm run, inside the jail (not for direct use).
     #[cfg(feature = "wasm")]
     #[command(name = "__runner", hide = true)]
@@ -262,6 +267,13 @@ Examples:
   stockade serve --print-config > serve.toml
   curl --unix-socket /run/stockade/api.sock -H 'Content-Type: application/json' \\
        -d '{\"runtime\": \"python\", \"code\": \"print(1)\"}' http://localhost/v1/runs";
+
+#[cfg(feature = "serve")]
+const MCP_EXAMPLES: &str = "Examples:
+  stockade mcp                                       # runs here, the built-in defaults
+  stockade mcp --wall-timeout-ms 5000 --output-max-bytes 65536
+  stockade mcp --config /etc/stockade/serve.toml --policy default
+  stockade mcp --serve /run/stockade/api.sock        # a front for a running server (warm pools)";
 
 const LINT_HELP: &str = "\
 Examples:

@@ -3,6 +3,8 @@
 mod args;
 #[cfg(feature = "wasm")]
 mod guest;
+#[cfg(feature = "serve")]
+mod mcp;
 mod review;
 #[cfg(feature = "serve")]
 mod serve;
@@ -64,6 +66,8 @@ fn main() -> ExitCode {
         Command::Runner { config } => code(stockade::wasm::runner::main(&config)),
         #[cfg(feature = "serve")]
         Command::Serve(args) => serve::command(args),
+        #[cfg(feature = "serve")]
+        Command::Mcp(args) => mcp::command(args),
     }
 }
 

@@ -253,7 +253,25 @@ pub fn bench(root: &Path, stockade: &Path, dir: &Path, guests: &Path) -> Result<
         "peer, measured on this machine kind (snekbox: gunicorn + nsjail, v1 cgroups, host python3): POST /eval of print(1) \
          p50 49.6 ms, 45.7 runs/s with 2 clients"
     );
+    println!("\nthe Python SDK (python/, in a virtual environment of its own)");
+    match sdk_venv(root, dir) {
+        Ok(python) => {
+            super::run(Command::new(python).arg(root.join("xtask/sdk_bench.py")).args([&socket, "40", "150"]))?
+        }
+        Err(e) => println!("skipped: {e}"),
+    }
     let left = server.stop()?;
     left.print();
     if left.clean() { Ok(()) } else { Err("the server left something behind".into()) }
+}
+
+/// A virtual environment with the SDK (from `python/`) installed: its python.
+fn sdk_venv(root: &Path, dir: &Path) -> Result<PathBuf, String> {
+    let venv = dir.join("sdk-venv");
+    let python = venv.join("bin/python");
+    if !python.exists() {
+        super::run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    }
+    super::run(Command::new(venv.join("bin/pip")).args(["install", "--quiet"]).arg(root.join("python")))?;
+    Ok(python)
 }

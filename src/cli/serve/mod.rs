@@ -9,7 +9,7 @@
 //! within the drain timeout, and exit.
 
 mod config;
-mod engine;
+pub(crate) mod engine;
 mod http;
 mod info;
 mod listen;
@@ -46,7 +46,7 @@ pub struct ServeArgs {
     pub openapi: bool,
 }
 
-fn fail(message: impl std::fmt::Display) -> ExitCode {
+pub(crate) fn fail(message: impl std::fmt::Display) -> ExitCode {
     eprintln!("stockade: {message}");
     ExitCode::from(u8::try_from(EXIT_SETUP_FAILED).unwrap_or(1))
 }
@@ -66,30 +66,51 @@ pub fn command(args: ServeArgs) -> ExitCode {
     };
     raise_fd_limit();
     // Runs get their cgroups below the delegated subtree, when there is one.
-    if !args.check {
-        match service::take_delegated(&Host::current()) {
-            Ok(Delegation::Taken { runs, controllers }) => {
-                eprintln!("stockade serve: cgroup v2: runs go below {runs} ({})", controllers.join(", "));
-                for named in cfg.policies.values_mut() {
-                    if named.policy.cgroups.parent.is_none() {
-                        named.policy.cgroups.parent = Some(runs.clone());
-                    }
-                }
-            }
-            Ok(Delegation::NotDelegated { cgroup }) => {
-                eprintln!(
-                    "stockade serve: cgroup v2: {cgroup} is not delegated to this server: runs get their cgroups as `stockade run` does"
-                );
-            }
-            Ok(Delegation::NotV2) => {}
-            Err(e) => return fail(e),
-        }
+    if !args.check
+        && let Err(e) = delegate(&mut cfg)
+    {
+        return fail(e);
     }
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("stockade-serve").build() {
         Ok(rt) => rt,
         Err(e) => return fail(format!("serve: cannot start the async runtime: {e}")),
     };
     rt.block_on(serve(cfg, args.check))
+}
+
+/// On cgroup v2, takes the delegated cgroup this process was started in (when it is one): the
+/// runs' cgroups go below it.
+fn delegate(cfg: &mut config::Config) -> Result<(), String> {
+    match service::take_delegated(&Host::current()).map_err(|e| e.to_string())? {
+        Delegation::Taken { runs, controllers } => {
+            eprintln!("stockade: cgroup v2: runs go below {runs} ({})", controllers.join(", "));
+            for named in cfg.policies.values_mut() {
+                if named.policy.cgroups.parent.is_none() {
+                    named.policy.cgroups.parent = Some(runs.clone());
+                }
+            }
+        }
+        Delegation::NotDelegated { cgroup } => eprintln!(
+            "stockade: cgroup v2: {cgroup} is not delegated to this process: runs get their cgroups as `stockade run` does"
+        ),
+        Delegation::NotV2 => {}
+    }
+    Ok(())
+}
+
+/// The engine of `stockade serve` for another front (`stockade mcp`): the configuration (a file
+/// or the built-in one; its listeners unused), the delegated cgroup, the warm pools filling.
+pub(crate) async fn start_engine(config: Option<&std::path::Path>) -> Result<Arc<engine::Engine>, String> {
+    let mut cfg = config::load(config, &[]).map_err(|e| e.to_string())?;
+    raise_fd_limit();
+    delegate(&mut cfg)?;
+    let metrics = Arc::new(metrics::Metrics::new());
+    let engine = tokio::task::spawn_blocking(move || engine::Engine::new(cfg, metrics))
+        .await
+        .map_err(|_| "the engine's builder ended abnormally".to_string())??;
+    let engine = Arc::new(engine);
+    engine.fill_pools();
+    Ok(engine)
 }
 
 async fn serve(cfg: config::Config, check: bool) -> ExitCode {

@@ -1,0 +1,36 @@
+"""stockade: run untrusted code through ``stockade serve``.
+
+>>> import stockade
+>>> with stockade.Client() as client:              # /run/stockade/api.sock
+...     print(client.run_python("print(6 * 7)").stdout)
+42
+"""
+
+from ._client import AsyncClient, Client
+from ._types import (
+    BadRequest,
+    Busy,
+    Output,
+    PolicyNotFound,
+    Result,
+    RunFailed,
+    ServerUnavailable,
+    StockadeError,
+    Unauthorized,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client",
+    "AsyncClient",
+    "Result",
+    "Output",
+    "StockadeError",
+    "BadRequest",
+    "Unauthorized",
+    "PolicyNotFound",
+    "Busy",
+    "ServerUnavailable",
+    "RunFailed",
+]

@@ -1,0 +1,339 @@
+"""The clients: :class:`Client` (blocking) and :class:`AsyncClient` (asyncio), the same methods."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, AsyncIterator, Dict, Iterable, Iterator, Optional, Sequence, Union
+
+import httpx
+
+from . import _wire
+from ._types import Output, Result, StockadeError
+
+__all__ = ["Client", "AsyncClient"]
+
+Event = Union[Output, Result]
+
+
+class _Base:
+    def __init__(
+        self,
+        socket: Optional[str],
+        url: Optional[str],
+        token: Optional[str],
+        timeout: Optional[float],
+        retries: int,
+    ) -> None:
+        self._base, self._uds = _wire.endpoint(socket, url)
+        self._headers = _wire.headers(token)
+        self._timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0) if timeout else None)
+        self._retries = max(0, retries)
+
+
+def _safe_to_retry(e: Exception, idempotent: bool) -> bool:
+    # A run is not idempotent: retried only when the request cannot have reached the server.
+    if isinstance(e, (httpx.ConnectError, httpx.ConnectTimeout)):
+        return True
+    return idempotent and isinstance(e, httpx.TransportError)
+
+
+class Client(_Base):
+    """A blocking client of ``stockade serve``.
+
+    ``Client()`` talks to ``/run/stockade/api.sock``; ``Client(socket=PATH)`` to another unix
+    socket; ``Client(url="http://127.0.0.1:8787", token=...)`` over TCP. ``timeout`` bounds each
+    request (seconds; a run's own limit is the policy's). ``retries``: how many more times a
+    request is tried when it never reached the server, or the server refused it before running
+    anything (a full queue, a draining server) — never after a run may have started.
+    """
+
+    def __init__(
+        self,
+        socket: Optional[str] = None,
+        *,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        timeout: Optional[float] = _wire.DEFAULT_TIMEOUT,
+        retries: int = 2,
+    ) -> None:
+        super().__init__(socket, url, token, timeout, retries)
+        transport = httpx.HTTPTransport(uds=self._uds) if self._uds else None
+        self._http = httpx.Client(
+            base_url=self._base, headers=self._headers, timeout=self._timeout, transport=transport
+        )
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Closes the client's connections."""
+        self._http.close()
+
+    def _request(self, method: str, path: str, *, json_body: Any = None, idempotent: bool = True) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(method, path, json=json_body)
+            except httpx.TransportError as e:
+                if attempt < self._retries and _safe_to_retry(e, idempotent):
+                    time.sleep(0.1 * 2**attempt)
+                    attempt += 1
+                    continue
+                raise _wire.unreachable(e) from e
+            if response.status_code == 200:
+                return response
+            err = _wire.error_for(response, response.content)
+            if attempt < self._retries and _wire.refused_before_running(err):
+                time.sleep(_wire.wait_for(err, attempt))
+                attempt += 1
+                continue
+            raise err
+
+    def health(self) -> Dict[str, Any]:
+        """``GET /v1/health``: status, running and queued runs, warm pools."""
+        return dict(self._request("GET", "/v1/health").json())
+
+    def info(self) -> Dict[str, Any]:
+        """``GET /v1/info``: version, runtimes, policies with their limits, what the host enforces."""
+        return dict(self._request("GET", "/v1/info").json())
+
+    def run(
+        self,
+        runtime: str,
+        code: str,
+        *,
+        argv: Optional[Sequence[str]] = None,
+        stdin: Union[str, bytes, None] = None,
+        files: Optional[_wire.Files] = None,
+        limits: Optional[_wire.Limits] = None,
+        policy: Optional[str] = None,
+        return_files: Union[str, Iterable[str], None] = None,
+    ) -> Result:
+        """Runs ``code`` in ``runtime`` (``python``, ``javascript``, or one the server adds).
+
+        ``files`` maps a path relative to the run's ``/app`` to bytes or text; ``return_files``
+        names patterns of files to bring back (``result.files`` maps their paths to bytes);
+        ``limits`` may only tighten the policy (``{"wall_timeout_ms": 2000}``).
+        """
+        b = _wire.body(
+            runtime, code=code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
+            return_files=return_files,
+        )
+        return Result.from_report(self._request("POST", "/v1/runs", json_body=b, idempotent=False).json())
+
+    def run_python(self, code: str, **kw: Any) -> Result:
+        """Runs Python code (CPython for WASI); the keywords of :meth:`run`."""
+        return self.run("python", code, **kw)
+
+    def run_js(self, code: str, **kw: Any) -> Result:
+        """Runs JavaScript (QuickJS); the keywords of :meth:`run`."""
+        return self.run("javascript", code, **kw)
+
+    def run_wasm(
+        self,
+        module: bytes,
+        *,
+        argv: Optional[Sequence[str]] = None,
+        stdin: Union[str, bytes, None] = None,
+        files: Optional[_wire.Files] = None,
+        limits: Optional[_wire.Limits] = None,
+        policy: Optional[str] = None,
+        return_files: Union[str, Iterable[str], None] = None,
+    ) -> Result:
+        """Runs a WASI preview 1 command module (compiled by the server in a jail, cached)."""
+        b = _wire.body(
+            "wasm", module=module, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
+            return_files=return_files,
+        )
+        return Result.from_report(self._request("POST", "/v1/runs", json_body=b, idempotent=False).json())
+
+    def stream(self, runtime: str, code: str, **kw: Any) -> Iterator[Event]:
+        """Runs ``code`` and yields its output as it happens (:class:`Output`), then its
+        :class:`Result` (whose ``stdout``/``stderr`` hold what was streamed, up to the caps)."""
+        b = _wire.body(runtime, code=code, **kw)
+        attempt = 0
+        while True:
+            try:
+                with self._http.stream("POST", "/v1/runs", params={"stream": "ndjson"}, json=b) as response:
+                    if response.status_code != 200:
+                        err = _wire.error_for(response, response.read())
+                        if attempt < self._retries and _wire.refused_before_running(err):
+                            time.sleep(_wire.wait_for(err, attempt))
+                            attempt += 1
+                            continue
+                        raise err
+                    out: Dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+                    for line in response.iter_lines():
+                        ev = _wire.event(line.encode("utf-8"))
+                        if isinstance(ev, Output):
+                            out[ev.stream] += ev.data
+                            yield ev
+                        elif isinstance(ev, dict):
+                            yield Result.from_report(ev, stdout=bytes(out["stdout"]), stderr=bytes(out["stderr"]))
+                            return
+                    raise StockadeError("the stream ended without a report")
+            except httpx.TransportError as e:
+                if attempt < self._retries and _safe_to_retry(e, False):
+                    time.sleep(0.1 * 2**attempt)
+                    attempt += 1
+                    continue
+                raise _wire.unreachable(e) from e
+
+    def stream_python(self, code: str, **kw: Any) -> Iterator[Event]:
+        """:meth:`stream` for Python code."""
+        return self.stream("python", code, **kw)
+
+    def stream_js(self, code: str, **kw: Any) -> Iterator[Event]:
+        """:meth:`stream` for JavaScript."""
+        return self.stream("javascript", code, **kw)
+
+
+class AsyncClient(_Base):
+    """The asyncio client: :class:`Client`'s arguments and methods, awaited
+    (``async with AsyncClient() as c: r = await c.run_python("print(1)")``; ``async for`` over
+    the streams)."""
+
+    def __init__(
+        self,
+        socket: Optional[str] = None,
+        *,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        timeout: Optional[float] = _wire.DEFAULT_TIMEOUT,
+        retries: int = 2,
+    ) -> None:
+        super().__init__(socket, url, token, timeout, retries)
+        transport = httpx.AsyncHTTPTransport(uds=self._uds) if self._uds else None
+        self._http = httpx.AsyncClient(
+            base_url=self._base, headers=self._headers, timeout=self._timeout, transport=transport
+        )
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Closes the client's connections."""
+        await self._http.aclose()
+
+    async def _request(
+        self, method: str, path: str, *, json_body: Any = None, idempotent: bool = True
+    ) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.request(method, path, json=json_body)
+            except httpx.TransportError as e:
+                if attempt < self._retries and _safe_to_retry(e, idempotent):
+                    await asyncio.sleep(0.1 * 2**attempt)
+                    attempt += 1
+                    continue
+                raise _wire.unreachable(e) from e
+            if response.status_code == 200:
+                return response
+            err = _wire.error_for(response, response.content)
+            if attempt < self._retries and _wire.refused_before_running(err):
+                await asyncio.sleep(_wire.wait_for(err, attempt))
+                attempt += 1
+                continue
+            raise err
+
+    async def health(self) -> Dict[str, Any]:
+        """``GET /v1/health``."""
+        return dict((await self._request("GET", "/v1/health")).json())
+
+    async def info(self) -> Dict[str, Any]:
+        """``GET /v1/info``."""
+        return dict((await self._request("GET", "/v1/info")).json())
+
+    async def run(
+        self,
+        runtime: str,
+        code: str,
+        *,
+        argv: Optional[Sequence[str]] = None,
+        stdin: Union[str, bytes, None] = None,
+        files: Optional[_wire.Files] = None,
+        limits: Optional[_wire.Limits] = None,
+        policy: Optional[str] = None,
+        return_files: Union[str, Iterable[str], None] = None,
+    ) -> Result:
+        """See :meth:`Client.run`."""
+        b = _wire.body(
+            runtime, code=code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
+            return_files=return_files,
+        )
+        response = await self._request("POST", "/v1/runs", json_body=b, idempotent=False)
+        return Result.from_report(response.json())
+
+    async def run_python(self, code: str, **kw: Any) -> Result:
+        """See :meth:`Client.run_python`."""
+        return await self.run("python", code, **kw)
+
+    async def run_js(self, code: str, **kw: Any) -> Result:
+        """See :meth:`Client.run_js`."""
+        return await self.run("javascript", code, **kw)
+
+    async def run_wasm(
+        self,
+        module: bytes,
+        *,
+        argv: Optional[Sequence[str]] = None,
+        stdin: Union[str, bytes, None] = None,
+        files: Optional[_wire.Files] = None,
+        limits: Optional[_wire.Limits] = None,
+        policy: Optional[str] = None,
+        return_files: Union[str, Iterable[str], None] = None,
+    ) -> Result:
+        """See :meth:`Client.run_wasm`."""
+        b = _wire.body(
+            "wasm", module=module, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
+            return_files=return_files,
+        )
+        response = await self._request("POST", "/v1/runs", json_body=b, idempotent=False)
+        return Result.from_report(response.json())
+
+    async def stream(self, runtime: str, code: str, **kw: Any) -> AsyncIterator[Event]:
+        """See :meth:`Client.stream`."""
+        b = _wire.body(runtime, code=code, **kw)
+        attempt = 0
+        while True:
+            try:
+                async with self._http.stream("POST", "/v1/runs", params={"stream": "ndjson"}, json=b) as response:
+                    if response.status_code != 200:
+                        err = _wire.error_for(response, await response.aread())
+                        if attempt < self._retries and _wire.refused_before_running(err):
+                            await asyncio.sleep(_wire.wait_for(err, attempt))
+                            attempt += 1
+                            continue
+                        raise err
+                    out: Dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+                    async for line in response.aiter_lines():
+                        ev = _wire.event(line.encode("utf-8"))
+                        if isinstance(ev, Output):
+                            out[ev.stream] += ev.data
+                            yield ev
+                        elif isinstance(ev, dict):
+                            yield Result.from_report(ev, stdout=bytes(out["stdout"]), stderr=bytes(out["stderr"]))
+                            return
+                    raise StockadeError("the stream ended without a report")
+            except httpx.TransportError as e:
+                if attempt < self._retries and _safe_to_retry(e, False):
+                    await asyncio.sleep(0.1 * 2**attempt)
+                    attempt += 1
+                    continue
+                raise _wire.unreachable(e) from e
+
+    def stream_python(self, code: str, **kw: Any) -> AsyncIterator[Event]:
+        """See :meth:`Client.stream_python`."""
+        return self.stream("python", code, **kw)
+
+    def stream_js(self, code: str, **kw: Any) -> AsyncIterator[Event]:
+        """See :meth:`Client.stream_js`."""
+        return self.stream("javascript", code, **kw)

@@ -1,0 +1,193 @@
+"""The values the client hands back: a run's result, its streamed output, and the errors."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional
+
+__all__ = [
+    "Result",
+    "Output",
+    "StockadeError",
+    "BadRequest",
+    "Unauthorized",
+    "PolicyNotFound",
+    "Busy",
+    "ServerUnavailable",
+    "RunFailed",
+]
+
+
+class StockadeError(Exception):
+    """An error from stockade serve, or from reaching it.
+
+    ``code`` is the server's error code (``bad-request``, ``queue-full``...), ``field`` the
+    request field it names (``files[0].path``), ``status`` the HTTP status (``None`` when the
+    server was never reached).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: Optional[str] = None,
+        field: Optional[str] = None,
+        status: Optional[int] = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.field = field
+        self.status = status
+
+    def __str__(self) -> str:
+        where = f" ({self.field})" if self.field else ""
+        code = f"{self.code}: " if self.code else ""
+        return f"{code}{self.message}{where}"
+
+
+class BadRequest(StockadeError):
+    """The server refused the request as malformed or over a cap (400, 408, 413, 415)."""
+
+
+class Unauthorized(StockadeError):
+    """No token, or a token the server does not know (401, 403)."""
+
+
+class PolicyNotFound(StockadeError):
+    """The request named a policy the server does not have (404)."""
+
+
+class Busy(StockadeError):
+    """Every run slot and the queue are taken (429 ``queue-full``; 503 ``queue-timeout``, ``busy``).
+
+    Nothing ran. ``retry_after`` is the server's ``Retry-After``, seconds.
+    """
+
+    def __init__(self, message: str, *, retry_after: Optional[float] = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.retry_after = retry_after
+
+
+class ServerUnavailable(StockadeError):
+    """The server could not be reached, is shutting down (503 ``draining``), or failed (5xx)."""
+
+    def __init__(self, message: str, *, retry_after: Optional[float] = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.retry_after = retry_after
+
+
+class RunFailed(StockadeError):
+    """Raised by :meth:`Result.raise_for_status` for a run that did not end with status ``ok``."""
+
+    def __init__(self, result: "Result") -> None:
+        detail = result.error or (result.stderr.strip().splitlines() or [""])[-1]
+        super().__init__(f"the run ended with {result.status}: {detail}".rstrip(": "), code=result.status)
+        self.result = result
+
+
+@dataclass(frozen=True)
+class Output:
+    """A piece of a streamed run's output, as it happened: ``stream`` is ``stdout`` or ``stderr``."""
+
+    stream: str
+    data: bytes
+
+    @property
+    def text(self) -> str:
+        """The bytes as text (UTF-8, undecodable bytes replaced)."""
+        return self.data.decode("utf-8", errors="replace")
+
+
+def _stream_bytes(s: Mapping[str, Any]) -> bytes:
+    if s.get("text") is not None:
+        return str(s["text"]).encode("utf-8")
+    if s.get("base64") is not None:
+        return base64.b64decode(s["base64"])
+    return b""
+
+
+@dataclass
+class Result:
+    """What a run did: the server's report (``docs/report.md``), its fields in Python's spelling.
+
+    ``report`` keeps the whole report as the server sent it.
+    """
+
+    status: str
+    exit_code: Optional[int]
+    signal: Optional[int]
+    stdout_bytes: bytes
+    stderr_bytes: bytes
+    stdout_truncated: bool
+    stderr_truncated: bool
+    wall_ms: float
+    cpu_ms: float
+    memory_peak_bytes: Optional[int]
+    max_rss_bytes: int
+    files: Dict[str, bytes]
+    files_capped: bool
+    enforcement: List[Dict[str, Any]]
+    error: Optional[str]
+    report: Dict[str, Any] = field(repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """The program exited with 0 (status ``ok``)."""
+        return self.status == "ok"
+
+    @property
+    def stdout(self) -> str:
+        """What the program wrote on stdout, as text (up to the cap; see ``stdout_truncated``)."""
+        return self.stdout_bytes.decode("utf-8", errors="replace")
+
+    @property
+    def stderr(self) -> str:
+        """What the program wrote on stderr, as text (up to the cap; see ``stderr_truncated``)."""
+        return self.stderr_bytes.decode("utf-8", errors="replace")
+
+    @property
+    def signal_name(self) -> Optional[str]:
+        """The name of the signal that ended the program (``SIGKILL``), if one did."""
+        name = self.report.get("signal-name")
+        return str(name) if name is not None else None
+
+    def raise_for_status(self) -> "Result":
+        """Raises :class:`RunFailed` unless the run's status is ``ok``; returns the result."""
+        if not self.ok:
+            raise RunFailed(self)
+        return self
+
+    @classmethod
+    def from_report(
+        cls,
+        report: Dict[str, Any],
+        *,
+        stdout: Optional[bytes] = None,
+        stderr: Optional[bytes] = None,
+    ) -> "Result":
+        """Builds a result from a report (a streamed run's output comes apart: pass it)."""
+        out = report.get("stdout") or {}
+        err = report.get("stderr") or {}
+        files = {
+            str(f["path"]): base64.b64decode(f.get("content") or "") for f in report.get("files") or []
+        }
+        return cls(
+            status=str(report.get("status")),
+            exit_code=report.get("exit-code"),
+            signal=report.get("signal"),
+            stdout_bytes=stdout if stdout is not None else _stream_bytes(out),
+            stderr_bytes=stderr if stderr is not None else _stream_bytes(err),
+            stdout_truncated=bool(out.get("truncated", False)),
+            stderr_truncated=bool(err.get("truncated", False)),
+            wall_ms=float(report.get("wall-ms") or 0.0),
+            cpu_ms=float(report.get("cpu-user-ms") or 0.0) + float(report.get("cpu-sys-ms") or 0.0),
+            memory_peak_bytes=report.get("memory-peak-bytes"),
+            max_rss_bytes=int(report.get("max-rss-bytes") or 0),
+            files=files,
+            files_capped=bool(report.get("files-capped", False)),
+            enforcement=list(report.get("enforcement") or []),
+            error=report.get("error"),
+            report=report,
+        )

@@ -1,0 +1,158 @@
+"""The request bodies and the answers of API v1, shared by the sync and async clients."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
+
+import httpx
+
+from ._types import (
+    BadRequest,
+    Busy,
+    Output,
+    PolicyNotFound,
+    ServerUnavailable,
+    StockadeError,
+    Unauthorized,
+)
+
+DEFAULT_SOCKET = "/run/stockade/api.sock"
+DEFAULT_TIMEOUT = 60.0
+# A refused request waits at most this long before it is tried again, whatever Retry-After says.
+MAX_RETRY_WAIT = 5.0
+
+Files = Mapping[str, Union[bytes, str]]
+Limits = Mapping[str, int]
+
+
+def endpoint(socket: Optional[str], url: Optional[str]) -> Tuple[str, Optional[str]]:
+    """The base URL and the unix socket (``None`` over TCP) for a client's arguments."""
+    if socket is not None and url is not None:
+        raise ValueError("give socket or url, not both")
+    if url is not None:
+        return url.rstrip("/"), None
+    return "http://localhost", socket or DEFAULT_SOCKET
+
+
+def headers(token: Optional[str]) -> Dict[str, str]:
+    h = {"User-Agent": "stockade-python/0.1", "Accept": "application/json"}
+    if token:
+        h["Authorization"] = f"Bearer {token}"
+    return h
+
+
+def body(
+    runtime: str,
+    *,
+    code: Optional[str] = None,
+    module: Optional[bytes] = None,
+    argv: Optional[Sequence[str]] = None,
+    stdin: Union[str, bytes, None] = None,
+    files: Optional[Files] = None,
+    limits: Optional[Limits] = None,
+    policy: Optional[str] = None,
+    return_files: Union[str, Iterable[str], None] = None,
+) -> Dict[str, Any]:
+    """The JSON of ``POST /v1/runs``. ``limits`` keys may be written ``wall_timeout_ms`` or
+    ``wall-timeout-ms``; ``files`` maps a relative path in ``/app`` to its content."""
+    b: Dict[str, Any] = {"runtime": runtime}
+    if code is not None:
+        b["code"] = code
+    if module is not None:
+        b["module"] = base64.b64encode(bytes(module)).decode("ascii")
+    if argv is not None:
+        if isinstance(argv, str):
+            raise TypeError("argv is a list of strings, not a string")
+        b["argv"] = [str(a) for a in argv]
+    if isinstance(stdin, (bytes, bytearray, memoryview)):
+        b["stdin-base64"] = base64.b64encode(bytes(stdin)).decode("ascii")
+    elif stdin is not None:
+        b["stdin"] = stdin
+    if files:
+        b["files"] = [
+            {
+                "path": path,
+                "content": base64.b64encode(
+                    content.encode("utf-8") if isinstance(content, str) else bytes(content)
+                ).decode("ascii"),
+            }
+            for path, content in files.items()
+        ]
+    if limits:
+        b["limits"] = {k.replace("_", "-"): v for k, v in limits.items()}
+    if policy is not None:
+        b["policy"] = policy
+    if return_files is not None:
+        b["return-files"] = [return_files] if isinstance(return_files, str) else list(return_files)
+    return b
+
+
+def retry_after(response: httpx.Response) -> Optional[float]:
+    value = response.headers.get("Retry-After")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def error_for(response: httpx.Response, content: bytes) -> StockadeError:
+    """The exception for a non-200 answer (its JSON error, or the status alone)."""
+    status = response.status_code
+    code, message, field = None, f"HTTP {status}", None
+    try:
+        err = json.loads(content)["error"]
+        code, message, field = err.get("code"), err.get("message", message), err.get("field")
+    except (ValueError, KeyError, TypeError):
+        pass
+    kw: Dict[str, Any] = {"code": code, "field": field, "status": status}
+    if status in (401, 403):
+        return Unauthorized(message, **kw)
+    if status == 404 and code == "policy-not-found":
+        return PolicyNotFound(message, **kw)
+    if status == 429 or (status == 503 and code in ("queue-timeout", "busy")):
+        return Busy(message, retry_after=retry_after(response), **kw)
+    if status >= 500:
+        return ServerUnavailable(message, retry_after=retry_after(response), **kw)
+    if 400 <= status < 500:
+        return BadRequest(message, **kw)
+    return StockadeError(message, **kw)
+
+
+def refused_before_running(err: StockadeError) -> bool:
+    """A refusal that says nothing ran (full queue, draining): safe to try again."""
+    return isinstance(err, Busy) or (isinstance(err, ServerUnavailable) and err.code == "draining")
+
+
+def wait_for(err: StockadeError, attempt: int) -> float:
+    after = getattr(err, "retry_after", None)
+    return min(MAX_RETRY_WAIT, after if after is not None else 0.1 * (2**attempt))
+
+
+def unreachable(e: httpx.TransportError) -> ServerUnavailable:
+    if isinstance(e, httpx.TimeoutException) and not isinstance(e, httpx.ConnectTimeout):
+        return ServerUnavailable(f"no answer within the client's timeout (the run may have happened): {e!r}")
+    return ServerUnavailable(f"cannot reach the server: {e}")
+
+
+def event(line: bytes) -> Union[Output, Dict[str, Any], None]:
+    """One NDJSON line of a streamed run: output, the final report (a dict), or ``None``."""
+    line = line.strip()
+    if not line:
+        return None
+    try:
+        ev = json.loads(line)
+    except ValueError as e:
+        raise StockadeError(f"the server sent a line that is not JSON: {line[:80]!r}") from e
+    for name in ("stdout", "stderr"):
+        if name in ev:
+            return Output(name, str(ev[name]).encode("utf-8"))
+        if f"{name}-base64" in ev:
+            return Output(name, base64.b64decode(ev[f"{name}-base64"]))
+    if "report" in ev:
+        return dict(ev["report"])
+    if "error" in ev:
+        err = ev["error"] or {}
+        raise StockadeError(str(err.get("message", "the run failed")), code=err.get("code"), field=err.get("field"))
+    return None

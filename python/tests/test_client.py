@@ -1,0 +1,230 @@
+"""The SDK against a real `stockade serve` (see conftest.py): every method, every error class,
+streaming, files both ways, sync and async, timeouts and output caps."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import stockade
+from stockade import (
+    AsyncClient,
+    BadRequest,
+    Busy,
+    Client,
+    Output,
+    PolicyNotFound,
+    Result,
+    RunFailed,
+    ServerUnavailable,
+    StockadeError,
+    Unauthorized,
+)
+
+# (module (import "wasi_snapshot_preview1" "proc_exit" (func (param i32)))
+#         (memory (export "memory") 1) (func (export "_start") i32.const 7 call 0))
+EXIT_7_WASM = (
+    bytes.fromhex("0061736d01000000")
+    + bytes.fromhex("0108" "02" "60017f00" "600000")
+    + bytes.fromhex("0224" "01" "16") + b"wasi_snapshot_preview1" + b"\x09proc_exit" + bytes.fromhex("0000")
+    + bytes.fromhex("0302" "0101")
+    + bytes.fromhex("0503" "01" "0001")
+    + bytes.fromhex("0713" "02" "06") + b"memory" + bytes.fromhex("0200" "06") + b"_start" + bytes.fromhex("0001")
+    + bytes.fromhex("0a08" "01" "06" "00" "4107" "1000" "0b")
+)
+
+
+def test_the_readme_quick_start(server) -> None:
+    with stockade.Client(socket=server.socket) as client:
+        result = client.run_python("print(6 * 7)")
+        assert result.ok and result.stdout == "42\n", result
+        assert result.exit_code == 0 and result.status == "ok"
+        assert result.wall_ms > 0 and result.max_rss_bytes > 0
+        assert any(e["layer"] == "namespace.net" and e["status"] == "enforced" for e in result.enforcement)
+
+
+def test_the_quick_starts_run_verbatim(server) -> None:
+    """The snippets of README.md and python/README.md, as written, against the server they name
+    (`~/api.sock`: HOME is the directory of this server's socket)."""
+    root = Path(__file__).resolve().parents[2]
+    home = str(Path(server.socket).parent)
+    for readme in (root / "README.md", root / "python" / "README.md"):
+        snippet = re.search(r"```python\n(.*?)```", readme.read_text(), re.S)
+        assert snippet, f"no python block in {readme}"
+        out = subprocess.run(
+            [sys.executable, "-c", snippet.group(1)],
+            env={**os.environ, "HOME": home},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith("ok 42\n"), out.stdout
+
+
+def test_every_runtime_argv_and_stdin(server) -> None:
+    with Client(socket=server.socket) as c:
+        r = c.run_js("console.log(scriptArgs.join('+'))", argv=["a", "b"])
+        assert (r.status, r.stdout) == ("ok", "a+b\n"), r
+        r = c.run("python", "import sys; print(sys.stdin.read().upper())", stdin="piped in")
+        assert r.stdout == "PIPED IN\n", r
+        r = c.run_python("import sys; print(sys.stdin.buffer.read().hex())", stdin=b"\x00\xff")
+        assert r.stdout == "00ff\n", r
+        r = c.run_wasm(EXIT_7_WASM)
+        assert (r.status, r.exit_code) == ("exited-nonzero", 7), r
+        r = c.run_python("import sys; sys.stdout.buffer.write(b'\\xff\\xfe'); sys.stderr.write('oops')")
+        assert (r.stdout_bytes, r.stderr) == (b"\xff\xfe", "oops"), r
+
+
+def test_files_go_in_and_come_back(server) -> None:
+    code = (
+        "import os\n"
+        "rows = open('data.csv').read().split(',')\n"
+        "os.makedirs('out', exist_ok=True)\n"
+        "open('out/sum.txt', 'w').write(str(sum(map(int, rows))))\n"
+        "open('out/raw.bin', 'wb').write(bytes(range(4)))\n"
+        "open('skip.log', 'w').write('not asked for')\n"
+    )
+    with Client(socket=server.socket) as c:
+        r = c.run_python(code, files={"data.csv": b"1,2,3", "notes.txt": "text too"}, return_files=["out/*"])
+        assert r.ok, r
+        assert r.files == {"out/raw.bin": b"\x00\x01\x02\x03", "out/sum.txt": b"6"}
+        assert not r.files_capped
+        r = c.run_js("console.log(std.loadFile('notes.txt'))", files={"notes.txt": "from the host"})
+        assert r.stdout == "from the host\n", r
+
+
+def test_limits_time_and_output_caps(server) -> None:
+    with Client(socket=server.socket) as c:
+        r = c.run_python("while True: pass", limits={"wall_timeout_ms": 300})
+        assert r.status == "timeout" and not r.ok, r
+        with pytest.raises(RunFailed) as e:
+            r.raise_for_status()
+        assert e.value.result is r and e.value.code == "timeout"
+        r = c.run_python("print('x' * 10000)", limits={"stdout-max-bytes": 100})
+        assert r.stdout_truncated and r.stdout_bytes == b"x" * 100, r
+        assert r.report["stdout"]["bytes"] == 10001
+        with pytest.raises(RunFailed):
+            c.run_python("raise SystemExit(3)").raise_for_status()
+
+
+def test_bad_requests_name_their_field(server) -> None:
+    with Client(socket=server.socket) as c:
+        with pytest.raises(BadRequest) as e:
+            c.run_python("print(1)", files={"../escape": b"x"})
+        assert (e.value.status, e.value.code, e.value.field) == (400, "bad-request", "files[0].path")
+        with pytest.raises(BadRequest) as e:
+            c.run_python("print(1)", limits={"wall_timeout_ms": 10**9})
+        assert e.value.field == "limits.wall-timeout-ms" and "policy" in e.value.message
+        with pytest.raises(BadRequest) as e:
+            c.run("cobol", "DISPLAY 'HI'.")
+        assert e.value.field == "runtime"
+        with pytest.raises(PolicyNotFound) as e:
+            c.run_python("print(1)", policy="no-such-policy")
+        assert (e.value.status, e.value.field) == (404, "policy")
+        assert isinstance(e.value, StockadeError) and "no-such-policy" in str(e.value)
+
+
+def test_tcp_needs_the_token(server) -> None:
+    with Client(url=server.url, token=server.token) as c:
+        assert c.run_js("console.log(1 + 1)").stdout == "2\n"
+        assert c.health()["status"] == "ok"
+    with Client(url=server.url) as c:
+        with pytest.raises(Unauthorized) as e:
+            c.run_python("print(1)")
+        assert e.value.status == 401
+        assert c.health()["status"] == "ok", "health is open on TCP"
+    with Client(url=server.url, token="wrong") as c:
+        with pytest.raises(Unauthorized) as e:
+            c.info()
+        assert e.value.status == 403
+
+
+def test_info_and_health(server) -> None:
+    with Client(socket=server.socket) as c:
+        info = c.info()
+        assert {r["name"] for r in info["runtimes"]} == {"python", "javascript"}
+        assert "default" in {p["name"] for p in info["policies"]}
+        assert info["api"] == "v1"
+        h = c.health()
+        assert h["status"] == "ok" and set(h["warm"]) == {"python", "javascript"}
+
+
+def test_streaming_gives_output_as_it_happens(server) -> None:
+    code = "import time\nprint('first', flush=True)\ntime.sleep(1)\nprint('second')"
+    with Client(socket=server.socket) as c:
+        seen = []
+        for event in c.stream_python(code):
+            seen.append((time.monotonic(), event))
+        outputs = [e for _, e in seen if isinstance(e, Output)]
+        result = seen[-1][1]
+        assert isinstance(result, Result) and result.ok, seen
+        assert "".join(o.text for o in outputs) == "first\nsecond\n"
+        assert result.stdout == "first\nsecond\n"
+        first_at = next(t for t, e in seen if isinstance(e, Output) and "first" in e.text)
+        assert seen[-1][0] - first_at > 0.5, "the first line came only with the end"
+        events = list(c.stream_js("console.log('x'.repeat(50))", limits={"stdout-max-bytes": 10}))
+        assert isinstance(events[-1], Result) and events[-1].stdout_truncated
+        assert b"".join(e.data for e in events if isinstance(e, Output)) == b"x" * 10
+        with pytest.raises(BadRequest):
+            list(c.stream_python("print(1)", files={"/abs": b""}))
+
+
+def test_the_async_client(server) -> None:
+    async def main() -> None:
+        async with AsyncClient(socket=server.socket) as c:
+            rs = await asyncio.gather(c.run_python("print(1)"), c.run_js("console.log(2)"), c.run_wasm(EXIT_7_WASM))
+            assert [r.stdout for r in rs[:2]] == ["1\n", "2\n"] and rs[2].exit_code == 7
+            r = await c.run_python("print(open('a.txt').read())", files={"a.txt": "A"}, return_files="a.txt")
+            assert (r.stdout, r.files) == ("A\n", {"a.txt": b"A"})
+            events = [e async for e in c.stream_python("print('s')")]
+            assert isinstance(events[-1], Result) and events[-1].stdout == "s\n"
+            assert (await c.health())["status"] == "ok"
+            assert "python" in {r["name"] for r in (await c.info())["runtimes"]}
+            with pytest.raises(BadRequest):
+                await c.run_python("print(1)", limits={"wall-timeout-ms": 10**9})
+        async with AsyncClient(url=server.url) as c:
+            with pytest.raises(Unauthorized):
+                await c.run_js("1")
+
+    asyncio.run(main())
+
+
+def test_an_unreachable_server(tmp_path: Path) -> None:
+    with Client(socket=str(tmp_path / "nobody.sock"), retries=1) as c:
+        with pytest.raises(ServerUnavailable) as e:
+            c.run_python("print(1)")
+        assert e.value.status is None
+    with pytest.raises(ValueError):
+        Client(socket="/x", url="http://127.0.0.1:1")
+
+
+def test_a_full_server_says_busy_and_a_retry_waits_its_turn(one_slot) -> None:
+    long_run = "import time; time.sleep(1.5); print('done')"
+    first: list = []
+    t = threading.Thread(target=lambda: first.append(Client(socket=one_slot.socket).run_python(long_run)))
+    t.start()
+    time.sleep(0.5)
+    with Client(socket=one_slot.socket, retries=0) as c:
+        with pytest.raises(Busy) as e:
+            c.run_js("console.log(1)")
+        assert (e.value.status, e.value.code, e.value.retry_after) == (429, "queue-full", 1.0)
+    # Refused before it ran: tried again after Retry-After, it runs once the slot is free.
+    with Client(socket=one_slot.socket, retries=3) as c:
+        assert c.run_js("console.log('after')").stdout == "after\n"
+    t.join()
+    assert first and first[0].stdout == "done\n"
+
+
+def test_the_client_timeout_bounds_a_request(server) -> None:
+    with Client(socket=server.socket, timeout=0.5) as c:
+        with pytest.raises(ServerUnavailable):
+            c.run_python("import time; time.sleep(3)")

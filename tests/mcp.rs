@@ -1,0 +1,216 @@
+//! `stockade mcp`, spoken to as an MCP client would: JSON-RPC lines over the real binary's stdin
+//! and stdout (initialize, tools/list, tools/call), runs in this process's engine and through a
+//! running server (`--serve`); the operator's limits hold (a timeout, an oversized output), the
+//! model cannot loosen them nor pick a policy, refusals are tool errors naming the field.
+//! Needs the Wasm guests (skips without them, saying so).
+
+mod common;
+mod server;
+
+use common::*;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::Duration;
+
+fn guests() -> bool {
+    let d = stockade::wasm::guests::default_dir();
+    let ok = d.join("python.wasm").exists() && d.join("quickjs.wasm").exists();
+    if !ok {
+        eprintln!("skip: guests not installed in {} (stockade guest install)", d.display());
+    }
+    ok
+}
+
+/// The binary under test, spoken to line by line.
+struct Mcp {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    next_id: u64,
+}
+
+impl Mcp {
+    /// Starts `stockade mcp ARGS` and initializes the session (checking the server's answer).
+    fn start(args: &[&str]) -> Mcp {
+        let mut child = Command::new(stockade_bin())
+            .arg("mcp")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn stockade mcp");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let stdin = child.stdin.take();
+        let mut m = Mcp { child, stdin, lines, next_id: 1 };
+        let init = m.call(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}),
+        );
+        assert_eq!(init["result"]["serverInfo"]["name"], "stockade", "{init}");
+        assert!(init["result"]["capabilities"]["tools"].is_object(), "{init}");
+        m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        m
+    }
+
+    fn send(&mut self, v: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{v}").expect("write to the server");
+        stdin.flush().expect("flush");
+    }
+
+    /// One request; its response (notifications in between are skipped).
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let line = self.lines.recv_timeout(Duration::from_secs(60)).expect("an answer within 60 s");
+            let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON-RPC: {line}: {e}"));
+            if v["id"] == json!(id) {
+                return v;
+            }
+        }
+    }
+
+    fn tool(&mut self, name: &str, arguments: Value) -> Value {
+        self.call("tools/call", json!({"name": name, "arguments": arguments}))
+    }
+
+    /// Closes stdin (the client goes away): the server ends cleanly.
+    fn finish(mut self) {
+        drop(self.stdin.take());
+        let status = wait_exit(&mut self.child, Duration::from_secs(30));
+        assert!(status.is_some_and(|s| s.success()), "stockade mcp did not end cleanly: {status:?}");
+    }
+}
+
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let end = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < end {
+        if let Ok(Some(s)) = child.try_wait() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    None
+}
+
+/// A tool's structured result (asserting it is not an error).
+fn ran(answer: &Value) -> &Value {
+    let r = &answer["result"];
+    assert_ne!(r["isError"], json!(true), "a tool error: {answer}");
+    assert!(r["structuredContent"].is_object(), "no structured content: {answer}");
+    &r["structuredContent"]
+}
+
+/// A tool error's text.
+fn tool_error(answer: &Value) -> String {
+    let r = &answer["result"];
+    assert_eq!(r["isError"], json!(true), "not a tool error: {answer}");
+    r["content"][0]["text"].as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn tools_run_python_and_javascript_here() {
+    if !guests() {
+        return;
+    }
+    let mut m = Mcp::start(&[]);
+    let list = m.call("tools/list", json!({}));
+    let tools = list["result"]["tools"].as_array().expect("tools").clone();
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names.len(), 2, "{list}");
+    assert!(names.contains(&"run_python") && names.contains(&"run_javascript"), "{list}");
+    for t in &tools {
+        assert_eq!(t["inputSchema"]["required"], json!(["code"]), "{t}");
+        assert!(t["outputSchema"]["properties"]["stdout"].is_object(), "{t}");
+        assert!(t["inputSchema"]["properties"].get("policy").is_none(), "the model picks no policy: {t}");
+    }
+
+    let out = m.tool("run_python", json!({"code": "print(6 * 7)"}));
+    let r = ran(&out);
+    assert_eq!(
+        (r["status"].as_str(), r["stdout"].as_str(), r["exit_code"].as_i64()),
+        (Some("ok"), Some("42\n"), Some(0))
+    );
+    assert!(r["wall_ms"].as_f64().is_some_and(|w| w > 0.0), "{r}");
+
+    let code = "import sys\nprint(open('data.txt').read().upper(), sys.stdin.read())\nsys.exit(3)";
+    let out = m.tool("run_python", json!({"code": code, "files": {"data.txt": "from the agent"}, "stdin": "piped"}));
+    let r = ran(&out);
+    assert_eq!((r["status"].as_str(), r["exit_code"].as_i64()), (Some("exited-nonzero"), Some(3)), "{r}");
+    assert_eq!(r["stdout"], "FROM THE AGENT piped\n");
+
+    let out = m.tool("run_javascript", json!({"code": "console.log([1, 2, 3].map(x => x * 2).join())"}));
+    assert_eq!(ran(&out)["stdout"], "2,4,6\n");
+
+    // A network attempt inside fails inside; the host sees no connection.
+    let out = m.tool("run_python", json!({"code": "import socket\ntry:\n socket.create_connection(('127.0.0.1', 9), 1)\nexcept Exception as e:\n print('refused', type(e).__name__)"}));
+    assert!(ran(&out)["stdout"].as_str().is_some_and(|s| s.starts_with("refused")), "{out}");
+
+    // Refusals are tool errors naming the field; the model cannot loosen the policy or pick one.
+    let out = m.tool("run_python", json!({"code": "1", "limits": {"wall_timeout_ms": 1_000_000_000u64}}));
+    assert!(tool_error(&out).contains("limits.wall-timeout-ms"), "{out}");
+    let out = m.tool("run_python", json!({"code": "1", "files": {"../escape": "x"}}));
+    assert!(tool_error(&out).contains("files[0].path"), "{out}");
+    let out = m.tool("run_python", json!({"code": "1", "policy": "wide-open"}));
+    assert!(out["error"].is_object() || out["result"]["isError"] == json!(true), "a policy from the model: {out}");
+    m.finish();
+}
+
+#[test]
+fn the_operator_s_limits_hold() {
+    if !guests() {
+        return;
+    }
+    let mut m = Mcp::start(&["--wall-timeout-ms", "700", "--output-max-bytes", "100"]);
+    let out = m.tool("run_python", json!({"code": "while True: pass"}));
+    assert_eq!(ran(&out)["status"], "timeout", "{out}");
+    let out = m.tool("run_python", json!({"code": "print('x' * 100000)"}));
+    let r = ran(&out);
+    assert_eq!((r["stdout"].as_str().map(str::len), r["stdout_truncated"].as_bool()), (Some(100), Some(true)), "{r}");
+    // A call may tighten further, never loosen: the tighter of the two holds.
+    let out =
+        m.tool("run_javascript", json!({"code": "console.log('y'.repeat(50))", "limits": {"output_max_bytes": 10}}));
+    assert_eq!(ran(&out)["stdout"], "y".repeat(10));
+    let out = m.tool(
+        "run_python",
+        json!({"code": "import time; time.sleep(0.5); print('done')", "limits": {"wall_timeout_ms": 60_000}}),
+    );
+    assert_eq!(ran(&out)["stdout"], "done\n", "{out}");
+    m.finish();
+}
+
+#[test]
+fn a_front_for_a_running_server() {
+    if !guests() {
+        return;
+    }
+    let runtimes =
+        "[runtimes.python]\nguest = \"python\"\nwarm = 1\n[runtimes.javascript]\nguest = \"javascript\"\nwarm = 1\n";
+    let mut s = server::Server::start("", runtimes, false);
+    s.wait_warm();
+    let socket = s.socket.display().to_string();
+    let mut m = Mcp::start(&["--serve", &socket]);
+    let out = m.tool("run_python", json!({"code": "print(sum(range(10)))"}));
+    assert_eq!(ran(&out)["stdout"], "45\n", "{out}");
+    let out = m.tool("run_javascript", json!({"code": "1", "files": {"/abs": "x"}}));
+    assert!(tool_error(&out).contains("files[0].path"), "{out}");
+    m.finish();
+    assert!(s.stop(libc::SIGTERM, Duration::from_secs(30)).is_some_and(|x| x.success()), "{}", s.log());
+    // A server that is gone: the tool says so.
+    let mut m = Mcp::start(&["--serve", &socket]);
+    let out = m.tool("run_python", json!({"code": "print(1)"}));
+    assert!(tool_error(&out).starts_with("unavailable"), "{out}");
+    m.finish();
+}
