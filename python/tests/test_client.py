@@ -51,23 +51,44 @@ def test_the_readme_quick_start(server) -> None:
         assert any(e["layer"] == "namespace.net" and e["status"] == "enforced" for e in result.enforcement)
 
 
-def test_the_quick_starts_run_verbatim(server) -> None:
-    """The snippets of README.md and python/README.md, as written, against the server they name
-    (`~/api.sock`: HOME is the directory of this server's socket)."""
+def test_the_quick_starts_run_verbatim(tmp_path: Path) -> None:
+    """The server started by the README's command (`stockade serve --listen unix:$HOME/api.sock`,
+    the shipped defaults), and the snippets of README.md and python/README.md as written."""
+    from conftest import stockade_bin
+
     root = Path(__file__).resolve().parents[2]
-    home = str(Path(server.socket).parent)
-    for readme in (root / "README.md", root / "python" / "README.md"):
-        snippet = re.search(r"```python\n(.*?)```", readme.read_text(), re.S)
-        assert snippet, f"no python block in {readme}"
-        out = subprocess.run(
-            [sys.executable, "-c", snippet.group(1)],
-            env={**os.environ, "HOME": home},
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert out.returncode == 0, out.stderr
-        assert out.stdout.startswith("ok 42\n"), out.stdout
+    env = {**os.environ, "HOME": str(tmp_path)}
+    server = subprocess.Popen(
+        [str(stockade_bin()), "serve", "--listen", f"unix:{tmp_path}/api.sock"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        with Client(socket=str(tmp_path / "api.sock"), retries=0) as c:
+            end = time.monotonic() + 60
+            while True:
+                try:
+                    if c.health()["status"] == "ok":
+                        break
+                except ServerUnavailable:
+                    pass
+                assert time.monotonic() < end and server.poll() is None, "the server did not start"
+                time.sleep(0.1)
+        for readme in (root / "README.md", root / "python" / "README.md"):
+            snippet = re.search(r"```python\n(.*?)```", readme.read_text(), re.S)
+            assert snippet, f"no python block in {readme}"
+            out = subprocess.run(
+                [sys.executable, "-c", snippet.group(1)], env=env, capture_output=True, text=True, timeout=60
+            )
+            assert out.returncode == 0, out.stderr
+            assert out.stdout.startswith("ok 42\n"), out.stdout
+    finally:
+        server.terminate()
+        _, err = server.communicate(timeout=30)
+    assert server.returncode == 0, err
 
 
 def test_every_runtime_argv_and_stdin(server) -> None:
