@@ -31,13 +31,6 @@ class _Base:
         self._retries = max(0, retries)
 
 
-def _safe_to_retry(e: Exception, idempotent: bool) -> bool:
-    # A run is not idempotent: retried only when the request cannot have reached the server.
-    if isinstance(e, (httpx.ConnectError, httpx.ConnectTimeout)):
-        return True
-    return idempotent and isinstance(e, httpx.TransportError)
-
-
 class Client(_Base):
     """A blocking client of ``stockade serve``.
 
@@ -78,20 +71,16 @@ class Client(_Base):
         while True:
             try:
                 response = self._http.request(method, path, json=json_body)
+                if response.status_code == 200:
+                    return response
+                failure: Exception = _wire.error_for(response, response.content)
             except httpx.TransportError as e:
-                if attempt < self._retries and _safe_to_retry(e, idempotent):
-                    time.sleep(0.1 * 2**attempt)
-                    attempt += 1
-                    continue
-                raise _wire.unreachable(e) from e
-            if response.status_code == 200:
-                return response
-            err = _wire.error_for(response, response.content)
-            if attempt < self._retries and _wire.refused_before_running(err):
-                time.sleep(_wire.wait_for(err, attempt))
-                attempt += 1
-                continue
-            raise err
+                failure = e
+            delay = _wire.retry_delay(failure, attempt, self._retries, idempotent)
+            if delay is None:
+                raise _wire.fail(failure) from None
+            time.sleep(delay)
+            attempt += 1
 
     def health(self) -> Dict[str, Any]:
         """``GET /v1/health``: status, running and queued runs, warm pools."""
@@ -159,29 +148,24 @@ class Client(_Base):
         while True:
             try:
                 with self._http.stream("POST", "/v1/runs", params={"stream": "ndjson"}, json=b) as response:
-                    if response.status_code != 200:
-                        err = _wire.error_for(response, response.read())
-                        if attempt < self._retries and _wire.refused_before_running(err):
-                            time.sleep(_wire.wait_for(err, attempt))
-                            attempt += 1
-                            continue
-                        raise err
-                    out: Dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
-                    for line in response.iter_lines():
-                        ev = _wire.event(line.encode("utf-8"))
-                        if isinstance(ev, Output):
-                            out[ev.stream] += ev.data
-                            yield ev
-                        elif isinstance(ev, dict):
-                            yield Result.from_report(ev, stdout=bytes(out["stdout"]), stderr=bytes(out["stderr"]))
-                            return
-                    raise StockadeError("the stream ended without a report")
+                    if response.status_code == 200:
+                        lines = _wire.Stream()
+                        for line in response.iter_lines():
+                            ev = lines.feed(line)
+                            if isinstance(ev, Output):
+                                yield ev
+                            elif ev is not None:
+                                yield lines.result(ev)
+                                return
+                        raise StockadeError("the stream ended without a report")
+                    failure: Exception = _wire.error_for(response, response.read())
             except httpx.TransportError as e:
-                if attempt < self._retries and _safe_to_retry(e, False):
-                    time.sleep(0.1 * 2**attempt)
-                    attempt += 1
-                    continue
-                raise _wire.unreachable(e) from e
+                failure = e
+            delay = _wire.retry_delay(failure, attempt, self._retries, False)
+            if delay is None:
+                raise _wire.fail(failure) from None
+            time.sleep(delay)
+            attempt += 1
 
     def stream_python(self, code: str, **kw: Any) -> Iterator[Event]:
         """:meth:`stream` for Python code."""
@@ -229,20 +213,16 @@ class AsyncClient(_Base):
         while True:
             try:
                 response = await self._http.request(method, path, json=json_body)
+                if response.status_code == 200:
+                    return response
+                failure: Exception = _wire.error_for(response, response.content)
             except httpx.TransportError as e:
-                if attempt < self._retries and _safe_to_retry(e, idempotent):
-                    await asyncio.sleep(0.1 * 2**attempt)
-                    attempt += 1
-                    continue
-                raise _wire.unreachable(e) from e
-            if response.status_code == 200:
-                return response
-            err = _wire.error_for(response, response.content)
-            if attempt < self._retries and _wire.refused_before_running(err):
-                await asyncio.sleep(_wire.wait_for(err, attempt))
-                attempt += 1
-                continue
-            raise err
+                failure = e
+            delay = _wire.retry_delay(failure, attempt, self._retries, idempotent)
+            if delay is None:
+                raise _wire.fail(failure) from None
+            await asyncio.sleep(delay)
+            attempt += 1
 
     async def health(self) -> Dict[str, Any]:
         """``GET /v1/health``."""
@@ -306,29 +286,24 @@ class AsyncClient(_Base):
         while True:
             try:
                 async with self._http.stream("POST", "/v1/runs", params={"stream": "ndjson"}, json=b) as response:
-                    if response.status_code != 200:
-                        err = _wire.error_for(response, await response.aread())
-                        if attempt < self._retries and _wire.refused_before_running(err):
-                            await asyncio.sleep(_wire.wait_for(err, attempt))
-                            attempt += 1
-                            continue
-                        raise err
-                    out: Dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
-                    async for line in response.aiter_lines():
-                        ev = _wire.event(line.encode("utf-8"))
-                        if isinstance(ev, Output):
-                            out[ev.stream] += ev.data
-                            yield ev
-                        elif isinstance(ev, dict):
-                            yield Result.from_report(ev, stdout=bytes(out["stdout"]), stderr=bytes(out["stderr"]))
-                            return
-                    raise StockadeError("the stream ended without a report")
+                    if response.status_code == 200:
+                        lines = _wire.Stream()
+                        async for line in response.aiter_lines():
+                            ev = lines.feed(line)
+                            if isinstance(ev, Output):
+                                yield ev
+                            elif ev is not None:
+                                yield lines.result(ev)
+                                return
+                        raise StockadeError("the stream ended without a report")
+                    failure: Exception = _wire.error_for(response, await response.aread())
             except httpx.TransportError as e:
-                if attempt < self._retries and _safe_to_retry(e, False):
-                    await asyncio.sleep(0.1 * 2**attempt)
-                    attempt += 1
-                    continue
-                raise _wire.unreachable(e) from e
+                failure = e
+            delay = _wire.retry_delay(failure, attempt, self._retries, False)
+            if delay is None:
+                raise _wire.fail(failure) from None
+            await asyncio.sleep(delay)
+            attempt += 1
 
     def stream_python(self, code: str, **kw: Any) -> AsyncIterator[Event]:
         """See :meth:`Client.stream_python`."""

@@ -130,6 +130,47 @@ def wait_for(err: StockadeError, attempt: int) -> float:
     return min(MAX_RETRY_WAIT, after if after is not None else 0.1 * (2**attempt))
 
 
+def retry_delay(failure: Exception, attempt: int, retries: int, idempotent: bool) -> Optional[float]:
+    """How long to wait before trying a request again after ``failure``, or ``None`` when it must
+    not be tried again. A run is not idempotent: it is retried only when the request cannot have
+    reached a run (no connection was made; the server refused it before running anything)."""
+    if attempt >= retries:
+        return None
+    if isinstance(failure, httpx.TransportError):
+        never_sent = isinstance(failure, (httpx.ConnectError, httpx.ConnectTimeout))
+        return 0.1 * 2**attempt if never_sent or idempotent else None
+    if isinstance(failure, StockadeError) and refused_before_running(failure):
+        return wait_for(failure, attempt)
+    return None
+
+
+def fail(failure: Exception) -> StockadeError:
+    """The exception a failed request raises."""
+    if isinstance(failure, httpx.TransportError):
+        return unreachable(failure)
+    assert isinstance(failure, StockadeError)
+    return failure
+
+
+class Stream:
+    """A streamed run's lines: the output events to hand on, the output kept for the result."""
+
+    def __init__(self) -> None:
+        self.out: Dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+
+    def feed(self, line: str) -> Union[Output, "Dict[str, Any]", None]:
+        """An :class:`Output`, the final report (the run's result is :meth:`result`), or ``None``."""
+        ev = event(line.encode("utf-8"))
+        if isinstance(ev, Output):
+            self.out[ev.stream] += ev.data
+        return ev
+
+    def result(self, report: Dict[str, Any]) -> Any:
+        from ._types import Result
+
+        return Result.from_report(report, stdout=bytes(self.out["stdout"]), stderr=bytes(self.out["stderr"]))
+
+
 def unreachable(e: httpx.TransportError) -> ServerUnavailable:
     if isinstance(e, httpx.TimeoutException) and not isinstance(e, httpx.ConnectTimeout):
         return ServerUnavailable(f"no answer within the client's timeout (the run may have happened): {e!r}")
