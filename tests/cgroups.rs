@@ -3,6 +3,7 @@
 //! the cgroup v2 VM (`cargo xtask vm-test`). Needs root (to create cgroups); says so otherwise.
 
 mod common;
+mod server;
 
 use common::*;
 use std::path::PathBuf;
@@ -245,4 +246,134 @@ fn a_read_only_cgroup_filesystem_is_not_enforced_under_best_effort_and_refused_o
     let err = r.error.unwrap_or_default();
     assert!(err.contains("read-only") && err.contains("best-effort"), "{err}");
     assert_eq!(out.status.code(), Some(125));
+}
+
+/// `stockade serve` started alone in a cgroup of its own on cgroup v2 (what systemd's
+/// `Delegate=yes` and a container's cgroup namespace give it) takes that cgroup: it moves into
+/// `supervisor/`, enables memory, pids and cpu, and its runs' leaves are made below `runs/` with
+/// their limits; after SIGTERM nothing of theirs is left. Started in a cgroup that holds another
+/// process too, it takes nothing.
+#[test]
+fn a_server_alone_in_its_v2_cgroup_puts_its_runs_below_it() {
+    let Some(helper) = ready() else { return };
+    let host = Host::current();
+    let Some(v2) = host.v2.as_ref().filter(|_| host.v1.is_empty()) else {
+        eprintln!("skip: not a pure cgroup v2 host (run with `cargo xtask vm-test`)");
+        return;
+    };
+    let own = v2.dir(&v2.own).expect("own dir");
+    let controllers = std::fs::read_to_string(own.join("cgroup.subtree_control")).unwrap_or_default();
+    if !["memory", "pids"].iter().all(|c| controllers.split_whitespace().any(|x| x == *c)) {
+        eprintln!("skip: memory and pids are not enabled for this process's child cgroups ({controllers:?})");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let helpers = helper.parent().expect("helper dir").display().to_string();
+    let policies = dir.path().join("policies");
+    std::fs::create_dir(&policies).expect("mkdir");
+    std::fs::write(policies.join("native.toml"), format!("version = 1\n[filesystem]\nread-only = [\"{helpers}\"]\n"))
+        .expect("policy");
+    let socket = dir.path().join("api.sock");
+    let config = dir.path().join("serve.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "version = 1\n[server]\nlisten = [\"unix:{}\"]\n[policies]\ndir = \"{}\"\n\
+             [runtimes.native]\nprogram = \"{}\"\nargs = [\"sleep\", \"1\"]\nbootstrap = \"stdin\"\npolicy = \"native\"\nwarm = 0\n",
+            socket.display(),
+            policies.display(),
+            helper.display()
+        ),
+    )
+    .expect("config");
+    let cgroup = own.join(format!("stockade-test-serve-{}", std::process::id()));
+    std::fs::create_dir(&cgroup).expect("mkdir the server's cgroup");
+    // The server alone in its cgroup: the shell moves itself in, then becomes the server.
+    let start = |cg: &std::path::Path| {
+        let script = format!(
+            "echo $$ > {}/cgroup.procs && exec {} serve {}",
+            cg.display(),
+            stockade_bin().display(),
+            config.display()
+        );
+        std::process::Command::new("/bin/sh")
+            .args(["-c", &script])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start the server")
+    };
+    let mut child = start(&cgroup);
+    let up = wait_for(Duration::from_secs(60), || socket.exists());
+    let procs = std::fs::read_to_string(cgroup.join("supervisor/cgroup.procs")).unwrap_or_default();
+    let runs_control = std::fs::read_to_string(cgroup.join("runs/cgroup.subtree_control")).unwrap_or_default();
+    // A run, and its leaf below runs/ while it sleeps.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let s = socket.clone();
+    let run = std::thread::spawn(move || {
+        let r = server::post_run(&s, &serde_json::json!({"runtime": "native", "code": "x"}));
+        let _ = tx.send(());
+        r
+    });
+    let mut leaf_limit = None;
+    let seen = wait_for(Duration::from_secs(30), || {
+        let leaf = std::fs::read_dir(cgroup.join("runs")).into_iter().flatten().flatten().find(|e| e.path().is_dir());
+        if let Some(limit) = leaf.and_then(|l| std::fs::read_to_string(l.path().join("memory.max")).ok()) {
+            leaf_limit = Some(limit);
+        }
+        // The leaf is made, then its limits written: wait for them (or for the run's end).
+        leaf_limit.as_deref().is_some_and(|l| l.trim() != "max") || rx.try_recv().is_ok()
+    });
+    let answer = run.join().expect("the run's thread");
+    let _ = std::process::Command::new("kill").arg(child.id().to_string()).status();
+    let status = child.wait().expect("wait");
+    let mut stderr = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+    }
+    let left: Vec<_> =
+        std::fs::read_dir(cgroup.join("runs")).into_iter().flatten().flatten().filter(|e| e.path().is_dir()).collect();
+    // Take the test's cgroup down (the server is gone: its cgroups are empty).
+    for sub in ["runs", "supervisor", ""] {
+        let _ = std::fs::remove_dir(cgroup.join(sub));
+    }
+    assert!(up, "the server did not start: {stderr}");
+    assert!(
+        procs.split_whitespace().any(|p| p == child.id().to_string()),
+        "the server is not in supervisor/: {procs:?} {stderr}"
+    );
+    assert!(runs_control.contains("memory") && runs_control.contains("pids"), "runs/ controls {runs_control:?}");
+    assert!(seen, "no run leaf appeared below runs/: {stderr}");
+    assert_eq!(leaf_limit.as_deref().map(str::trim), Some("536870912"), "the run's leaf memory.max");
+    assert_eq!(answer.status, 200, "{}", String::from_utf8_lossy(&answer.body));
+    assert!(status.success(), "{stderr}");
+    assert!(left.is_empty(), "run leaves left: {left:?}");
+    assert!(!cgroup.exists(), "the test's cgroup could not be removed");
+
+    // Shared with another process: not taken.
+    let shared = own.join(format!("stockade-test-shared-{}", std::process::id()));
+    std::fs::create_dir(&shared).expect("mkdir");
+    let mut other = std::process::Command::new("/bin/sh")
+        .args(["-c", &format!("echo $$ > {}/cgroup.procs && exec sleep 30", shared.display())])
+        .spawn()
+        .expect("another process");
+    wait_for(Duration::from_secs(5), || {
+        std::fs::read_to_string(shared.join("cgroup.procs")).is_ok_and(|p| !p.trim().is_empty())
+    });
+    let _ = std::fs::remove_file(&socket);
+    let mut child = start(&shared);
+    let _ = wait_for(Duration::from_secs(30), || socket.exists() || child.try_wait().ok().flatten().is_some());
+    let taken = shared.join("supervisor").exists();
+    let _ = std::process::Command::new("kill").arg(child.id().to_string()).status();
+    let _ = child.wait();
+    let mut said = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut said);
+    }
+    let _ = other.kill();
+    let _ = other.wait();
+    let _ = std::fs::remove_dir(shared.join("supervisor"));
+    let _ = std::fs::remove_dir(shared.join("runs"));
+    let _ = std::fs::remove_dir(&shared);
+    assert!(!taken, "a cgroup shared with another process was taken");
+    assert!(said.contains("is not delegated to this process"), "{said}");
 }

@@ -91,7 +91,7 @@ fn delegate(cfg: &mut config::Config) -> Result<(), String> {
             }
         }
         Delegation::NotDelegated { cgroup } => eprintln!(
-            "stockade: cgroup v2: {cgroup} is not delegated to this process: runs get their cgroups as `stockade run` does"
+            "stockade: cgroup v2: {cgroup} is not delegated to this process (not writable, or other processes in it): runs get their cgroups as `stockade run` does"
         ),
         Delegation::NotV2 => {}
     }

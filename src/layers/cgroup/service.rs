@@ -24,7 +24,8 @@ pub enum Delegation {
     Taken { runs: String, controllers: Vec<String> },
     /// Not cgroup v2 with controllers: nothing changed.
     NotV2,
-    /// The cgroup is not writable by this process: nothing changed.
+    /// The cgroup is not writable by this process, or holds other processes too: nothing
+    /// changed.
     NotDelegated { cgroup: String },
 }
 
@@ -45,6 +46,13 @@ pub fn take_delegated(host: &Host) -> Result<Delegation, CgroupError> {
         return Ok(Delegation::NotV2);
     }
     if !crate::sys::writable(&dir.join("cgroup.subtree_control")) || !crate::sys::writable(&dir.join("cgroup.procs")) {
+        return Ok(Delegation::NotDelegated { cgroup: v2.own.clone() });
+    }
+    // A cgroup delegated to this server holds this process alone (systemd's unit, a container's
+    // own). One shared with others (root's login session, say) is not taken, writable or not.
+    let me = std::process::id().to_string();
+    let procs = std::fs::read_to_string(dir.join("cgroup.procs")).map_err(io("read", &dir))?;
+    if procs.split_whitespace().any(|p| p != me) {
         return Ok(Delegation::NotDelegated { cgroup: v2.own.clone() });
     }
     let mkdir = |p: &Path| match std::fs::create_dir(p) {
