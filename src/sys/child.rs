@@ -539,10 +539,10 @@ pub fn scrub_args(areas: &ArgsAreas) {
         if start == 0 || end <= start {
             continue;
         }
-        // SAFETY: [start, end) is this process's argv or environ area as the kernel reported it
-        // to the supervisor this process is a fork of (`ArgsAreas::of_this_process`, its only
-        // constructor): mapped and writable at the top of this private copy of its stack, and no
-        // Rust reference points into it; volatile writes keep the compiler from dropping them.
+        // [start, end) comes from `ArgsAreas::of_this_process` (its only constructor), in the
+        // supervisor this process is a fork of; volatile writes are never dropped.
+        // SAFETY: that area (argv or environ) is mapped and writable at the top of this private
+        // copy of the stack, and no Rust reference points into it.
         unsafe {
             let mut p = start as *mut u8;
             while (p as usize) < end {
