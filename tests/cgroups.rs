@@ -38,6 +38,17 @@ fn leaves_of(pid: u32) -> Vec<PathBuf> {
         .collect()
 }
 
+/// On a pure cgroup v2 host, this process's cgroup: its directory and its name (else says why
+/// the test skips).
+fn pure_v2() -> Option<(PathBuf, String)> {
+    let host = Host::current();
+    let Some(v2) = host.v2.as_ref().filter(|_| host.v1.is_empty()) else {
+        eprintln!("skip: not a pure cgroup v2 host (run with `cargo xtask vm-test`)");
+        return None;
+    };
+    Some((v2.dir(&v2.own).expect("own dir"), v2.own.clone()))
+}
+
 /// Runs the helper in the jail under `policy`, checking nothing is left behind afterwards.
 fn run_helper(helper: &std::path::Path, policy: &str, extra: &[&str], args: &[&str]) -> Report {
     let p = policy_file(policy);
@@ -159,16 +170,11 @@ fn a_leaf_left_by_a_killed_supervisor_is_reaped_by_the_next_start() {
 #[test]
 fn a_parent_without_the_controller_refuses_on_cgroup_v2() {
     let Some(helper) = ready() else { return };
-    let host = Host::current();
-    let Some(v2) = host.v2.as_ref().filter(|_| host.v1.is_empty()) else {
-        eprintln!("skip: not a pure cgroup v2 host (run with `cargo xtask vm-test`)");
-        return;
-    };
-    let own = v2.dir(&v2.own).expect("own dir");
+    let Some((own, own_name)) = pure_v2() else { return };
     let name = format!("stockade-test-nomem-{}", std::process::id());
     let dir = own.join(&name);
     std::fs::create_dir(&dir).expect("mkdir test parent");
-    let parent = format!("{}/{name}", v2.own.trim_end_matches('/'));
+    let parent = format!("{}/{name}", own_name.trim_end_matches('/'));
     let p = policy_file("version = 1\n");
     let h = helper.display().to_string();
     let out = stockade()
@@ -256,12 +262,7 @@ fn a_read_only_cgroup_filesystem_is_not_enforced_under_best_effort_and_refused_o
 #[test]
 fn a_server_alone_in_its_v2_cgroup_puts_its_runs_below_it() {
     let Some(helper) = ready() else { return };
-    let host = Host::current();
-    let Some(v2) = host.v2.as_ref().filter(|_| host.v1.is_empty()) else {
-        eprintln!("skip: not a pure cgroup v2 host (run with `cargo xtask vm-test`)");
-        return;
-    };
-    let own = v2.dir(&v2.own).expect("own dir");
+    let Some((own, _)) = pure_v2() else { return };
     let controllers = std::fs::read_to_string(own.join("cgroup.subtree_control")).unwrap_or_default();
     if !["memory", "pids"].iter().all(|c| controllers.split_whitespace().any(|x| x == *c)) {
         eprintln!("skip: memory and pids are not enabled for this process's child cgroups ({controllers:?})");

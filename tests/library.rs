@@ -104,6 +104,14 @@ fn no_cgroups_left() -> Result<(), String> {
     Ok(())
 }
 
+/// The built-in policy with an empty writable `/app` as the working directory (a service's jail).
+fn app_policy() -> Policy {
+    let mut policy = Policy::builtin();
+    policy.add_empty_dir("/app", "test").expect("dir");
+    policy.set_cwd("/app", "test").expect("cwd");
+    policy
+}
+
 /// A jail released ahead of its run: the program starts and blocks on stdin; the gate's start
 /// brings the stdin, files in, tighter caps and the clock; files come back out.
 #[test]
@@ -111,9 +119,7 @@ fn a_gated_jail_starts_its_run_at_the_hand_over() {
     let _alone = alone();
     use stockade::layers::filesystem::exchange::{Pick, PutFile, patterns};
     use stockade::{Exchange, Gate, Gated, Start};
-    let mut policy = Policy::builtin();
-    policy.add_empty_dir("/app", "test").expect("dir");
-    policy.set_cwd("/app", "test").expect("cwd");
+    let policy = app_policy();
     // Shell builtins only: the default policy denies exec after the first.
     let script = "read line; echo \"got $line\"; read x < in.txt; read y < sub/deep.txt; \
                   echo \"$x $y\" > out.txt; echo png > pic.png; echo long long long long; echo err >&2";
@@ -166,9 +172,7 @@ fn a_gated_jail_refuses_bad_files_caps_what_it_gives_back_and_can_be_cancelled()
     let _alone = alone();
     use stockade::layers::filesystem::exchange::{Pick, PutFile, patterns};
     use stockade::{Exchange, Gate, Gated, Start};
-    let mut policy = Policy::builtin();
-    policy.add_empty_dir("/app", "test").expect("dir");
-    policy.set_cwd("/app", "test").expect("cwd");
+    let policy = app_policy();
     let job = Job::new("/bin/sh")
         .args(["-c", "read x; for i in 1 2 3 4 5; do echo $i$i$i > f$i.txt; done"])
         .stdin_bytes(Vec::new());
