@@ -44,3 +44,25 @@ pub fn seccomp_actions() -> Option<String> {
 pub fn landlock_abi() -> u32 {
     crate::sys::landlock_abi()
 }
+
+/// Whether this process is confined by a seccomp filter it did not install (a container
+/// runtime's or systemd's): a refused jail step then names the profile to change.
+pub(crate) fn under_seccomp_filter() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .is_ok_and(|s| s.lines().any(|l| l.strip_prefix("Seccomp:").is_some_and(|v| v.trim() != "0")))
+}
+
+/// What to change when a seccomp filter around stockade refuses a call a jail needs.
+pub(crate) const SECCOMP_HINT: &str = "a seccomp filter around stockade refused it (a container runtime's default \
+     profile refuses what jails are built with): run the container with contrib/container/seccomp.json \
+     (docker/podman: --security-opt seccomp=seccomp.json; Kubernetes: seccompProfile type Localhost with \
+     contrib/kubernetes/seccomp.json); under systemd, no RestrictNamespaces=yes, ProtectHostname= or \
+     SystemCallFilter= allow-list";
+
+/// What to change when the kernel refuses a fresh /proc because parts of the one around are
+/// hidden (a container's masked paths, systemd's ProtectKernelTunables=/ProtectProc=).
+pub(crate) const PROC_HINT: &str = "the /proc stockade sees has hidden or read-only parts (a container's \
+     masked paths, or systemd's ProtectKernelTunables=/ProcSubset=), and the kernel then refuses a fresh one: \
+     docker: --security-opt systempaths=unconfined; podman: --security-opt unmask=ALL; Kubernetes: \
+     securityContext.procMount: Unmasked (with hostUsers: false); on an AppArmor host also \
+     --security-opt apparmor=unconfined (docker-default denies mount); or set filesystem.proc = \"none\"";

@@ -151,13 +151,6 @@ impl Plan {
         // The child has its copies; ours would keep the pipes from ever reaching end of file.
         drop::<(ChildEnds, RunFds)>((ends, fds));
 
-        // While the child waits at the barrier (having moved itself into its v1 cgroups; a
-        // cgroup2 leaf it was born in): its id maps.
-        if let Err(e) = self.id.write_maps(pid) {
-            kill_run(pid, pidfd.as_fd(), leaf.as_ref(), self.policy.namespaces.pid);
-            let _ = sys::waitid_pidfd(pidfd.as_fd());
-            return Err(e.into());
-        }
         // The child may already have failed and gone; its report says why.
         let _ = sys::send_nosignal(pipes.sync.as_fd(), &[1]);
         // Its writable directories' tmpfs, handed over as it builds its root (none: it failed).
@@ -180,9 +173,10 @@ impl Plan {
         })
     }
 
-    /// `clone3` into the namespaces (and the cgroup2 leaf); the child never returns from here.
-    /// Run by root, the calling thread takes the run's owner uid for the clone only, so the new
-    /// user namespace is owned by it and the kernel charges the run's per-user counters to it.
+    /// `clone3` into the namespaces (and the cgroup2 leaf), then the child's id maps; the child
+    /// never returns from here. Run by root, the calling thread takes the run's owner uid for the
+    /// clone and the maps only, so the new user namespace is owned by it and the kernel charges
+    /// the run's per-user counters to it.
     fn spawn(
         &self,
         args: &ChildArgs<'_>,
@@ -203,10 +197,16 @@ impl Plan {
                     return Err(self.clone_error(errno));
                 }
             };
-        if let Err(errno) = restore() {
+        // While the child waits at the barrier (having moved itself into its v1 cgroups; a
+        // cgroup2 leaf it was born in): its id maps, written as the namespace's owner. Without
+        // CAP_SYS_ADMIN (a container's root) only the owner may write them.
+        let maps = self.id.write_maps(pid).map_err(Error::from);
+        let restored =
+            restore().map_err(|errno| Error::Supervisor { what: "take back root's uid after the clone", errno });
+        if let Err(e) = maps.and(restored) {
             kill_run(pid, pidfd.as_fd(), leaf, self.policy.namespaces.pid);
             let _ = sys::waitid_pidfd(pidfd.as_fd());
-            return Err(Error::Supervisor { what: "take back root's uid after the clone", errno });
+            return Err(e);
         }
         Ok((pid, pidfd))
     }

@@ -20,6 +20,11 @@ impl Plan {
                  user.max_user_namespaces, AppArmor's kernel.apparmor_restrict_unprivileged_userns, or a container's \
                  seccomp profile)"
             }
+            libc::ENOSYS => {
+                "; clone3 is refused by a seccomp filter around stockade (the default profiles of Docker and \
+                 containerd answer ENOSYS to it): run the container with contrib/container/seccomp.json \
+                 (docker/podman: --security-opt seccomp=seccomp.json; Kubernetes: seccompProfile type Localhost)"
+            }
             libc::EPERM if self.ns.clone_flags & libc::CLONE_NEWUSER as u64 == 0 => {
                 "; creating namespaces needs root or a user namespace (namespaces.user = true)"
             }
@@ -64,9 +69,28 @@ impl Plan {
             }
             _ => None,
         };
+        let hint = self.host_hint(f).map_or(String::new(), |h| format!("; {h}"));
         match detail {
-            Some(d) => format!("jail setup failed at {} (stage {}: {d}): {}", f.stage.name(), f.stage as u32, f.errno),
-            None => format!("jail setup failed at {} (stage {}): {}", f.stage.name(), f.stage as u32, f.errno),
+            Some(d) => {
+                format!("jail setup failed at {} (stage {}: {d}): {}{hint}", f.stage.name(), f.stage as u32, f.errno)
+            }
+            None => format!("jail setup failed at {} (stage {}): {}{hint}", f.stage.name(), f.stage as u32, f.errno),
         }
+    }
+
+    /// What around stockade to change when the kernel refused a jail step that stockade, as it
+    /// runs, may take: a masked /proc, or a seccomp filter it did not install (a container's).
+    fn host_hint(&self, f: Failure) -> Option<&'static str> {
+        use crate::layers::filesystem::MountOp;
+        if !matches!(f.errno.0, libc::EPERM | libc::EACCES | libc::ENOSYS) {
+            return None;
+        }
+        let proc =
+            f.stage == Stage::Filesystem && matches!(self.fs.ops.get(f.detail as usize), Some(MountOp::Proc { .. }));
+        if proc {
+            return Some(crate::host::PROC_HINT);
+        }
+        let refusable = matches!(f.stage, Stage::Filesystem | Stage::Hostname | Stage::Session | Stage::Cgroup);
+        (refusable && crate::host::under_seccomp_filter()).then_some(crate::host::SECCOMP_HINT)
     }
 }

@@ -19,9 +19,16 @@
 //! - `fuzz [--secs N] [TARGET...]`: each cargo-fuzz target (`policy`, `report`) for N seconds
 //!   (600 by default) on nightly, installing cargo-fuzz when missing; fails on any crash and says
 //!   where libFuzzer left the input (copy it to fuzz/regressions/TARGET/ once fixed).
+//! - `seccomp-profiles [--check]`: the container seccomp profiles from the runtime's default
+//!   (xtask/src/seccomp.rs says each addition).
+//! - `container [--allow-skip] [--build-only]`: the container image from the static binary, run
+//!   by a private Docker engine with the documented line; Python, JS and the escape suite's
+//!   network and filesystem attacks through it; nothing left (xtask/src/container.rs).
 //! - `man [DIR]`, `completions [DIR]`: man pages and shell completions generated from the CLI's
 //!   clap definitions (default `target/man`, `target/completions`).
 
+mod container;
+mod seccomp;
 mod serve;
 
 use std::path::{Path, PathBuf};
@@ -430,11 +437,13 @@ fn main() -> ExitCode {
         Some("soak") => soak(&args[1..]),
         Some("load") => load(&args[1..]),
         Some("fuzz") => fuzz(&args[1..]),
+        Some("seccomp-profiles") => seccomp::profiles(&root(), &args[1..]),
+        Some("container") => container::test(&root(), &args[1..]),
         Some("man") => man(&args[1..]),
         Some("completions") => completions(&args[1..]),
         _ => Err("usage: cargo xtask bench [--rounds N] [--spaced-ms MS] [--no-serve | --serve-only] | vm-test [--allow-skip] | build-static | \
                   man [DIR] | completions [DIR] | escape | soak [--runs N] [--workers W] [--seed S] [--release] | load [--requests N] [--concurrency C] [--release] | \
-                  fuzz [--secs N] [TARGET...]"
+                  fuzz [--secs N] [TARGET...] | seccomp-profiles [--check] | container [--allow-skip] [--build-only]"
             .into()),
     };
     match result {

@@ -257,8 +257,10 @@ pub fn plan(policy: &CgroupPolicy, host: &Host) -> Result<CgroupPlan, CgroupErro
 /// unless it has a cgroup namespace and a writable mount of its own) or no delegation.
 fn why_not_writable(dir: &Path) -> &'static str {
     if crate::sys::statvfs_read_only(dir) {
-        "is on a read-only cgroup filesystem (in a container: give it a writable cgroup of its own, e.g. \
-         cgroup v2 with --cgroupns=private)"
+        "is on a read-only cgroup filesystem (in a container: give it a writable cgroup v2 of its own: \
+         docker >= 28: --cgroupns=private --security-opt writable-cgroups=true; podman: --cgroupns=private \
+         --security-opt unmask=/sys/fs/cgroup; containerd >= 2.1 (Kubernetes): cgroup_writable = true in the \
+         runtime's options)"
     } else {
         "is not writable by this user: not delegated"
     }

@@ -1,0 +1,646 @@
+//! `cargo xtask container [--allow-skip] [--context]`: stockade serve in a container, tried with a
+//! real engine. Builds the image of contrib/container/Containerfile from the static binary and the
+//! guests alone, starts a private Docker engine of its own (its own socket, data and exec roots, no
+//! bridge, no iptables, its containers' cgroups below this process's), runs the server with the line
+//! docs/deploy.md documents, then:
+//! 1. Python and JavaScript through its socket; every layer of their reports enforced (the cgroup
+//!    layer says why not where the host cannot give the container a writable cgroup);
+//! 2. the escape suite's network and filesystem attacks (tests/escape/net.c, read_files.c,
+//!    write_files.c) as runtimes of the same server, the container on the host's network so that
+//!    only the jail stands between a run and the host's listeners; each attack first run in the
+//!    container outside a jail (`docker exec`), where it must work;
+//! 3. `docker stop`: the server drains and exits 0, its socket gone.
+//!
+//! Then it stops the engine and checks that nothing is left: no container, no process, no cgroup, no
+//! mount of the engine's. With `--context`, only writes the build context and prints the
+//! `docker build` line.
+
+use serde_json::{Value, json};
+use std::net::{TcpListener, UdpSocket};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const IMAGE: &str = "stockade:0.1.0";
+const ATTACK_IMAGE: &str = "stockade-escape:test";
+const ATTACKS: [&str; 3] = ["net", "read_files", "write_files"];
+
+pub fn test(root: &Path, args: &[String]) -> Result<(), String> {
+    let allow_skip = args.iter().any(|a| a == "--allow-skip");
+    let skip = |why: String| -> Result<(), String> {
+        if allow_skip {
+            println!("container: SKIPPED: {why}");
+            Ok(())
+        } else {
+            Err(why)
+        }
+    };
+    let ctx = context(root)?;
+    if args.iter().any(|a| a == "--context") {
+        println!("build context: {}", ctx.display());
+        println!("docker build -t {IMAGE} -f contrib/container/Containerfile {}", ctx.display());
+        return Ok(());
+    }
+    if !is_root() {
+        return skip("a Docker engine needs root (run as root; CI does)".into());
+    }
+    if which("dockerd").is_none() || which("docker").is_none() {
+        return skip("no Docker engine here (apt-get install docker.io)".into());
+    }
+    let engine = match Engine::start() {
+        Ok(e) => e,
+        Err(e) => return skip(format!("the Docker engine does not start here: {e}")),
+    };
+    let result = scenario(root, &engine, &ctx);
+    let left = engine.stop();
+    result?;
+    left
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines().any(|l| l.strip_prefix("Uid:").is_some_and(|v| v.split_whitespace().nth(1) == Some("0")))
+    })
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(name)).find(|p| p.is_file())
+}
+
+/// The image's build context: the static binary, the guests (without their cache), the config.
+fn context(root: &Path) -> Result<PathBuf, String> {
+    let bin = super::build_static_cli(root, false)?;
+    let guests = super::guest_dir(&bin).ok_or("the image needs the Wasm guests (stockade guest install)")?;
+    let ctx = root.join("target/container/ctx");
+    let _ = std::fs::remove_dir_all(&ctx);
+    std::fs::create_dir_all(ctx.join("guests")).map_err(|e| format!("{}: {e}", ctx.display()))?;
+    copy(&bin, &ctx.join("stockade"))?;
+    copy(&root.join("contrib/container/serve.toml"), &ctx.join("serve.toml"))?;
+    copy_tree(&guests, &ctx.join("guests"))?;
+    Ok(ctx)
+}
+
+fn copy(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::copy(from, to).map(drop).map_err(|e| format!("copy {} to {}: {e}", from.display(), to.display()))
+}
+
+fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
+    for e in std::fs::read_dir(from).map_err(|e| format!("{}: {e}", from.display()))?.flatten() {
+        let name = e.file_name();
+        if name == "cache" {
+            continue;
+        }
+        let kind = e.file_type().map_err(|e| e.to_string())?;
+        if kind.is_dir() {
+            copy_tree(&e.path(), &to.join(&name))?;
+        } else if kind.is_file() {
+            copy(&e.path(), &to.join(&name))?;
+        }
+    }
+    Ok(())
+}
+
+/// A private dockerd: nothing of it outside its directory but its containers' cgroups, below ours.
+struct Engine {
+    dir: PathBuf,
+    socket: PathBuf,
+    child: Child,
+    /// `OWN/docker`: the cgroup (in every v1 hierarchy) under which its containers go.
+    cgroup: String,
+    made_run_docker: bool,
+}
+
+impl Engine {
+    fn start() -> Result<Engine, String> {
+        // A short path: the engine's sockets live below it (108-byte limit on socket paths).
+        let dir = PathBuf::from(format!("/tmp/stockade-docker-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let own = own_cgroup();
+        let cgroup = format!("{}/docker", own.trim_end_matches('/'));
+        let socket = dir.join("docker.sock");
+        let log = std::fs::File::create(dir.join("dockerd.log")).map_err(|e| e.to_string())?;
+        let made_run_docker = !Path::new("/run/docker").exists();
+        let child = Command::new("dockerd")
+            .args(["--bridge=none", "--iptables=false", "--ip-forward=false", "--ip-masq=false"])
+            .arg(format!("--data-root={}", dir.join("data").display()))
+            .arg(format!("--exec-root={}", dir.join("exec").display()))
+            .arg(format!("--pidfile={}", dir.join("dockerd.pid").display()))
+            .arg(format!("--host=unix://{}", socket.display()))
+            .arg(format!("--cgroup-parent={cgroup}"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("dockerd: {e}"))?;
+        let engine = Engine { dir, socket, child, cgroup, made_run_docker };
+        let end = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < end {
+            if engine.docker(&["version", "--format", "{{.Server.Version}}"]).is_ok() {
+                return Ok(engine);
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let log = std::fs::read_to_string(engine.dir.join("dockerd.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(5).collect();
+        let _ = engine.stop();
+        Err(format!("dockerd did not answer within 60 s: {}", tail.join(" | ")))
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("docker");
+        c.env("DOCKER_HOST", format!("unix://{}", self.socket.display())).env("DOCKER_BUILDKIT", "0").args(args);
+        c
+    }
+
+    /// Runs `docker ARGS`; its stdout, trimmed.
+    fn docker(&self, args: &[&str]) -> Result<String, String> {
+        let out = self.command(args).stdin(Stdio::null()).output().map_err(|e| format!("docker: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("docker {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim()));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    /// Stops the engine and removes what it made: its cgroups, mounts and directories.
+    fn stop(mut self) -> Result<(), String> {
+        let mut problems = Vec::new();
+        match self.docker(&["ps", "-aq"]) {
+            Ok(ids) if !ids.is_empty() => problems.push(format!("containers left: {}", ids.replace('\n', " "))),
+            _ => {}
+        }
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let end = Instant::now() + Duration::from_secs(30);
+        while !matches!(self.child.try_wait(), Ok(Some(_))) {
+            if Instant::now() > end {
+                problems.push("dockerd did not stop within 30 s (killed)".into());
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // Processes of the engine's (containerd, shims) or of its containers: by what they name.
+        let dir = self.dir.display().to_string();
+        let mut stray = Vec::new();
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(&dir) || cgroup.contains(&self.cgroup) {
+                stray.push(pid);
+            }
+        }
+        for pid in &stray {
+            problems.push(format!("process {pid} of the engine left (killed)"));
+            let _ = Command::new("kill").arg("-KILL").arg(pid.to_string()).status();
+        }
+        // Mounts below the engine's directory (overlays, shm): ours to undo.
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let mut mounts: Vec<&str> =
+            mountinfo.lines().filter_map(|l| l.split(' ').nth(4)).filter(|m| m.starts_with(&dir)).collect();
+        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
+        for m in mounts {
+            // dockerd keeps the host network's sandbox (`--network host`) bound there after it exits.
+            if !m.ends_with("/exec/netns/default") {
+                problems.push(format!("mount {m} left (unmounted)"));
+            }
+            let _ = Command::new("umount").args(["-l", m]).status();
+        }
+        // dockerd makes OWN/docker in every v1 hierarchy.
+        let mut cgroups_left = 0;
+        for h in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
+            let p = h.path().join(self.cgroup.trim_start_matches('/'));
+            if p.is_dir() {
+                cgroups_left += remove_cgroup(&p);
+            }
+        }
+        if cgroups_left > 0 {
+            problems.push(format!("{cgroups_left} cgroups of the engine's could not be removed"));
+        }
+        if self.made_run_docker {
+            let _ = std::fs::remove_dir_all("/run/docker");
+        }
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            problems.push(format!("{}: {e}", self.dir.display()));
+        }
+        if problems.is_empty() {
+            println!("engine stopped: no container, process, mount or cgroup of its left");
+            Ok(())
+        } else {
+            Err(format!("the engine left: {}", problems.join("; ")))
+        }
+    }
+}
+
+/// This process's cgroup: its v1 memory cgroup on a hybrid host, its cgroup2 one on a pure host.
+fn own_cgroup() -> String {
+    let text = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let field = |pred: &dyn Fn(&str) -> bool| {
+        text.lines().find_map(|l| {
+            let mut it = l.splitn(3, ':');
+            let (_, ctrl, path) = (it.next()?, it.next()?, it.next()?);
+            pred(ctrl).then(|| path.to_string())
+        })
+    };
+    field(&|c| c.split(',').any(|x| x == "memory")).or_else(|| field(&|c| c.is_empty())).unwrap_or_else(|| "/".into())
+}
+
+/// Removes a cgroup directory and those below it; how many could not be removed.
+fn remove_cgroup(dir: &Path) -> usize {
+    let mut left = 0;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            left += remove_cgroup(&e.path());
+        }
+    }
+    left + usize::from(std::fs::remove_dir(dir).is_err())
+}
+
+/// The documented `docker run` line (docs/deploy.md), with what the host can give for cgroups.
+fn run_line(root: &Path, engine: &Engine, name: &str, socket_dir: &Path, network: &str, image: &str) -> Vec<String> {
+    let mut v: Vec<String> =
+        ["run", "-d", "--name", name, "--network", network].iter().map(|s| s.to_string()).collect();
+    v.push("--security-opt".into());
+    v.push(format!("seccomp={}", root.join("contrib/container/seccomp.json").display()));
+    v.extend(["--security-opt".into(), "systempaths=unconfined".into()]);
+    v.extend(["-v".into(), format!("{}:/run/stockade", socket_dir.display())]);
+    let version = engine.docker(&["version", "--format", "{{.Server.Version}}"]).unwrap_or_default();
+    let major: u32 = version.split('.').next().and_then(|m| m.parse().ok()).unwrap_or(0);
+    if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() && major >= 28 {
+        v.extend(["--cgroupns=private".into(), "--security-opt".into(), "writable-cgroups=true".into()]);
+    } else {
+        println!(
+            "  this host cannot give a container a writable cgroup (Docker {version}: writable-cgroups needs 28; \
+             cgroup v2 only: {}): contrib/container/no-cgroups/ relaxes cgroups.best-effort",
+            if Path::new("/sys/fs/cgroup/cgroup.controllers").exists() { "a v2 host" } else { "a v1 or hybrid host" }
+        );
+        v.extend([
+            "-v".into(),
+            format!("{}:/etc/stockade/policies:ro", root.join("contrib/container/no-cgroups").display()),
+        ]);
+    }
+    v.push(image.into());
+    v
+}
+
+/// A server container, stopped and removed on drop if the scenario failed half-way.
+struct Server<'a> {
+    engine: &'a Engine,
+    name: String,
+    socket: PathBuf,
+    stopped: bool,
+}
+
+impl<'a> Server<'a> {
+    fn start(engine: &'a Engine, line: &[String], name: &str, socket_dir: &Path) -> Result<Server<'a>, String> {
+        println!("  docker {}", line.join(" "));
+        let args: Vec<&str> = line.iter().map(String::as_str).collect();
+        engine.docker(&args)?;
+        let s = Server { engine, name: name.into(), socket: socket_dir.join("api.sock"), stopped: false };
+        let end = Instant::now() + Duration::from_secs(90);
+        loop {
+            if s.socket.exists() && s.request("GET", "/v1/health", None).is_ok_and(|(code, _)| code == 200) {
+                return Ok(s);
+            }
+            let running = engine.docker(&["inspect", "-f", "{{.State.Running}}", name]).unwrap_or_default();
+            if running != "true" || Instant::now() > end {
+                let logs =
+                    engine.command(&["logs", name]).output().map(|o| String::from_utf8_lossy(&o.stderr).into_owned());
+                return Err(format!("the server container did not come up:\n{}", logs.unwrap_or_default()));
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// One HTTP request on the socket (curl); the status and the body.
+    fn request(&self, method: &str, path: &str, body: Option<&Value>) -> Result<(u16, String), String> {
+        let mut cmd = Command::new("curl");
+        cmd.args(["-sS", "--max-time", "120", "-X", method, "--unix-socket"]).arg(&self.socket);
+        cmd.args(["-w", "\n%{http_code}"]);
+        if let Some(b) = body {
+            cmd.args(["-H", "content-type: application/json", "--data-binary", &b.to_string()]);
+        }
+        let out = cmd.arg(format!("http://stockade{path}")).output().map_err(|e| format!("curl: {e}"))?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').ok_or("curl: no status")?;
+        Ok((
+            code.trim().parse().map_err(|_| format!("curl: {}", String::from_utf8_lossy(&out.stderr)))?,
+            body.to_string(),
+        ))
+    }
+
+    fn run(&self, body: Value) -> Result<Value, String> {
+        let (code, text) = self.request("POST", "/v1/runs", Some(&body))?;
+        if code != 200 {
+            return Err(format!("POST /v1/runs {body}: {code} {text}"));
+        }
+        serde_json::from_str(&text).map_err(|e| format!("the report: {e}: {text}"))
+    }
+
+    /// `docker stop`: SIGTERM, the server drains; it must exit 0 and remove its socket.
+    fn stop(mut self) -> Result<(), String> {
+        self.stopped = true;
+        self.engine.docker(&["stop", "-t", "45", &self.name])?;
+        let code = self.engine.docker(&["inspect", "-f", "{{.State.ExitCode}}", &self.name])?;
+        let logs = self
+            .engine
+            .command(&["logs", &self.name])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stderr).into_owned());
+        self.engine.docker(&["rm", "-v", &self.name])?;
+        if code != "0" {
+            return Err(format!("the server exited with {code} on SIGTERM:\n{}", logs.unwrap_or_default()));
+        }
+        if self.socket.exists() {
+            return Err(format!("the server left its socket {}", self.socket.display()));
+        }
+        println!("  docker stop: the server drained and exited 0, its socket removed");
+        Ok(())
+    }
+}
+
+impl Drop for Server<'_> {
+    fn drop(&mut self) {
+        if !self.stopped {
+            let _ = self.engine.docker(&["rm", "-f", "-v", &self.name]);
+        }
+    }
+}
+
+fn scenario(root: &Path, engine: &Engine, ctx: &Path) -> Result<(), String> {
+    let version = engine.docker(&["version", "--format", "{{.Server.Version}}"])?;
+    println!("container engine: Docker {version} (private dockerd, containers below {})", engine.cgroup);
+    let containerfile = root.join("contrib/container/Containerfile").display().to_string();
+    engine.docker(&["build", "-q", "-t", IMAGE, "-f", &containerfile, &ctx.display().to_string()])?;
+    let size = engine.docker(&["image", "inspect", "-f", "{{.Size}}", IMAGE])?;
+    println!("image {IMAGE}: {} MB, FROM scratch", size.parse::<u64>().unwrap_or(0) / 1_000_000);
+
+    refusals(root, engine)?;
+
+    // 1. The documented line: Python and JS.
+    let socket_dir = engine.dir.join("run1");
+    std::fs::create_dir_all(&socket_dir).map_err(|e| e.to_string())?;
+    let line = run_line(root, engine, "stockade-1", &socket_dir, "none", IMAGE);
+    let server = Server::start(engine, &line, "stockade-1", &socket_dir)?;
+    for (runtime, code) in [("python", "print(6 * 7)"), ("javascript", "console.log(6 * 7)")] {
+        let report = server.run(json!({"runtime": runtime, "code": code}))?;
+        let out = report["stdout"]["text"].as_str().unwrap_or("");
+        if report["status"] != "ok" || out != "42\n" {
+            return Err(format!("{runtime}: {report}"));
+        }
+        check_layers(runtime, &report, line.iter().any(|a| a.contains("no-cgroups")))?;
+    }
+    server.stop()?;
+
+    // 2. The escape suite's network and filesystem attacks, as runtimes of the same image.
+    attacks(root, engine)?;
+    engine.docker(&["rmi", ATTACK_IMAGE, IMAGE])?;
+    Ok(())
+}
+
+/// Without each setting the line documents, a run is refused with words naming that setting.
+fn refusals(root: &Path, engine: &Engine) -> Result<(), String> {
+    let seccomp = format!("seccomp={}", root.join("contrib/container/seccomp.json").display());
+    let relaxed = format!("{}:/etc/stockade/policies:ro", root.join("contrib/container/no-cgroups").display());
+    let cases: [(&str, Vec<&str>, &str, &str); 3] = [
+        ("the runtime's default seccomp profile", vec!["-v", &relaxed], "/usr/bin/stockade", "contrib/container/seccomp.json"),
+        ("/proc masked", vec!["--security-opt", &seccomp, "-v", &relaxed], "/usr/bin/stockade", "systempaths=unconfined"),
+        (
+            "a read-only cgroup filesystem",
+            vec!["--security-opt", &seccomp, "--security-opt", "systempaths=unconfined"],
+            "/usr/bin/stockade",
+            "writable-cgroups=true",
+        ),
+    ];
+    for (what, opts, exe, named) in cases {
+        let mut args = vec!["run", "--rm", "--network", "none", "--tmpfs", "/run/stockade", "--entrypoint", exe];
+        args.extend(opts);
+        args.extend([IMAGE, "run", "--policy", "/etc/stockade/policies/default.toml", "--python", "print(1)"]);
+        if what.contains("cgroup") {
+            // The image's own default policy: no relaxed copy mounted, so name the shipped one.
+            let n = args.len();
+            args.splice(n - 4..n - 2, []);
+        }
+        let out = engine.command(&args).output().map_err(|e| e.to_string())?;
+        let text = String::from_utf8_lossy(&out.stderr).into_owned();
+        let line = text.lines().last().unwrap_or("").to_string();
+        if out.status.success() || !text.contains(named) {
+            return Err(format!("with {what}, a run should be refused naming {named}; it said:\n{text}"));
+        }
+        let at = line.find(named).unwrap_or(0);
+        println!("  refused with {what}: ...{}...", &line[at.saturating_sub(60)..(at + named.len()).min(line.len())]);
+    }
+    // Each call the profile adds to the default is needed: without it, a run is refused.
+    let mut needed = Vec::new();
+    for call in super::seccomp::added_calls() {
+        let file = engine.dir.join(format!("seccomp-without-{call}.json"));
+        std::fs::write(&file, super::seccomp::docker_without(root, &call)?).map_err(|e| e.to_string())?;
+        let opt = format!("seccomp={}", file.display());
+        let mut args = vec!["run", "--rm", "--network", "none", "--tmpfs", "/run/stockade", "--security-opt", &opt];
+        args.extend(["--security-opt", "systempaths=unconfined", "-v", &relaxed, "--entrypoint", "/usr/bin/stockade"]);
+        args.extend([IMAGE, "run", "--policy", "/etc/stockade/policies/default.toml", "--python", "print(1)"]);
+        let out = engine.command(&args).output().map_err(|e| e.to_string())?;
+        let refused = !out.status.success();
+        // unshare(CLONE_NEWCGROUP) is taken only by a run in writable cgroup v1 leaves.
+        if refused != (call != "unshare") {
+            return Err(format!(
+                "without {call} in the profile a run {}: {}",
+                if refused { "is refused" } else { "still works" },
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        needed.push(format!("{call}: {}", if refused { "refused" } else { "runs (v1 cgroups only)" }));
+    }
+    println!("  the profile without each addition: {}", needed.join(", "));
+    Ok(())
+}
+
+/// Every layer enforced, but the cgroup where the host cannot give one (then it says so).
+fn check_layers(what: &str, report: &Value, no_cgroups: bool) -> Result<(), String> {
+    let layers = report["enforcement"].as_array().ok_or(format!("{what}: no enforcement in the report"))?;
+    let mut shown = Vec::new();
+    for l in layers {
+        let (name, status) = (l["layer"].as_str().unwrap_or("?"), l["status"].as_str().unwrap_or("?"));
+        shown.push(format!("{name} {status}"));
+        let expected = if name == "cgroup" && no_cgroups { "not-enforced" } else { "enforced" };
+        if status != expected {
+            return Err(format!("{what}: layer {name} is {status}, expected {expected}: {l}"));
+        }
+    }
+    println!("  {what}: 42, layers: {}", shown.join(", "));
+    Ok(())
+}
+
+/// A listener on the host: counts what reaches it.
+struct Listener {
+    hits: Arc<AtomicUsize>,
+    target: String,
+}
+
+fn listen(kind: &str, socket_dir: &Path) -> Result<Listener, String> {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let h = hits.clone();
+    let count = move |_: ()| {
+        h.fetch_add(1, Ordering::SeqCst);
+    };
+    let target = match kind {
+        "tcp4" | "tcp6" => {
+            let l =
+                TcpListener::bind(if kind == "tcp4" { "127.0.0.1:0" } else { "[::1]:0" }).map_err(|e| e.to_string())?;
+            let port = l.local_addr().map_err(|e| e.to_string())?.port();
+            std::thread::spawn(move || l.incoming().flatten().for_each(|_| count(())));
+            port.to_string()
+        }
+        "udp4" => {
+            let s = UdpSocket::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+            let port = s.local_addr().map_err(|e| e.to_string())?.port();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 64];
+                while s.recv(&mut buf).is_ok() {
+                    count(());
+                }
+            });
+            port.to_string()
+        }
+        "abstract" => {
+            use std::os::linux::net::SocketAddrExt;
+            let name = format!("stockade-container-escape-{}", std::process::id());
+            let addr =
+                std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).map_err(|e| e.to_string())?;
+            let l = UnixListener::bind_addr(&addr).map_err(|e| e.to_string())?;
+            std::thread::spawn(move || l.incoming().flatten().for_each(|_| count(())));
+            name
+        }
+        _ => {
+            let path = socket_dir.join("escape.sock");
+            let l = UnixListener::bind(&path).map_err(|e| e.to_string())?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).map_err(|e| e.to_string())?;
+            std::thread::spawn(move || l.incoming().flatten().for_each(|_| count(())));
+            "/run/stockade/escape.sock".into()
+        }
+    };
+    Ok(Listener { hits, target })
+}
+
+fn attacks(root: &Path, engine: &Engine) -> Result<(), String> {
+    let ctx = root.join("target/container/escape-ctx");
+    let _ = std::fs::remove_dir_all(&ctx);
+    std::fs::create_dir_all(ctx.join("escape")).map_err(|e| e.to_string())?;
+    for name in ATTACKS {
+        super::run(
+            Command::new("gcc")
+                .args(["-static", "-O1", "-Wall", "-Werror", "-o"])
+                .arg(ctx.join("escape").join(name))
+                .arg(root.join("tests/escape").join(format!("{name}.c"))),
+        )?;
+    }
+    let socket_dir = engine.dir.join("run2");
+    std::fs::create_dir_all(&socket_dir).map_err(|e| e.to_string())?;
+    // A secret only the container (not the jail) can see: in the server's socket directory.
+    let secret = format!("stockade-secret-{}-{:?}", std::process::id(), Instant::now());
+    std::fs::write(socket_dir.join("secret"), &secret).map_err(|e| e.to_string())?;
+    let kinds = ["tcp4", "tcp6", "udp4", "abstract", "unix"];
+    let mut listeners = Vec::new();
+    for kind in kinds {
+        listeners.push(listen(kind, &socket_dir)?);
+    }
+    let dir = "/usr/libexec/stockade-escape";
+    let mut config = std::fs::read_to_string(root.join("contrib/container/serve.toml")).map_err(|e| e.to_string())?;
+    let mut attacks: Vec<(String, Vec<String>)> = Vec::new();
+    for (kind, l) in kinds.iter().zip(&listeners) {
+        attacks.push((format!("net-{kind}"), vec!["net".into(), (*kind).into(), l.target.clone()]));
+    }
+    attacks.push((
+        "read".into(),
+        vec!["read_files".into(), "/run/stockade/secret".into(), "/proc/1/root/run/stockade/secret".into()],
+    ));
+    attacks.push((
+        "write".into(),
+        vec!["write_files".into(), "/run/stockade/pwned".into(), "/proc/1/root/run/stockade/pwned".into()],
+    ));
+    for (name, argv) in &attacks {
+        let args: Vec<String> = std::iter::once("attack".to_string()).chain(argv[1..].iter().cloned()).collect();
+        config.push_str(&format!(
+            "\n[runtimes.{name}]\nprogram = \"{dir}/{}\"\nargs = {}\nbootstrap = \"stdin\"\nwarm = 0\n",
+            argv[0],
+            serde_json::to_string(&args).map_err(|e| e.to_string())?
+        ));
+    }
+    std::fs::write(ctx.join("serve.toml"), config).map_err(|e| e.to_string())?;
+    std::fs::write(
+        ctx.join("Containerfile"),
+        format!("FROM {IMAGE}\nCOPY escape/ {dir}/\nCOPY serve.toml /etc/stockade/serve.toml\n"),
+    )
+    .map_err(|e| e.to_string())?;
+    let file = ctx.join("Containerfile").display().to_string();
+    engine.docker(&["build", "-q", "-t", ATTACK_IMAGE, "-f", &file, &ctx.display().to_string()])?;
+    let line = run_line(root, engine, "stockade-escape", &socket_dir, "host", ATTACK_IMAGE);
+    let server = Server::start(engine, &line, "stockade-escape", &socket_dir)?;
+    let mut failures = Vec::new();
+    println!("  attack                        in the container, outside a jail   through stockade serve");
+    for ((name, argv), l) in attacks.iter().zip(listeners.iter().map(Some).chain(std::iter::repeat(None))) {
+        // Outside a jail, in the same container: the attack must work, or it proves nothing.
+        let exe = format!("{dir}/{}", argv[0]);
+        let mut exec: Vec<&str> = vec!["exec", "stockade-escape", &exe, "attack"];
+        exec.extend(argv[1..].iter().map(String::as_str));
+        let bare_out = engine.command(&exec).output().map_err(|e| e.to_string())?;
+        let bare_text = String::from_utf8_lossy(&bare_out.stdout).into_owned();
+        std::thread::sleep(Duration::from_millis(100));
+        let (bare, before) = match l {
+            Some(l) => {
+                let n = l.hits.load(Ordering::SeqCst);
+                (format!("{n} reached the host's listener"), n)
+            }
+            None if name == "read" => {
+                (format!("secret {}", if bare_text.contains(&secret) { "read" } else { "NOT read" }), 0)
+            }
+            None => {
+                let made = socket_dir.join("pwned").exists();
+                let _ = std::fs::remove_file(socket_dir.join("pwned"));
+                (format!("host file {}", if made { "written" } else { "NOT written" }), 0)
+            }
+        };
+        let bare_works = match l {
+            Some(_) => before > 0,
+            None if name == "read" => bare_text.contains(&secret),
+            None => bare.ends_with(" written") && !bare.contains("NOT"),
+        };
+        let report = server.run(json!({"runtime": name, "code": "x"}))?;
+        std::thread::sleep(Duration::from_millis(100));
+        let said = format!(
+            "{}{}",
+            report["stdout"]["text"].as_str().unwrap_or(""),
+            report["stderr"]["text"].as_str().unwrap_or("")
+        );
+        let (jailed, escaped) = match l {
+            Some(l) => {
+                let n = l.hits.load(Ordering::SeqCst) - before;
+                (format!("{n} reached"), n > 0)
+            }
+            None if name == "read" => {
+                let leaked = said.contains(&secret);
+                (format!("secret {}", if leaked { "LEAKED" } else { "not read" }), leaked)
+            }
+            None => {
+                let made = socket_dir.join("pwned").exists();
+                (format!("host file {}", if made { "WRITTEN" } else { "not written" }), made)
+            }
+        };
+        println!("  {name:<29} {bare:<34} {jailed} ({})", said.lines().last().unwrap_or("").trim());
+        if !bare_works {
+            failures
+                .push(format!("{name}: the attack does not work outside a jail either ({bare}): it proves nothing"));
+        }
+        if escaped {
+            failures.push(format!("{name}: escaped through stockade serve: {report}"));
+        }
+    }
+    server.stop()?;
+    let _ = std::fs::remove_file(socket_dir.join("escape.sock"));
+    if failures.is_empty() { Ok(()) } else { Err(failures.join("\n")) }
+}
