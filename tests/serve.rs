@@ -478,3 +478,53 @@ fn the_openapi_file_is_the_generated_one() {
         assert!(props.contains_key(field), "{field} is not in the request schema");
     }
 }
+
+/// Socket activation: started by `systemd-socket-activate` (systemd's own tool for the socket
+/// unit protocol: LISTEN_FDS, LISTEN_PID, the socket at fd 3), the server serves on the socket it
+/// was given, leaves it in place when it stops (it is systemd's), and refuses `systemd` when no
+/// socket was passed.
+#[test]
+fn socket_activation_serves_on_the_socket_systemd_passes() {
+    let activate = std::path::Path::new("/usr/bin/systemd-socket-activate");
+    if !guests() || !activate.exists() {
+        eprintln!("skip: needs the guests and systemd-socket-activate (package systemd)");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let socket = dir.path().join("api.sock");
+    let config = dir.path().join("serve.toml");
+    std::fs::write(&config, format!("version = 1\n[server]\nlisten = [\"systemd\"]\n{RUNTIMES}")).expect("config");
+    let mut child = std::process::Command::new(activate)
+        .arg("-l")
+        .arg(&socket)
+        .arg(stockade_bin())
+        .arg("serve")
+        .arg(&config)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("systemd-socket-activate");
+    assert!(wait_for(Duration::from_secs(10), || socket.exists()), "the socket is made");
+    // The first connection starts the server (exec: the same pid), which serves it.
+    let r = post_run(&socket, &json!({"runtime": "python", "code": "print(6 * 7)"}));
+    assert_eq!((r.status, r.json()["stdout"]["text"].as_str()), (200, Some("42\n")), "{}", r.json());
+    let r = post_run(&socket, &json!({"runtime": "javascript", "code": "console.log(7 * 6)"}));
+    assert_eq!(r.json()["stdout"]["text"], "42\n");
+    let pid = child.id();
+    let _ = std::process::Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
+    let status = child.wait().expect("wait");
+    let mut log = String::new();
+    child.stderr.take().expect("stderr").read_to_string(&mut log).expect("log");
+    assert!(status.success(), "{status:?}: {log}");
+    assert!(log.contains(&format!("listening on unix:{} (from systemd)", socket.display())), "{log}");
+    assert!(socket.exists(), "the socket is systemd's: it stays for the next start");
+    assert!(wait_for(Duration::from_secs(2), || children_of(pid).is_empty()));
+
+    // Without a socket passed in, `systemd` is refused, naming the socket unit.
+    let out = stockade().args(["serve", "--listen", "systemd"]).arg(&config).output().expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("no socket was passed in") && err.contains("stockade.socket"),
+        "{err}"
+    );
+}

@@ -31,7 +31,8 @@ pub struct ConfigFile {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct ServerFile {
-    /// `unix:/PATH` or `tcp:ADDRESS:PORT` (an IP address; IPv6 in brackets).
+    /// `unix:/PATH`, `tcp:ADDRESS:PORT` (an IP address; IPv6 in brackets), or `systemd`: the
+    /// sockets a systemd socket unit passes in (their mode and group are the unit's).
     pub listen: Vec<String>,
     /// The unix socket's mode (TOML octal: `0o660`).
     pub socket_mode: u32,
@@ -153,10 +154,15 @@ pub fn default_runtimes() -> BTreeMap<String, RuntimeFile> {
 pub enum Listen {
     Unix(PathBuf),
     Tcp(SocketAddr),
+    /// The sockets systemd passes in (socket activation).
+    Systemd,
 }
 
 impl Listen {
     pub fn parse(s: &str) -> Result<Listen, String> {
+        if s == "systemd" {
+            return Ok(Listen::Systemd);
+        }
         if let Some(path) = s.strip_prefix("unix:") {
             if !path.starts_with('/') {
                 return Err(format!("{s:?}: the socket path must be absolute"));
@@ -169,7 +175,7 @@ impl Listen {
                 .map(Listen::Tcp)
                 .map_err(|_| format!("{s:?}: not an IP address and port (tcp:127.0.0.1:8787, tcp:[::1]:8787)"));
         }
-        Err(format!("{s:?}: say unix:/PATH or tcp:ADDRESS:PORT"))
+        Err(format!("{s:?}: say unix:/PATH, tcp:ADDRESS:PORT or systemd (the sockets of a socket unit)"))
     }
 }
 
@@ -178,6 +184,7 @@ impl std::fmt::Display for Listen {
         match self {
             Listen::Unix(p) => write!(f, "unix:{}", p.display()),
             Listen::Tcp(a) => write!(f, "tcp:{a}"),
+            Listen::Systemd => write!(f, "systemd"),
         }
     }
 }

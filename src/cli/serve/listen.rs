@@ -19,7 +19,8 @@ use tokio::sync::{Semaphore, watch};
 /// A bound listener.
 #[derive(Debug)]
 pub enum Bound {
-    Unix(UnixListener, PathBuf),
+    /// A unix socket; `owned`: this server made its file (and removes it when it stops).
+    Unix(UnixListener, PathBuf, bool),
     Tcp(TcpListener),
 }
 
@@ -27,7 +28,8 @@ impl Bound {
     /// Where it listens (a TCP port as bound: `tcp:127.0.0.1:0` gets one).
     pub fn describe(&self) -> String {
         match self {
-            Bound::Unix(_, p) => format!("unix:{}", p.display()),
+            Bound::Unix(_, p, true) => format!("unix:{}", p.display()),
+            Bound::Unix(_, p, false) => format!("unix:{} (from systemd)", p.display()),
             Bound::Tcp(l) => l.local_addr().map_or_else(|_| "tcp:?".into(), |a| format!("tcp:{a}")),
         }
     }
@@ -35,8 +37,69 @@ impl Bound {
 
 /// Binds a listener (inside the runtime). A unix socket: its directory is made when missing
 /// (0755); a stale socket left by a server that is gone is replaced, a live one refused; then the
-/// socket gets `mode` and `gid`.
-pub fn bind(l: &Listen, mode: u32, gid: Option<u32>) -> Result<Bound, String> {
+/// socket gets `mode` and `gid`. `systemd`: the sockets `passed` in.
+pub fn bind(l: &Listen, mode: u32, gid: Option<u32>, passed: &mut Vec<Passed>) -> Result<Vec<Bound>, String> {
+    let tokio_err = |e: std::io::Error| format!("systemd: a socket passed in: {e}");
+    match l {
+        Listen::Systemd => passed
+            .drain(..)
+            .map(|p| match p {
+                Passed::Unix(l, path) => Ok(Bound::Unix(UnixListener::from_std(l).map_err(tokio_err)?, path, false)),
+                Passed::Tcp(l) => Ok(Bound::Tcp(TcpListener::from_std(l).map_err(tokio_err)?)),
+            })
+            .collect(),
+        _ => bind_one(l, mode, gid).map(|b| vec![b]),
+    }
+}
+
+/// A listening socket systemd passed in.
+#[derive(Debug)]
+pub enum Passed {
+    Unix(std::os::unix::net::UnixListener, PathBuf),
+    Tcp(std::net::TcpListener),
+}
+
+/// The listening sockets systemd passed to this process (`LISTEN_PID` = this pid, `LISTEN_FDS`
+/// sockets from fd 3), each checked to be a unix or TCP stream socket; a TCP one only with
+/// `tokens`. Called before any thread starts (it unsets the variables).
+pub fn passed_in(tokens: bool) -> Result<Vec<Passed>, String> {
+    let for_us = std::env::var("LISTEN_PID").ok().and_then(|p| p.parse::<u32>().ok()) == Some(std::process::id());
+    if !for_us || std::env::var_os("LISTEN_FDS").is_none() {
+        return Err("systemd: no socket was passed in (LISTEN_FDS, and LISTEN_PID naming this process): start the \
+                    service through its socket unit (contrib/systemd/stockade.socket)"
+            .into());
+    }
+    let mut fds = listenfd::ListenFd::from_env();
+    let mut out = Vec::new();
+    for i in 0..fds.len() {
+        let say = |e: std::io::Error| format!("systemd: socket {i} (fd {}): {e}", i + 3);
+        if let Ok(Some(l)) = fds.take_unix_listener(i) {
+            let path = l.local_addr().map_err(say)?.as_pathname().map(Path::to_path_buf);
+            let path =
+                path.ok_or_else(|| format!("systemd: socket {i} (fd {}) is not a unix socket with a path", i + 3))?;
+            l.set_nonblocking(true).map_err(say)?;
+            out.push(Passed::Unix(l, path));
+        } else if let Ok(Some(l)) = fds.take_tcp_listener(i) {
+            if !tokens {
+                let addr = l.local_addr().map_err(say)?;
+                return Err(format!(
+                    "systemd: socket {i} is TCP ({addr}) and the configuration has no bearer tokens \
+                     (server.tokens-file): refusing it"
+                ));
+            }
+            l.set_nonblocking(true).map_err(say)?;
+            out.push(Passed::Tcp(l));
+        } else {
+            return Err(format!("systemd: socket {i} (fd {}) is not a listening unix or TCP stream socket", i + 3));
+        }
+    }
+    if out.is_empty() {
+        return Err("systemd: LISTEN_FDS names no socket".into());
+    }
+    Ok(out)
+}
+
+fn bind_one(l: &Listen, mode: u32, gid: Option<u32>) -> Result<Bound, String> {
     match l {
         Listen::Unix(path) => {
             let say = |what: &str, e: std::io::Error| format!("{l}: cannot {what}: {e}");
@@ -57,13 +120,14 @@ pub fn bind(l: &Listen, mode: u32, gid: Option<u32>) -> Result<Bound, String> {
             }
             std_listener.set_nonblocking(true).map_err(|e| say("set non-blocking", e))?;
             let listener = UnixListener::from_std(std_listener).map_err(|e| say("listen", e))?;
-            Ok(Bound::Unix(listener, path.clone()))
+            Ok(Bound::Unix(listener, path.clone(), true))
         }
         Listen::Tcp(addr) => {
             let std_listener = std::net::TcpListener::bind(addr).map_err(|e| format!("{l}: cannot bind: {e}"))?;
             std_listener.set_nonblocking(true).map_err(|e| format!("{l}: {e}"))?;
             TcpListener::from_std(std_listener).map(Bound::Tcp).map_err(|e| format!("{l}: cannot listen: {e}"))
         }
+        Listen::Systemd => Err("systemd: not a socket to bind".into()),
     }
 }
 
@@ -109,7 +173,8 @@ pub async fn serve(
             drop(permit);
         });
     }
-    if let Bound::Unix(_, path) = &bound {
+    // systemd keeps its socket for the next start: only a socket this server made is removed.
+    if let Bound::Unix(_, path, true) = &bound {
         let _ = std::fs::remove_file(path);
     }
 }
@@ -117,7 +182,7 @@ pub async fn serve(
 /// One connection, as hyper's I/O (a failed accept is skipped after a short pause).
 async fn accept(bound: &Bound) -> Option<TokioIo<Box<dyn Io>>> {
     let accepted: std::io::Result<Box<dyn Io>> = match bound {
-        Bound::Unix(l, _) => l.accept().await.map(|(s, _)| Box::new(s) as Box<dyn Io>),
+        Bound::Unix(l, ..) => l.accept().await.map(|(s, _)| Box::new(s) as Box<dyn Io>),
         Bound::Tcp(l) => l.accept().await.map(|(s, _)| {
             let _ = s.set_nodelay(true);
             Box::new(s) as Box<dyn Io>

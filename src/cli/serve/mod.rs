@@ -30,7 +30,8 @@ pub struct ServeArgs {
     /// defaults (`--print-config` shows them).
     #[arg(value_name = "CONFIG")]
     pub config: Option<PathBuf>,
-    /// Listen here instead of the configuration's listeners: unix:/PATH or tcp:ADDRESS:PORT
+    /// Listen here instead of the configuration's listeners: unix:/PATH, tcp:ADDRESS:PORT, or
+    /// systemd (the sockets of a socket unit)
     /// (repeatable).
     #[arg(long, value_name = "ADDR")]
     pub listen: Vec<String>,
@@ -71,11 +72,20 @@ pub fn command(args: ServeArgs) -> ExitCode {
     {
         return fail(e);
     }
+    // Sockets systemd passed in: taken before any thread starts.
+    let passed = if !args.check && cfg.listen.contains(&config::Listen::Systemd) {
+        match listen::passed_in(!cfg.tokens.is_empty()) {
+            Ok(p) => p,
+            Err(e) => return fail(format!("serve: {e}")),
+        }
+    } else {
+        Vec::new()
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("stockade-serve").build() {
         Ok(rt) => rt,
         Err(e) => return fail(format!("serve: cannot start the async runtime: {e}")),
     };
-    rt.block_on(serve(cfg, args.check))
+    rt.block_on(serve(cfg, args.check, passed))
 }
 
 /// On cgroup v2, takes the delegated cgroup this process was started in (when it is one): the
@@ -113,7 +123,7 @@ pub(crate) async fn start_engine(config: Option<&std::path::Path>) -> Result<Arc
     Ok(engine)
 }
 
-async fn serve(cfg: config::Config, check: bool) -> ExitCode {
+async fn serve(cfg: config::Config, check: bool, mut passed: Vec<listen::Passed>) -> ExitCode {
     let metrics = Arc::new(metrics::Metrics::new());
     let origin = cfg.origin.clone();
     let engine = match tokio::task::spawn_blocking(move || engine::Engine::new(cfg, metrics)).await {
@@ -136,10 +146,10 @@ async fn serve(cfg: config::Config, check: bool) -> ExitCode {
     let mut bound = Vec::new();
     let mut listeners = Vec::new();
     for l in &c.listen {
-        match listen::bind(l, c.socket_mode, c.socket_gid) {
+        match listen::bind(l, c.socket_mode, c.socket_gid, &mut passed) {
             Ok(b) => {
-                listeners.push(b.describe());
-                bound.push(b);
+                listeners.extend(b.iter().map(listen::Bound::describe));
+                bound.extend(b);
             }
             Err(e) => return fail(format!("serve: {e}")),
         }
