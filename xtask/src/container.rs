@@ -66,7 +66,7 @@ fn is_root() -> bool {
     })
 }
 
-fn which(name: &str) -> Option<PathBuf> {
+pub fn which(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(name)).find(|p| p.is_file())
 }
 
@@ -407,8 +407,18 @@ fn refusals(root: &Path, engine: &Engine) -> Result<(), String> {
     let seccomp = format!("seccomp={}", root.join("contrib/container/seccomp.json").display());
     let relaxed = format!("{}:/etc/stockade/policies:ro", root.join("contrib/container/no-cgroups").display());
     let cases: [(&str, Vec<&str>, &str, &str); 3] = [
-        ("the runtime's default seccomp profile", vec!["-v", &relaxed], "/usr/bin/stockade", "contrib/container/seccomp.json"),
-        ("/proc masked", vec!["--security-opt", &seccomp, "-v", &relaxed], "/usr/bin/stockade", "systempaths=unconfined"),
+        (
+            "the runtime's default seccomp profile",
+            vec!["-v", &relaxed],
+            "/usr/bin/stockade",
+            "contrib/container/seccomp.json",
+        ),
+        (
+            "/proc masked",
+            vec!["--security-opt", &seccomp, "-v", &relaxed],
+            "/usr/bin/stockade",
+            "systempaths=unconfined",
+        ),
         (
             "a read-only cgroup filesystem",
             vec!["--security-opt", &seccomp, "--security-opt", "systempaths=unconfined"],

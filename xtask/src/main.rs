@@ -21,7 +21,10 @@
 //!   where libFuzzer left the input (copy it to fuzz/regressions/TARGET/ once fixed).
 //! - `seccomp-profiles [--check]`: the container seccomp profiles from the runtime's default
 //!   (xtask/src/seccomp.rs says each addition).
-//! - `container [--allow-skip] [--build-only]`: the container image from the static binary, run
+//! - `scale [--allow-skip]`: three servers behind HAProxy on loopback, driven through the Python
+//!   SDK: runs spread, a killed replica and a drained one cost only the runs in flight on the
+//!   killed one (xtask/scale.py).
+//! - `container [--allow-skip] [--context]`: the container image from the static binary, run
 //!   by a private Docker engine with the documented line; Python, JS and the escape suite's
 //!   network and filesystem attacks through it; nothing left (xtask/src/container.rs).
 //! - `man [DIR]`, `completions [DIR]`: man pages and shell completions generated from the CLI's
@@ -427,6 +430,44 @@ fn load(args: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+fn scale(args: &[String]) -> Result<(), String> {
+    let root = root();
+    let Some(haproxy) =
+        container::which("haproxy").or_else(|| Some(PathBuf::from("/usr/sbin/haproxy")).filter(|p| p.is_file()))
+    else {
+        let why = "no haproxy here (apt-get install haproxy)";
+        return if args.iter().any(|a| a == "--allow-skip") {
+            println!("scale: SKIPPED: {why}");
+            Ok(())
+        } else {
+            Err(why.into())
+        };
+    };
+    run(Command::new("cargo").current_dir(&root).args(["build", "--quiet", "--bin", "stockade"]))?;
+    let bin = root.join("target/debug/stockade");
+    let guests = guest_dir(&bin).ok_or("the replicas need the Wasm guests (stockade guest install)")?;
+    // The SDK, as a user installs it, in the venv the CI's SDK tests use.
+    let venv = root.join("target/sdk-venv");
+    if !venv.join("bin/python").is_file() {
+        run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    }
+    run(Command::new(venv.join("bin/pip")).args(["install", "--quiet"]).arg(root.join("python")))?;
+    let dir = PathBuf::from(format!("/tmp/stockade-scale-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let result = run(Command::new(venv.join("bin/python"))
+        .arg(root.join("xtask/scale.py"))
+        .arg("--stockade")
+        .arg(&bin)
+        .arg("--guests")
+        .arg(&guests)
+        .arg("--haproxy")
+        .arg(&haproxy)
+        .arg("--dir")
+        .arg(&dir));
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
@@ -439,11 +480,12 @@ fn main() -> ExitCode {
         Some("fuzz") => fuzz(&args[1..]),
         Some("seccomp-profiles") => seccomp::profiles(&root(), &args[1..]),
         Some("container") => container::test(&root(), &args[1..]),
+        Some("scale") => scale(&args[1..]),
         Some("man") => man(&args[1..]),
         Some("completions") => completions(&args[1..]),
         _ => Err("usage: cargo xtask bench [--rounds N] [--spaced-ms MS] [--no-serve | --serve-only] | vm-test [--allow-skip] | build-static | \
                   man [DIR] | completions [DIR] | escape | soak [--runs N] [--workers W] [--seed S] [--release] | load [--requests N] [--concurrency C] [--release] | \
-                  fuzz [--secs N] [TARGET...] | seccomp-profiles [--check] | container [--allow-skip] [--build-only]"
+                  fuzz [--secs N] [TARGET...] | seccomp-profiles [--check] | container [--allow-skip] [--context] | scale [--allow-skip]"
             .into()),
     };
     match result {

@@ -174,7 +174,9 @@ class Stream:
 def unreachable(e: httpx.TransportError) -> ServerUnavailable:
     if isinstance(e, httpx.TimeoutException) and not isinstance(e, httpx.ConnectTimeout):
         return ServerUnavailable(f"no answer within the client's timeout (the run may have happened): {e!r}")
-    return ServerUnavailable(f"cannot reach the server: {e}")
+    if isinstance(e, (httpx.ConnectError, httpx.ConnectTimeout)):
+        return ServerUnavailable(f"cannot reach the server: {e}")
+    return ServerUnavailable(f"the connection was lost after the request was sent (the run may have happened): {e}")
 
 
 def event(line: bytes) -> Union[Output, Dict[str, Any], None]:
