@@ -28,6 +28,25 @@ const IMAGE: &str = "stockade:0.1.0";
 const ATTACK_IMAGE: &str = "stockade-escape:test";
 const ATTACKS: [&str; 3] = ["net", "read_files", "write_files"];
 
+/// The options of the documented line (README.md, docs/deploy.md): what `run_line` uses.
+const DOCUMENTED: [&str; 4] = [
+    "--security-opt seccomp=contrib/container/seccomp.json",
+    "--security-opt systempaths=unconfined",
+    "--cgroupns=private --security-opt writable-cgroups=true",
+    "contrib/container/no-cgroups:/etc/stockade/policies:ro",
+];
+
+/// The README and docs/deploy.md show the line this test runs.
+fn documented(root: &Path) -> Result<(), String> {
+    for doc in ["README.md", "docs/deploy.md"] {
+        let text = std::fs::read_to_string(root.join(doc)).map_err(|e| format!("{doc}: {e}"))?;
+        if let Some(missing) = DOCUMENTED.iter().find(|o| !text.contains(*o)) {
+            return Err(format!("{doc} does not show the container line's `{missing}`"));
+        }
+    }
+    Ok(())
+}
+
 pub fn test(root: &Path, args: &[String]) -> Result<(), String> {
     let allow_skip = args.iter().any(|a| a == "--allow-skip");
     let skip = |why: String| -> Result<(), String> {
@@ -38,6 +57,7 @@ pub fn test(root: &Path, args: &[String]) -> Result<(), String> {
             Err(why)
         }
     };
+    documented(root)?;
     let ctx = context(root)?;
     if args.iter().any(|a| a == "--context") {
         println!("build context: {}", ctx.display());

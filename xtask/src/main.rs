@@ -24,6 +24,8 @@
 //! - `scale [--allow-skip]`: three servers behind HAProxy on loopback, driven through the Python
 //!   SDK: runs spread, a killed replica and a drained one cost only the runs in flight on the
 //!   killed one (xtask/scale.py).
+//! - `k8s-validate`: the Kubernetes manifests against the published schemas, offline
+//!   (xtask/k8s-validate.sh: yamllint and kubernetes-validate from PyPI in target/k8s-venv).
 //! - `container [--allow-skip] [--context]`: the container image from the static binary, run
 //!   by a private Docker engine with the documented line; Python, JS and the escape suite's
 //!   network and filesystem attacks through it; nothing left (xtask/src/container.rs).
@@ -481,11 +483,12 @@ fn main() -> ExitCode {
         Some("seccomp-profiles") => seccomp::profiles(&root(), &args[1..]),
         Some("container") => container::test(&root(), &args[1..]),
         Some("scale") => scale(&args[1..]),
+        Some("k8s-validate") => run(Command::new(root().join("xtask/k8s-validate.sh")).current_dir(root())),
         Some("man") => man(&args[1..]),
         Some("completions") => completions(&args[1..]),
         _ => Err("usage: cargo xtask bench [--rounds N] [--spaced-ms MS] [--no-serve | --serve-only] | vm-test [--allow-skip] | build-static | \
                   man [DIR] | completions [DIR] | escape | soak [--runs N] [--workers W] [--seed S] [--release] | load [--requests N] [--concurrency C] [--release] | \
-                  fuzz [--secs N] [TARGET...] | seccomp-profiles [--check] | container [--allow-skip] [--context] | scale [--allow-skip]"
+                  fuzz [--secs N] [TARGET...] | seccomp-profiles [--check] | container [--allow-skip] [--context] | scale [--allow-skip] | k8s-validate"
             .into()),
     };
     match result {
