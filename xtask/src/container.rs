@@ -9,7 +9,11 @@
 //!    write_files.c) as runtimes of the same server, the container on the host's network so that
 //!    only the jail stands between a run and the host's listeners; each attack first run in the
 //!    container outside a jail (`docker exec`), where it must work;
-//! 3. `docker stop`: the server drains and exits 0, its socket gone.
+//! 3. `docker stop`: the server drains and exits 0, its socket gone;
+//! 4. with a second engine that puts its containers in user namespaces (`--userns-remap`, what
+//!    Kubernetes' `hostUsers: false` gives a pod; /etc/subuid and /etc/subgid get a range for the
+//!    test and are put back as they were): the shipped owner uids refused there, naming the key;
+//!    the Kubernetes manifest's serve.toml and policy, on a read-only root, serving Python and JS.
 //!
 //! Then it stops the engine and checks that nothing is left: no container, no process, no cgroup, no
 //! mount of the engine's. With `--context`, only writes the build context and prints the
@@ -70,14 +74,142 @@ pub fn test(root: &Path, args: &[String]) -> Result<(), String> {
     if which("dockerd").is_none() || which("docker").is_none() {
         return skip("no Docker engine here (apt-get install docker.io)".into());
     }
-    let engine = match Engine::start() {
+    let engine = match Engine::start("docker", &[]) {
         Ok(e) => e,
         Err(e) => return skip(format!("the Docker engine does not start here: {e}")),
     };
     let result = scenario(root, &engine, &ctx);
     let left = engine.stop();
     result?;
+    left?;
+    // A user-namespaced container: what Kubernetes' `hostUsers: false` gives a pod.
+    let ids = SubIds::add()?;
+    let engine = Engine::start("docker-userns", &["--userns-remap=nobody:nogroup"])?;
+    let result = kubernetes_like(root, &engine, &ctx);
+    let left = engine.stop();
+    drop(ids);
+    result?;
     left
+}
+
+/// The subordinate ids Docker's `--userns-remap=nobody:nogroup` maps its containers' 0-65535 to,
+/// added to /etc/subuid and /etc/subgid for the test and put back as they were after it.
+struct SubIds {
+    saved: Vec<(&'static str, Option<String>)>,
+}
+
+/// The host ids the user-namespaced containers get: far from any login's and from the owner uids.
+const SUBIDS_FIRST: u32 = 0x6000_0000;
+
+impl SubIds {
+    fn add() -> Result<SubIds, String> {
+        let mut ids = SubIds { saved: Vec::new() };
+        for file in ["/etc/subuid", "/etc/subgid"] {
+            let before = std::fs::read_to_string(file).ok();
+            ids.saved.push((file, before.clone()));
+            let mut text = before.unwrap_or_default();
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&format!("nobody:{SUBIDS_FIRST}:65536\n"));
+            std::fs::write(file, text).map_err(|e| format!("{file}: {e}"))?;
+        }
+        Ok(ids)
+    }
+}
+
+impl Drop for SubIds {
+    fn drop(&mut self) {
+        for (file, before) in &self.saved {
+            let _ = match before {
+                Some(text) => std::fs::write(file, text),
+                None => std::fs::remove_file(file),
+            };
+        }
+    }
+}
+
+/// One entry of the Kubernetes manifest's ConfigMap (`  KEY: |` and its indented lines).
+fn configmap_entry(yaml: &str, key: &str) -> Result<String, String> {
+    let head = format!("  {key}: |");
+    let mut lines = yaml.lines().skip_while(|l| *l != head);
+    lines.next().ok_or(format!("contrib/kubernetes/stockade.yaml: no ConfigMap entry {key}"))?;
+    let body: Vec<&str> = lines
+        .take_while(|l| l.is_empty() || l.starts_with("    "))
+        .map(|l| l.strip_prefix("    ").unwrap_or(l))
+        .collect();
+    Ok(body.join("\n") + "\n")
+}
+
+/// The Kubernetes manifest's configuration and policy in a user-namespaced container (Docker's
+/// `--userns-remap`: root inside is an unprivileged host uid, as in a `hostUsers: false` pod):
+/// runs through its server, every layer enforced but the cgroup; and the shipped owner uids
+/// refused there, naming the key the manifest sets.
+fn kubernetes_like(root: &Path, engine: &Engine, ctx: &Path) -> Result<(), String> {
+    println!("user-namespaced container (dockerd --userns-remap: uid 0 inside is host uid {SUBIDS_FIRST}):");
+    let containerfile = root.join("contrib/container/Containerfile").display().to_string();
+    engine.docker(&["build", "-q", "-t", IMAGE, "-f", &containerfile, &ctx.display().to_string()])?;
+    let yaml = std::fs::read_to_string(root.join("contrib/kubernetes/stockade.yaml")).map_err(|e| e.to_string())?;
+    let k8s = engine.dir.join("k8s");
+    for d in ["policies", "tokens", "run"] {
+        std::fs::create_dir_all(k8s.join(d)).map_err(|e| e.to_string())?;
+    }
+    std::fs::write(k8s.join("serve.toml"), configmap_entry(&yaml, "serve.toml")?).map_err(|e| e.to_string())?;
+    std::fs::write(k8s.join("policies/default.toml"), configmap_entry(&yaml, "policy-default.toml")?)
+        .map_err(|e| e.to_string())?;
+    // What the Secret's volume gives the pod: the tokens file, 0600, owned by root inside.
+    std::fs::write(k8s.join("tokens/tokens"), "0123456789abcdef0123456789abcdef\n").map_err(|e| e.to_string())?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(k8s.join("tokens/tokens"), std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| e.to_string())?;
+    for p in ["tokens", "tokens/tokens", "run"] {
+        std::os::unix::fs::chown(k8s.join(p), Some(SUBIDS_FIRST), Some(SUBIDS_FIRST)).map_err(|e| e.to_string())?;
+    }
+    let seccomp = format!("seccomp={}", root.join("contrib/container/seccomp.json").display());
+    // The shipped owner uids are not mapped in such a container: refused, naming the key.
+    let relaxed = format!("{}:/etc/stockade/policies:ro", root.join("contrib/container/no-cgroups").display());
+    let out = engine
+        .command(&["run", "--rm", "--network", "none", "--tmpfs", "/run/stockade", "--security-opt", &seccomp])
+        .args(["--security-opt", "systempaths=unconfined", "-v", &relaxed, "--entrypoint", "/usr/bin/stockade", IMAGE])
+        .args(["run", "--policy", "/etc/stockade/policies/default.toml", "--python", "print(1)"])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() || !said.contains("identity.owner-uid-first") {
+        return Err(format!("the shipped owner uids in a user-namespaced container should be refused: {said}"));
+    }
+    println!("  the shipped policy's owner uids: refused, naming identity.owner-uid-first");
+    // The manifest's serve.toml and policy; a unix socket instead of TCP 8080 (no network here).
+    let mut line: Vec<String> =
+        ["run", "-d", "--name", "stockade-k8s", "--network", "none", "--security-opt", &seccomp]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    line.extend(["--security-opt".into(), "systempaths=unconfined".into(), "--read-only".into()]);
+    line.extend(["--tmpfs".into(), "/tmp".into()]);
+    for (host, inside) in [
+        ("serve.toml", "/etc/stockade/serve.toml:ro"),
+        ("policies", "/etc/stockade/policies:ro"),
+        ("tokens", "/etc/stockade/tokens:ro"),
+        ("run", "/run/stockade"),
+    ] {
+        line.extend(["-v".into(), format!("{}:{inside}", k8s.join(host).display())]);
+    }
+    for a in ["--entrypoint", "/usr/bin/stockade", IMAGE, "serve", "/etc/stockade/serve.toml", "--listen"] {
+        line.push(a.into());
+    }
+    line.push("unix:/run/stockade/api.sock".into());
+    let server = Server::start(engine, &line, "stockade-k8s", &k8s.join("run"))?;
+    for (runtime, code) in [("python", "print(6 * 7)"), ("javascript", "console.log(6 * 7)")] {
+        let report = server.run(json!({"runtime": runtime, "code": code}))?;
+        if report["status"] != "ok" || report["stdout"]["text"] != "42\n" {
+            return Err(format!("{runtime}: {report}"));
+        }
+        check_layers(runtime, &report, true)?;
+    }
+    server.stop()?;
+    engine.docker(&["rmi", IMAGE])?;
+    Ok(())
 }
 
 fn is_root() -> bool {
@@ -135,12 +267,13 @@ struct Engine {
 }
 
 impl Engine {
-    fn start() -> Result<Engine, String> {
+    /// `name`: its directory's and cgroup's; `extra`: more dockerd options.
+    fn start(name: &str, extra: &[&str]) -> Result<Engine, String> {
         // A short path: the engine's sockets live below it (108-byte limit on socket paths).
-        let dir = PathBuf::from(format!("/tmp/stockade-docker-{}", std::process::id()));
+        let dir = PathBuf::from(format!("/tmp/stockade-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let own = own_cgroup();
-        let cgroup = format!("{}/docker", own.trim_end_matches('/'));
+        let cgroup = format!("{}/{name}", own.trim_end_matches('/'));
         let socket = dir.join("docker.sock");
         let log = std::fs::File::create(dir.join("dockerd.log")).map_err(|e| e.to_string())?;
         let made_run_docker = !Path::new("/run/docker").exists();
@@ -151,6 +284,7 @@ impl Engine {
             .arg(format!("--pidfile={}", dir.join("dockerd.pid").display()))
             .arg(format!("--host=unix://{}", socket.display()))
             .arg(format!("--cgroup-parent={cgroup}"))
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone().map_err(|e| e.to_string())?)
             .stderr(log)
