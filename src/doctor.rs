@@ -62,8 +62,13 @@ pub fn host_checks(probe: bool, guest_dir: Option<&Path>) -> Vec<Check> {
             "namespaces",
             Verdict::Fail,
             format!(
-                "clone3 refused the {ns} namespace{}",
-                if restrictions.is_empty() { String::new() } else { format!(": {}", restrictions.join("; ")) }
+                "clone3 refused the {ns} namespace{}{}",
+                if restrictions.is_empty() { String::new() } else { format!(": {}", restrictions.join("; ")) },
+                if crate::host::under_seccomp_filter() {
+                    format!("; {}", crate::host::SECCOMP_HINT)
+                } else {
+                    String::new()
+                }
             ),
         ),
         (None, true) => check(
@@ -84,6 +89,24 @@ pub fn host_checks(probe: bool, guest_dir: Option<&Path>) -> Vec<Check> {
                 restrictions.join("; ") + if root { " (root is not affected)" } else { "" }
             ),
         ),
+    });
+
+    let hidden = crate::host::proc_overmounts();
+    out.push(if hidden.is_empty() {
+        check("proc", Verdict::Ok, "nothing hides part of /proc: a jail may mount its own")
+    } else {
+        let shown: Vec<&str> = hidden.iter().take(4).map(String::as_str).collect();
+        check(
+            "proc",
+            Verdict::Fail,
+            format!(
+                "{} mount(s) hide part of /proc ({}{}): policies with filesystem.proc other than \"none\" are refused; {}",
+                hidden.len(),
+                shown.join(", "),
+                if hidden.len() > shown.len() { ", ..." } else { "" },
+                crate::host::PROC_HINT
+            ),
+        )
     });
 
     let abi = crate::sys::landlock_abi();

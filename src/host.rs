@@ -52,6 +52,24 @@ pub(crate) fn under_seccomp_filter() -> bool {
         .is_ok_and(|s| s.lines().any(|l| l.strip_prefix("Seccomp:").is_some_and(|v| v.trim() != "0")))
 }
 
+/// Mounts that hide parts of this process's `/proc` (a container's masked paths, systemd's
+/// ProtectKernelTunables=): with any, the kernel refuses a fresh procfs in a new user namespace.
+/// Mounts on the permanently empty directories procfs keeps for them (binfmt_misc, nfsd) do not
+/// count.
+pub fn proc_overmounts() -> Vec<String> {
+    overmounts(&std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default())
+}
+
+fn overmounts(mountinfo: &str) -> Vec<String> {
+    const EMPTY_DIRS: [&str; 2] = ["/proc/sys/fs/binfmt_misc", "/proc/fs/nfsd"];
+    mountinfo
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| m.starts_with("/proc/") && !EMPTY_DIRS.contains(m))
+        .map(str::to_string)
+        .collect()
+}
+
 /// What to change when a seccomp filter around stockade refuses a call a jail needs.
 pub(crate) const SECCOMP_HINT: &str = "a seccomp filter around stockade refused it (a container runtime's default \
      profile refuses what jails are built with): run the container with contrib/container/seccomp.json \
@@ -66,3 +84,19 @@ pub(crate) const PROC_HINT: &str = "the /proc stockade sees has hidden or read-o
      docker: --security-opt systempaths=unconfined; podman: --security-opt unmask=ALL; Kubernetes: \
      securityContext.procMount: Unmasked (with hostUsers: false); on an AppArmor host also \
      --security-opt apparmor=unconfined (docker-default denies mount); or set filesystem.proc = \"none\"";
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn overmounts_of_proc_are_what_hides_part_of_it() {
+        let docker = "\
+22 21 0:21 / /proc rw,nosuid - proc proc rw
+23 22 0:5 /null /proc/kcore rw - devtmpfs udev rw
+24 22 0:22 / /proc/acpi ro - tmpfs tmpfs ro
+25 22 0:21 /sys /proc/sys ro - proc proc rw
+26 22 0:23 / /proc/sys/fs/binfmt_misc rw - binfmt_misc binfmt_misc rw
+27 21 0:24 / /procfoo rw - tmpfs tmpfs rw";
+        assert_eq!(super::overmounts(docker), ["/proc/kcore", "/proc/acpi", "/proc/sys"]);
+        assert!(super::overmounts("22 21 0:21 / /proc rw - proc proc rw").is_empty());
+    }
+}

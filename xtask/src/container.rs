@@ -598,6 +598,33 @@ fn refusals(root: &Path, engine: &Engine) -> Result<(), String> {
         let at = line.find(named).unwrap_or(0);
         println!("  refused with {what}: ...{}...", &line[at.saturating_sub(60)..(at + named.len()).min(line.len())]);
     }
+    // `stockade doctor` in a container with the engine's defaults names both settings; with the
+    // documented options its namespaces and proc checks pass.
+    for (opts, want) in [
+        (vec![], ["clone3 refused", "contrib/container/seccomp.json", "hide part of /proc", "systempaths=unconfined"]),
+        (
+            vec!["--security-opt", seccomp.as_str(), "--security-opt", "systempaths=unconfined"],
+            ["ok    namespaces", "ok    proc", "ok    landlock", "ok    seccomp"],
+        ),
+    ] {
+        let mut args = vec!["run", "--rm", "--network", "none", "--entrypoint", "/usr/bin/stockade"];
+        args.extend(opts.iter().copied());
+        args.extend([IMAGE, "doctor"]);
+        let out = engine.command(&args).output().map_err(|e| e.to_string())?;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if let Some(missing) = want.iter().find(|w| !text.contains(*w)) {
+            return Err(format!("stockade doctor in a container ({}) should say `{missing}`:\n{text}", opts.join(" ")));
+        }
+        println!(
+            "  stockade doctor, {}: {}",
+            if opts.is_empty() { "the engine's defaults" } else { "the documented options" },
+            if opts.is_empty() {
+                "namespaces and proc fail, naming the profile and systempaths=unconfined"
+            } else {
+                "namespaces, proc, landlock, seccomp ok"
+            }
+        );
+    }
     // Each call the profile adds to the default is needed: without it, a run is refused.
     let mut needed = Vec::new();
     for call in super::seccomp::added_calls() {
