@@ -481,8 +481,9 @@ fn the_openapi_file_is_the_generated_one() {
 
 /// Socket activation: started by `systemd-socket-activate` (systemd's own tool for the socket
 /// unit protocol: LISTEN_FDS, LISTEN_PID, the socket at fd 3), the server serves on the socket it
-/// was given, leaves it in place when it stops (it is systemd's), and refuses `systemd` when no
-/// socket was passed.
+/// was given, tells systemd it is ready and then stopping (NOTIFY_SOCKET, Type=notify), leaves the
+/// socket in place when it stops (it is systemd's), and refuses `systemd` when no socket was
+/// passed.
 #[test]
 fn socket_activation_serves_on_the_socket_systemd_passes() {
     let activate = std::path::Path::new("/usr/bin/systemd-socket-activate");
@@ -494,24 +495,48 @@ fn socket_activation_serves_on_the_socket_systemd_passes() {
     let socket = dir.path().join("api.sock");
     let config = dir.path().join("serve.toml");
     std::fs::write(&config, format!("version = 1\n[server]\nlisten = [\"systemd\"]\n{RUNTIMES}")).expect("config");
+    let notify_path = dir.path().join("notify");
+    let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).expect("notify socket");
+    notify.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    let said = |notify: &std::os::unix::net::UnixDatagram| {
+        let mut buf = [0u8; 256];
+        let n = notify.recv(&mut buf).expect("a notification");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    // systemd-socket-activate passes on only the variables it is told to (-E).
     let mut child = std::process::Command::new(activate)
+        .arg("-E")
+        .arg(format!("NOTIFY_SOCKET={}", notify_path.display()))
         .arg("-l")
         .arg(&socket)
         .arg(stockade_bin())
         .arg("serve")
         .arg(&config)
         .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("systemd-socket-activate");
+    // A failed assertion must not leave the server running.
+    struct Reap(u32);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            if std::fs::read(format!("/proc/{}/cmdline", self.0)).is_ok_and(|c| c.windows(5).any(|w| w == b"serve")) {
+                let _ = std::process::Command::new("kill").arg("-KILL").arg(self.0.to_string()).status();
+            }
+        }
+    }
+    let _reap = Reap(child.id());
     assert!(wait_for(Duration::from_secs(10), || socket.exists()), "the socket is made");
     // The first connection starts the server (exec: the same pid), which serves it.
     let r = post_run(&socket, &json!({"runtime": "python", "code": "print(6 * 7)"}));
     assert_eq!((r.status, r.json()["stdout"]["text"].as_str()), (200, Some("42\n")), "{}", r.json());
+    assert_eq!(said(&notify), "READY=1\n");
     let r = post_run(&socket, &json!({"runtime": "javascript", "code": "console.log(7 * 6)"}));
     assert_eq!(r.json()["stdout"]["text"], "42\n");
     let pid = child.id();
     let _ = std::process::Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
+    assert_eq!(said(&notify), "STOPPING=1\n");
     let status = child.wait().expect("wait");
     let mut log = String::new();
     child.stderr.take().expect("stderr").read_to_string(&mut log).expect("log");

@@ -177,12 +177,18 @@ async fn serve(cfg: config::Config, check: bool, mut passed: Vec<listen::Passed>
         )));
     }
     eprintln!("stockade serve: listening on {}; runtimes: {}", listeners.join(", "), runtimes.join(", "));
+    // Under systemd (Type=notify), the service is started now; elsewhere NOTIFY_SOCKET is unset and
+    // this does nothing. A jail never sees the variable (its environment is the policy's).
+    if let Err(e) = sd_notify::notify(&[sd_notify::NotifyState::Ready]) {
+        eprintln!("stockade serve: cannot tell systemd it is ready (NOTIFY_SOCKET): {e}");
+    }
 
     let signal = match wait_for_stop().await {
         Ok(s) => s,
         Err(e) => return fail(format!("serve: cannot wait for signals: {e}")),
     };
     eprintln!("stockade serve: {signal}: draining (at most {} ms)", c.drain_timeout.as_millis());
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     let _ = stop_tx.send(true);
     for l in loops {
         let _ = l.await;
