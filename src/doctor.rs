@@ -64,7 +64,7 @@ pub fn host_checks(probe: bool, guest_dir: Option<&Path>) -> Vec<Check> {
             format!(
                 "clone3 refused the {ns} namespace{}{}",
                 if restrictions.is_empty() { String::new() } else { format!(": {}", restrictions.join("; ")) },
-                if crate::host::under_seccomp_filter() {
+                if restrictions.is_empty() && crate::host::under_seccomp_filter() {
                     format!("; {}", crate::host::SECCOMP_HINT)
                 } else {
                     String::new()
@@ -100,7 +100,7 @@ pub fn host_checks(probe: bool, guest_dir: Option<&Path>) -> Vec<Check> {
             "proc",
             Verdict::Fail,
             format!(
-                "{} mount(s) hide part of /proc ({}{}): policies with filesystem.proc other than \"none\" are refused; {}",
+                "{} mount(s) hide part of /proc ({}{}): runs in a user namespace with filesystem.proc other than \"none\" are refused; {}",
                 hidden.len(),
                 shown.join(", "),
                 if hidden.len() > shown.len() { ", ..." } else { "" },

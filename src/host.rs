@@ -61,7 +61,7 @@ pub fn proc_overmounts() -> Vec<String> {
 }
 
 fn overmounts(mountinfo: &str) -> Vec<String> {
-    const EMPTY_DIRS: [&str; 2] = ["/proc/sys/fs/binfmt_misc", "/proc/fs/nfsd"];
+    const EMPTY_DIRS: [&str; 4] = ["/proc/sys/fs/binfmt_misc", "/proc/fs/nfsd", "/proc/xen", "/proc/openprom"];
     mountinfo
         .lines()
         .filter_map(|l| l.split(' ').nth(4))
@@ -71,16 +71,16 @@ fn overmounts(mountinfo: &str) -> Vec<String> {
 }
 
 /// What to change when a seccomp filter around stockade refuses a call a jail needs.
-pub(crate) const SECCOMP_HINT: &str = "a seccomp filter around stockade refused it (a container runtime's default \
-     profile refuses what jails are built with): run the container with contrib/container/seccomp.json \
-     (docker/podman: --security-opt seccomp=seccomp.json; Kubernetes: seccompProfile type Localhost with \
-     contrib/kubernetes/seccomp.json); under systemd, no RestrictNamespaces=yes, ProtectHostname= or \
-     SystemCallFilter= allow-list";
+pub(crate) const SECCOMP_HINT: &str = "stockade runs under a seccomp filter it did not install (a container's or \
+     systemd's); if that filter refused this step (a container runtime's default profile refuses what jails are \
+     built with): run the container with contrib/container/seccomp.json (docker/podman: --security-opt \
+     seccomp=seccomp.json; Kubernetes: seccompProfile type Localhost with contrib/kubernetes/seccomp.json); \
+     under systemd, no RestrictNamespaces=yes, ProtectHostname= or SystemCallFilter= allow-list";
 
 /// What to change when the kernel refuses a fresh /proc because parts of the one around are
-/// hidden (a container's masked paths, systemd's ProtectKernelTunables=/ProtectProc=).
+/// hidden (a container's masked paths, systemd's ProtectKernelTunables=/ProtectKernelLogs=).
 pub(crate) const PROC_HINT: &str = "the /proc stockade sees has hidden or read-only parts (a container's \
-     masked paths, or systemd's ProtectKernelTunables=/ProcSubset=), and the kernel then refuses a fresh one: \
+     masked paths, or systemd's ProtectKernelTunables=/ProtectKernelLogs=), and the kernel then refuses a fresh one: \
      docker: --security-opt systempaths=unconfined; podman: --security-opt unmask=ALL; Kubernetes: \
      securityContext.procMount: Unmasked (with hostUsers: false); on an AppArmor host also \
      --security-opt apparmor=unconfined (docker-default denies mount); or set filesystem.proc = \"none\"";

@@ -545,6 +545,31 @@ fn socket_activation_serves_on_the_socket_systemd_passes() {
     assert!(socket.exists(), "the socket is systemd's: it stays for the next start");
     assert!(wait_for(Duration::from_secs(2), || children_of(pid).is_empty()));
 
+    // A unit with Accept=yes passes a connection, not a listener: refused, saying so.
+    let accepting = dir.path().join("accept.sock");
+    let mut child = std::process::Command::new(activate)
+        .args(["--accept", "-l"])
+        .arg(&accepting)
+        .arg(stockade_bin())
+        .arg("serve")
+        .arg(&config)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("systemd-socket-activate --accept");
+    let _reap_accepting = Reap(child.id());
+    assert!(wait_for(Duration::from_secs(10), || accepting.exists()), "the socket is made");
+    let mut conn = std::os::unix::net::UnixStream::connect(&accepting).expect("connect");
+    conn.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    let mut rest = Vec::new();
+    let _ = conn.read_to_end(&mut rest); // closed by the server as it refuses
+    let _ = std::process::Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    let _ = child.wait();
+    let mut log = String::new();
+    child.stderr.take().expect("stderr").read_to_string(&mut log).expect("log");
+    assert!(log.contains("is not listening (Accept=yes?)"), "{log}");
+
     // Without a socket passed in, `systemd` is refused, naming the socket unit.
     let out = stockade().args(["serve", "--listen", "systemd"]).arg(&config).output().expect("run");
     let err = String::from_utf8_lossy(&out.stderr);

@@ -188,12 +188,21 @@ impl Plan {
         let securebits = owner
             .map(|o| sys::thread_become_owner(o.uid).map_err(|errno| IdentityError::BecomeOwner { uid: o.uid, errno }))
             .transpose()?;
-        let restore = || securebits.map_or(Ok(()), sys::thread_restore_root);
+        // A thread that cannot take root's uid back would go on with another's credentials: that
+        // cannot be undone, so the process ends (fail closed) rather than carry on.
+        let restore = || {
+            if let Some(bits) = securebits
+                && let Err(errno) = sys::thread_restore_root(bits)
+            {
+                eprintln!("stockade: cannot take back root's uid after a clone ({errno}): aborting");
+                std::process::abort();
+            }
+        };
         let (pid, pidfd) =
             match sys::clone_into(flags, leaf.and_then(Leaf::clone_fd), || child::enter(args, &mut spawn_stack)) {
                 Ok(child) => child,
                 Err(errno) => {
-                    let _ = restore();
+                    restore();
                     return Err(self.clone_error(errno));
                 }
             };
@@ -201,9 +210,8 @@ impl Plan {
         // cgroup2 leaf it was born in): its id maps, written as the namespace's owner. Without
         // CAP_SYS_ADMIN (a container's root) only the owner may write them.
         let maps = self.id.write_maps(pid).map_err(Error::from);
-        let restored =
-            restore().map_err(|errno| Error::Supervisor { what: "take back root's uid after the clone", errno });
-        if let Err(e) = maps.and(restored) {
+        restore();
+        if let Err(e) = maps {
             kill_run(pid, pidfd.as_fd(), leaf, self.policy.namespaces.pid);
             let _ = sys::waitid_pidfd(pidfd.as_fd());
             return Err(e);

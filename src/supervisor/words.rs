@@ -20,11 +20,12 @@ impl Plan {
                  user.max_user_namespaces, AppArmor's kernel.apparmor_restrict_unprivileged_userns, or a container's \
                  seccomp profile)"
             }
-            libc::ENOSYS => {
+            libc::ENOSYS if crate::host::under_seccomp_filter() => {
                 "; clone3 is refused by a seccomp filter around stockade (the default profiles of Docker and \
                  containerd answer ENOSYS to it): run the container with contrib/container/seccomp.json \
                  (docker/podman: --security-opt seccomp=seccomp.json; Kubernetes: seccompProfile type Localhost)"
             }
+            libc::ENOSYS => "; this kernel (or the sandbox stockade runs in, such as gVisor) has no clone3",
             libc::EPERM if self.ns.clone_flags & libc::CLONE_NEWUSER as u64 == 0 => {
                 "; creating namespaces needs root or a user namespace (namespaces.user = true)"
             }
@@ -87,10 +88,18 @@ impl Plan {
         }
         let proc =
             f.stage == Stage::Filesystem && matches!(self.fs.ops.get(f.detail as usize), Some(MountOp::Proc { .. }));
-        if proc {
+        if proc && !crate::host::proc_overmounts().is_empty() {
             return Some(crate::host::PROC_HINT);
         }
-        let refusable = matches!(f.stage, Stage::Filesystem | Stage::Hostname | Stage::Session | Stage::Cgroup);
+        // The steps a container's default profile refuses (with EPERM, its default errno): the
+        // mounts, the names, the keyring, the cgroup namespace entered after the v1 moves.
+        let refusable = f.errno.0 == libc::EPERM
+            && match f.stage {
+                Stage::Filesystem | Stage::Hostname => true,
+                Stage::Session => f.detail == crate::layers::session::STEP_KEYRING,
+                Stage::Cgroup => f.detail as usize >= self.cgroup.v1_leaves(),
+                _ => false,
+            };
         (refusable && crate::host::under_seccomp_filter()).then_some(crate::host::SECCOMP_HINT)
     }
 }

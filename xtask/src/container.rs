@@ -82,20 +82,26 @@ pub fn test(root: &Path, args: &[String]) -> Result<(), String> {
     let left = engine.stop();
     result?;
     left?;
-    // A user-namespaced container: what Kubernetes' `hostUsers: false` gives a pod.
+    // A user-namespaced container: what Kubernetes' `hostUsers: false` gives a pod. dockerd reads
+    // the subordinate ids once, at start: they are taken out again as soon as it answers.
     let ids = SubIds::add()?;
-    let engine = Engine::start("docker-userns", &["--userns-remap=nobody:nogroup"])?;
+    let engine = Engine::start("docker-userns", &["--userns-remap=nobody:nogroup"]);
+    drop(ids);
+    let engine = engine?;
     let result = kubernetes_like(root, &engine, &ctx);
     let left = engine.stop();
-    drop(ids);
     result?;
     left
 }
 
-/// The subordinate ids Docker's `--userns-remap=nobody:nogroup` maps its containers' 0-65535 to,
-/// added to /etc/subuid and /etc/subgid for the test and put back as they were after it.
-struct SubIds {
-    saved: Vec<(&'static str, Option<String>)>,
+/// The subordinate ids Docker's `--userns-remap=nobody:nogroup` maps its containers' 0-65535 to:
+/// one line added to /etc/subuid and /etc/subgid while the engine starts, then that line (and
+/// any a killed earlier run left: the same line, with its unusual range) taken out again; nothing
+/// else of the files is touched.
+struct SubIds;
+
+fn subids_line() -> String {
+    format!("nobody:{SUBIDS_FIRST}:65536")
 }
 
 /// The host ids the user-namespaced containers get: far from any login's and from the owner uids.
@@ -103,29 +109,36 @@ const SUBIDS_FIRST: u32 = 0x6000_0000;
 
 impl SubIds {
     fn add() -> Result<SubIds, String> {
-        let mut ids = SubIds { saved: Vec::new() };
+        SubIds::remove();
         for file in ["/etc/subuid", "/etc/subgid"] {
-            let before = std::fs::read_to_string(file).ok();
-            ids.saved.push((file, before.clone()));
-            let mut text = before.unwrap_or_default();
+            let mut text = std::fs::read_to_string(file).unwrap_or_default();
+            if text.lines().any(|l| l.starts_with("nobody:")) {
+                return Err(format!("{file} already gives nobody a range: the test's would not be the one used"));
+            }
             if !text.is_empty() && !text.ends_with('\n') {
                 text.push('\n');
             }
-            text.push_str(&format!("nobody:{SUBIDS_FIRST}:65536\n"));
+            text.push_str(&format!("{}\n", subids_line()));
             std::fs::write(file, text).map_err(|e| format!("{file}: {e}"))?;
         }
-        Ok(ids)
+        Ok(SubIds)
+    }
+
+    /// Takes the test's lines out of both files.
+    fn remove() {
+        for file in ["/etc/subuid", "/etc/subgid"] {
+            let Ok(text) = std::fs::read_to_string(file) else { continue };
+            if text.lines().any(|l| l == subids_line()) {
+                let kept: String = text.lines().filter(|l| *l != subids_line()).map(|l| format!("{l}\n")).collect();
+                let _ = std::fs::write(file, kept);
+            }
+        }
     }
 }
 
 impl Drop for SubIds {
     fn drop(&mut self) {
-        for (file, before) in &self.saved {
-            let _ = match before {
-                Some(text) => std::fs::write(file, text),
-                None => std::fs::remove_file(file),
-            };
-        }
+        SubIds::remove();
     }
 }
 
@@ -269,15 +282,33 @@ struct Engine {
 impl Engine {
     /// `name`: its directory's and cgroup's; `extra`: more dockerd options.
     fn start(name: &str, extra: &[&str]) -> Result<Engine, String> {
-        // A short path: the engine's sockets live below it (108-byte limit on socket paths).
-        let dir = PathBuf::from(format!("/tmp/stockade-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        // A short path: the engine's sockets live below it (108-byte limit on socket paths). Made
+        // afresh (never one that already exists: it could be anyone's), 0711: a remapped root
+        // must be able to pass through it, nobody may list it.
+        let dir = PathBuf::from(format!("/tmp/stockade-xtask-{name}-{}", std::process::id()));
+        {
+            use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+            std::fs::DirBuilder::new().mode(0o711).create(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            // The umask may have taken bits off.
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711)).map_err(|e| e.to_string())?;
+        }
         let own = own_cgroup();
-        let cgroup = format!("{}/{name}", own.trim_end_matches('/'));
+        if own == "/" {
+            return Err("this process is in the root cgroup: the engine's containers need a cgroup of their own \
+                        below this process's, which it cannot make there"
+                .into());
+        }
+        // A leaf of our own: nothing else is named like it.
+        let cgroup = format!("{}/stockade-xtask-{}-{name}", own.trim_end_matches('/'), std::process::id());
         let socket = dir.join("docker.sock");
         let log = std::fs::File::create(dir.join("dockerd.log")).map_err(|e| e.to_string())?;
+        // Not the host's /etc/docker/daemon.json, not the host containerd's namespace.
+        std::fs::write(dir.join("daemon.json"), "{}\n").map_err(|e| e.to_string())?;
         let made_run_docker = !Path::new("/run/docker").exists();
         let child = Command::new("dockerd")
+            .arg(format!("--config-file={}", dir.join("daemon.json").display()))
+            .arg(format!("--containerd-namespace=stockade-xtask-{}", std::process::id()))
+            .arg(format!("--containerd-plugins-namespace=stockade-xtask-plugins-{}", std::process::id()))
             .args(["--bridge=none", "--iptables=false", "--ip-forward=false", "--ip-masq=false"])
             .arg(format!("--data-root={}", dir.join("data").display()))
             .arg(format!("--exec-root={}", dir.join("exec").display()))
@@ -337,14 +368,19 @@ impl Engine {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        // Processes of the engine's (containerd, shims) or of its containers: by what they name.
-        let dir = self.dir.display().to_string();
+        // Processes of the engine's (containerd, shims: they name its directory) or of its
+        // containers (in its cgroup leaf or below).
+        let dir = format!("{}/", self.dir.display());
+        let leaf = self.cgroup.clone();
+        let in_leaf = |path: &str| path == leaf || path.starts_with(&format!("{leaf}/"));
         let mut stray = Vec::new();
         for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
             let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else { continue };
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
-            if String::from_utf8_lossy(&cmdline).contains(&dir) || cgroup.contains(&self.cgroup) {
+            let ours = String::from_utf8_lossy(&cmdline).split('\0').any(|a| a.contains(&dir))
+                || cgroup.lines().any(|l| l.splitn(3, ':').nth(2).is_some_and(in_leaf));
+            if ours {
                 stray.push(pid);
             }
         }
@@ -364,10 +400,11 @@ impl Engine {
             }
             let _ = Command::new("umount").args(["-l", m]).status();
         }
-        // dockerd makes OWN/docker in every v1 hierarchy.
+        // dockerd makes its leaf in every v1 hierarchy (or the one cgroup2 tree).
         let mut cgroups_left = 0;
-        for h in std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten() {
-            let p = h.path().join(self.cgroup.trim_start_matches('/'));
+        let rel = self.cgroup.trim_start_matches('/');
+        let hierarchies = std::fs::read_dir("/sys/fs/cgroup").into_iter().flatten().flatten().map(|h| h.path());
+        for p in hierarchies.chain([PathBuf::from("/sys/fs/cgroup")]).map(|h| h.join(rel)) {
             if p.is_dir() {
                 cgroups_left += remove_cgroup(&p);
             }

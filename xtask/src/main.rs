@@ -454,8 +454,12 @@ fn scale(args: &[String]) -> Result<(), String> {
         run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
     }
     run(Command::new(venv.join("bin/pip")).args(["install", "--quiet"]).arg(root.join("python")))?;
-    let dir = PathBuf::from(format!("/tmp/stockade-scale-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // Made afresh (never one that already exists), 0700; short: the sockets live below it.
+    let dir = PathBuf::from(format!("/tmp/stockade-xtask-scale-{}", std::process::id()));
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
     let result = run(Command::new(venv.join("bin/python"))
         .arg(root.join("xtask/scale.py"))
         .arg("--stockade")

@@ -101,6 +101,15 @@ fn oci(docker: &Value) -> Result<Value, String> {
     for r in docker["syscalls"].as_array().ok_or("no syscalls")? {
         let inc = &r["includes"];
         let exc = &r["excludes"];
+        // Conditions this resolves; a new kind upstream must be read before it is flattened.
+        // (minKernel is met: the nodes need Linux >= 6.3.)
+        for cond in [inc, exc] {
+            if let Some(k) =
+                cond.as_object().and_then(|o| o.keys().find(|k| !["caps", "arches", "minKernel"].contains(&k.as_str())))
+            {
+                return Err(format!("a rule of the default has a condition this does not resolve: {k} in {r}"));
+            }
+        }
         let caps_ok = strs(inc.get("caps")).iter().all(|c| DEFAULT_CAPS.contains(c))
             && !strs(exc.get("caps")).iter().any(|c| DEFAULT_CAPS.contains(c));
         let inc_arches = strs(inc.get("arches"));

@@ -61,7 +61,7 @@ pub enum Passed {
 
 /// The listening sockets systemd passed to this process (`LISTEN_PID` = this pid, `LISTEN_FDS`
 /// sockets from fd 3), each checked to be a unix or TCP stream socket; a TCP one only with
-/// `tokens`. Called before any thread starts (it unsets the variables).
+/// `tokens`. Called before any thread starts (it unsets LISTEN_PID and LISTEN_FDS).
 pub fn passed_in(tokens: bool) -> Result<Vec<Passed>, String> {
     let for_us = std::env::var("LISTEN_PID").ok().and_then(|p| p.parse::<u32>().ok()) == Some(std::process::id());
     if !for_us || std::env::var_os("LISTEN_FDS").is_none() {
@@ -71,15 +71,23 @@ pub fn passed_in(tokens: bool) -> Result<Vec<Passed>, String> {
     }
     let mut fds = listenfd::ListenFd::from_env();
     let mut out = Vec::new();
+    // A connected socket (a unit with Accept=yes) is no listener: accept() would fail forever.
+    let listening = |fd: std::os::fd::BorrowedFd<'_>| rustix::net::sockopt::socket_acceptconn(fd).unwrap_or(false);
     for i in 0..fds.len() {
-        let say = |e: std::io::Error| format!("systemd: socket {i} (fd {}): {e}", i + 3);
+        let say = |e: std::io::Error| format!("systemd: socket {i} of LISTEN_FDS: {e}");
         if let Ok(Some(l)) = fds.take_unix_listener(i) {
+            if !listening(std::os::fd::AsFd::as_fd(&l)) {
+                return Err(format!("systemd: socket {i} of LISTEN_FDS is not listening (Accept=yes?): use Accept=no"));
+            }
             let path = l.local_addr().map_err(say)?.as_pathname().map(Path::to_path_buf);
             let path =
-                path.ok_or_else(|| format!("systemd: socket {i} (fd {}) is not a unix socket with a path", i + 3))?;
+                path.ok_or_else(|| format!("systemd: socket {i} of LISTEN_FDS is not a unix socket with a path"))?;
             l.set_nonblocking(true).map_err(say)?;
             out.push(Passed::Unix(l, path));
         } else if let Ok(Some(l)) = fds.take_tcp_listener(i) {
+            if !listening(std::os::fd::AsFd::as_fd(&l)) {
+                return Err(format!("systemd: socket {i} of LISTEN_FDS is not listening (Accept=yes?): use Accept=no"));
+            }
             if !tokens {
                 let addr = l.local_addr().map_err(say)?;
                 return Err(format!(
@@ -90,7 +98,7 @@ pub fn passed_in(tokens: bool) -> Result<Vec<Passed>, String> {
             l.set_nonblocking(true).map_err(say)?;
             out.push(Passed::Tcp(l));
         } else {
-            return Err(format!("systemd: socket {i} (fd {}) is not a listening unix or TCP stream socket", i + 3));
+            return Err(format!("systemd: socket {i} of LISTEN_FDS is not a unix or TCP stream socket"));
         }
     }
     if out.is_empty() {
