@@ -154,13 +154,20 @@ impl Plan {
         // The child may already have failed and gone; its report says why.
         let _ = sys::send_nosignal(pipes.sync.as_fd(), &[1]);
         // Its writable directories' tmpfs, handed over as it builds its root (none: it failed).
-        let staged = channels::receive_staged(
+        let staged = match channels::receive_staged(
             pipes.sync.as_fd(),
             pidfd.as_fd(),
             self.fs.staged().len(),
             self.policy.wall_timeout,
-        )
-        .map_err(sv("receive the writable directories"))?;
+        ) {
+            Ok(staged) => staged,
+            Err(e) => {
+                // Not a run: take the child down and reap it before saying so.
+                kill_run(pid, pidfd.as_fd(), leaf.as_ref(), self.policy.namespaces.pid);
+                let _ = sys::waitid_pidfd(pidfd.as_fd());
+                return Err(sv("receive the writable directories")(e));
+            }
+        };
         Ok(Prepared {
             plan: self,
             pid,
