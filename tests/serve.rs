@@ -503,20 +503,23 @@ fn socket_activation_serves_on_the_socket_systemd_passes() {
         let n = notify.recv(&mut buf).expect("a notification");
         String::from_utf8_lossy(&buf[..n]).into_owned()
     };
+    // `stockade serve` under systemd-socket-activate with `options` and a socket at `path`.
+    let activated = |options: &[String], path: &std::path::Path| {
+        std::process::Command::new(activate)
+            .args(options)
+            .arg("-l")
+            .arg(path)
+            .arg(stockade_bin())
+            .arg("serve")
+            .arg(&config)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("systemd-socket-activate")
+    };
     // systemd-socket-activate passes on only the variables it is told to (-E).
-    let mut child = std::process::Command::new(activate)
-        .arg("-E")
-        .arg(format!("NOTIFY_SOCKET={}", notify_path.display()))
-        .arg("-l")
-        .arg(&socket)
-        .arg(stockade_bin())
-        .arg("serve")
-        .arg(&config)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("systemd-socket-activate");
+    let mut child = activated(&["-E".into(), format!("NOTIFY_SOCKET={}", notify_path.display())], &socket);
     // A failed assertion must not leave the server running.
     struct Reap(u32);
     impl Drop for Reap {
@@ -547,17 +550,7 @@ fn socket_activation_serves_on_the_socket_systemd_passes() {
 
     // A unit with Accept=yes passes a connection, not a listener: refused, saying so.
     let accepting = dir.path().join("accept.sock");
-    let mut child = std::process::Command::new(activate)
-        .args(["--accept", "-l"])
-        .arg(&accepting)
-        .arg(stockade_bin())
-        .arg("serve")
-        .arg(&config)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("systemd-socket-activate --accept");
+    let mut child = activated(&["--accept".into()], &accepting);
     let _reap_accepting = Reap(child.id());
     assert!(wait_for(Duration::from_secs(10), || accepting.exists()), "the socket is made");
     let mut conn = std::os::unix::net::UnixStream::connect(&accepting).expect("connect");
