@@ -6,6 +6,7 @@
 42
 """
 
+from . import _types
 from ._client import AsyncClient, Client
 from ._types import (
     BadRequest,
@@ -21,16 +22,4 @@ from ._types import (
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Client",
-    "AsyncClient",
-    "Result",
-    "Output",
-    "StockadeError",
-    "BadRequest",
-    "Unauthorized",
-    "PolicyNotFound",
-    "Busy",
-    "ServerUnavailable",
-    "RunFailed",
-]
+__all__ = ["Client", "AsyncClient", *_types.__all__]

@@ -67,7 +67,7 @@ class Client(_Base):
         self._http.close()
 
     def _request(self, method: str, path: str, *, json_body: Any = None, idempotent: bool = True) -> httpx.Response:
-        attempt = 0
+        retry = _wire.Retry(self._retries, idempotent)
         while True:
             try:
                 response = self._http.request(method, path, json=json_body)
@@ -76,11 +76,7 @@ class Client(_Base):
                 failure: Exception = _wire.error_for(response, response.content)
             except httpx.TransportError as e:
                 failure = e
-            delay = _wire.retry_delay(failure, attempt, self._retries, idempotent)
-            if delay is None:
-                raise _wire.fail(failure) from None
-            time.sleep(delay)
-            attempt += 1
+            time.sleep(retry.after(failure))
 
     def health(self) -> Dict[str, Any]:
         """``GET /v1/health``: status, running and queued runs, warm pools."""
@@ -144,7 +140,7 @@ class Client(_Base):
         """Runs ``code`` and yields its output as it happens (:class:`Output`), then its
         :class:`Result` (whose ``stdout``/``stderr`` hold what was streamed, up to the caps)."""
         b = _wire.body(runtime, code=code, **kw)
-        attempt = 0
+        retry = _wire.Retry(self._retries, False)
         while True:
             try:
                 with self._http.stream("POST", "/v1/runs", params={"stream": "ndjson"}, json=b) as response:
@@ -161,11 +157,7 @@ class Client(_Base):
                     failure: Exception = _wire.error_for(response, response.read())
             except httpx.TransportError as e:
                 failure = e
-            delay = _wire.retry_delay(failure, attempt, self._retries, False)
-            if delay is None:
-                raise _wire.fail(failure) from None
-            time.sleep(delay)
-            attempt += 1
+            time.sleep(retry.after(failure))
 
     def stream_python(self, code: str, **kw: Any) -> Iterator[Event]:
         """:meth:`stream` for Python code."""
@@ -209,7 +201,7 @@ class AsyncClient(_Base):
     async def _request(
         self, method: str, path: str, *, json_body: Any = None, idempotent: bool = True
     ) -> httpx.Response:
-        attempt = 0
+        retry = _wire.Retry(self._retries, idempotent)
         while True:
             try:
                 response = await self._http.request(method, path, json=json_body)
@@ -218,11 +210,7 @@ class AsyncClient(_Base):
                 failure: Exception = _wire.error_for(response, response.content)
             except httpx.TransportError as e:
                 failure = e
-            delay = _wire.retry_delay(failure, attempt, self._retries, idempotent)
-            if delay is None:
-                raise _wire.fail(failure) from None
-            await asyncio.sleep(delay)
-            attempt += 1
+            await asyncio.sleep(retry.after(failure))
 
     async def health(self) -> Dict[str, Any]:
         """``GET /v1/health``."""
@@ -282,7 +270,7 @@ class AsyncClient(_Base):
     async def stream(self, runtime: str, code: str, **kw: Any) -> AsyncIterator[Event]:
         """See :meth:`Client.stream`."""
         b = _wire.body(runtime, code=code, **kw)
-        attempt = 0
+        retry = _wire.Retry(self._retries, False)
         while True:
             try:
                 async with self._http.stream("POST", "/v1/runs", params={"stream": "ndjson"}, json=b) as response:
@@ -299,11 +287,7 @@ class AsyncClient(_Base):
                     failure: Exception = _wire.error_for(response, await response.aread())
             except httpx.TransportError as e:
                 failure = e
-            delay = _wire.retry_delay(failure, attempt, self._retries, False)
-            if delay is None:
-                raise _wire.fail(failure) from None
-            await asyncio.sleep(delay)
-            attempt += 1
+            await asyncio.sleep(retry.after(failure))
 
     def stream_python(self, code: str, **kw: Any) -> AsyncIterator[Event]:
         """See :meth:`Client.stream_python`."""

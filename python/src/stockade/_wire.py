@@ -144,6 +144,21 @@ def retry_delay(failure: Exception, attempt: int, retries: int, idempotent: bool
     return None
 
 
+class Retry:
+    """One request's attempts: after each failure, how long to wait before the next, or the
+    exception to raise when there is none (see :func:`retry_delay`)."""
+
+    def __init__(self, retries: int, idempotent: bool) -> None:
+        self.retries, self.idempotent, self.attempt = retries, idempotent, 0
+
+    def after(self, failure: Exception) -> float:
+        delay = retry_delay(failure, self.attempt, self.retries, self.idempotent)
+        if delay is None:
+            raise fail(failure) from None
+        self.attempt += 1
+        return delay
+
+
 def fail(failure: Exception) -> StockadeError:
     """The exception a failed request raises."""
     if isinstance(failure, httpx.TransportError):
