@@ -254,7 +254,13 @@ def scenario(lb, url, rep):
     time.sleep(1.5)
     t_kill = time.time()
     rep["r2"].signal(signal.SIGKILL)
-    out_after = lb.wait_state("r2", "DOWN")
+    # SIGKILL is not instant: until the kernel has torn the process down its listening
+    # socket still takes connections into its backlog, and those are cut when it closes.
+    # The process is gone (every fd closed) once it is reaped.
+    rep["r2"].proc.wait(10)
+    t_dead = time.time()
+    lb.wait_state("r2", "DOWN")
+    out_after = time.time() - t_kill
     time.sleep(1.0)
     with load.lock:
         ok_at_down, failed_at_down = load.ok, list(load.failed)
@@ -262,14 +268,14 @@ def scenario(lb, url, rep):
     load.stop()
     log(
         f"2. r2 killed (SIGKILL) under 4 clients: haproxy took it out after {out_after * 1000:.0f} ms; "
-        f"{load.ok} runs ok, {len(load.failed)} failed"
+        f"{load.ok} runs ok, {len(load.failed)} failed; it was gone (reaped) {(t_dead - t_kill) * 1000:.1f} ms after the kill"
     )
     for t0, t1, why in load.failed:
         log(f"     failed: sent {t0 - t_kill:+.3f} s from the kill, answered {t1 - t_kill:+.3f} s: {why}")
     check(len(load.failed) <= 4, "at most the runs in flight on r2 failed (4 clients: at most 4)")
     check(
-        all(t0 <= t_kill and ("502" in why or "lost after the request was sent" in why) for t0, _, why in load.failed),
-        "each failure was sent before the kill and cut by it (502, or the connection closed unanswered); "
+        all(t0 <= t_dead and ("502" in why or "lost after the request was sent" in why) for t0, _, why in load.failed),
+        "each failure was sent before r2 was gone and cut by it (502, or the connection closed unanswered); "
         "the SDK did not retry it: it had been sent",
     )
     check(load.failed == failed_at_down and load.ok > ok_at_down, "no run failed once r2 was out, runs went on")
