@@ -8,6 +8,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use std::os::fd::AsFd;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -71,35 +72,39 @@ pub fn passed_in(tokens: bool) -> Result<Vec<Passed>, String> {
     }
     let mut fds = listenfd::ListenFd::from_env();
     let mut out = Vec::new();
-    // A connected socket (a unit with Accept=yes) is no listener: accept() would fail forever.
-    let listening = |fd: std::os::fd::BorrowedFd<'_>| rustix::net::sockopt::socket_acceptconn(fd).unwrap_or(false);
     for i in 0..fds.len() {
         let say = |e: std::io::Error| format!("systemd: socket {i} of LISTEN_FDS: {e}");
-        if let Ok(Some(l)) = fds.take_unix_listener(i) {
-            if !listening(std::os::fd::AsFd::as_fd(&l)) {
-                return Err(format!("systemd: socket {i} of LISTEN_FDS is not listening (Accept=yes?): use Accept=no"));
-            }
+        let p = if let Ok(Some(l)) = fds.take_unix_listener(i) {
             let path = l.local_addr().map_err(say)?.as_pathname().map(Path::to_path_buf);
             let path =
                 path.ok_or_else(|| format!("systemd: socket {i} of LISTEN_FDS is not a unix socket with a path"))?;
-            l.set_nonblocking(true).map_err(say)?;
-            out.push(Passed::Unix(l, path));
+            Passed::Unix(l, path)
         } else if let Ok(Some(l)) = fds.take_tcp_listener(i) {
-            if !listening(std::os::fd::AsFd::as_fd(&l)) {
-                return Err(format!("systemd: socket {i} of LISTEN_FDS is not listening (Accept=yes?): use Accept=no"));
-            }
-            if !tokens {
+            Passed::Tcp(l)
+        } else {
+            return Err(format!("systemd: socket {i} of LISTEN_FDS is not a unix or TCP stream socket"));
+        };
+        let fd = match &p {
+            Passed::Unix(l, _) => l.as_fd(),
+            Passed::Tcp(l) => l.as_fd(),
+        };
+        // A connected socket (a unit with Accept=yes) is no listener: accept() would fail forever.
+        if !rustix::net::sockopt::socket_acceptconn(fd).unwrap_or(false) {
+            return Err(format!("systemd: socket {i} of LISTEN_FDS is not listening (Accept=yes?): use Accept=no"));
+        }
+        match &p {
+            Passed::Tcp(l) if !tokens => {
                 let addr = l.local_addr().map_err(say)?;
                 return Err(format!(
                     "systemd: socket {i} is TCP ({addr}) and the configuration has no bearer tokens \
                      (server.tokens-file): refusing it"
                 ));
             }
-            l.set_nonblocking(true).map_err(say)?;
-            out.push(Passed::Tcp(l));
-        } else {
-            return Err(format!("systemd: socket {i} of LISTEN_FDS is not a unix or TCP stream socket"));
+            Passed::Tcp(l) => l.set_nonblocking(true),
+            Passed::Unix(l, _) => l.set_nonblocking(true),
         }
+        .map_err(say)?;
+        out.push(p);
     }
     if out.is_empty() {
         return Err("systemd: LISTEN_FDS names no socket".into());
