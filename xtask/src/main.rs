@@ -448,19 +448,15 @@ fn scale(args: &[String]) -> Result<(), String> {
     run(Command::new("cargo").current_dir(&root).args(["build", "--quiet", "--bin", "stockade"]))?;
     let bin = root.join("target/debug/stockade");
     let guests = guest_dir(&bin).ok_or("the replicas need the Wasm guests (stockade guest install)")?;
-    // The SDK, as a user installs it, in the venv the CI's SDK tests use.
-    let venv = root.join("target/sdk-venv");
-    if !venv.join("bin/python").is_file() {
-        run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
-    }
-    run(Command::new(venv.join("bin/pip")).args(["install", "--quiet"]).arg(root.join("python")))?;
+    // The SDK, as a user installs it, in the venv the CI's SDK tests use (target/sdk-venv).
+    let python = serve::sdk_venv(&root, &root.join("target"))?;
     // Made afresh (never one that already exists), 0700; short: the sockets live below it.
     let dir = PathBuf::from(format!("/tmp/stockade-xtask-scale-{}", std::process::id()));
     {
         use std::os::unix::fs::DirBuilderExt;
         std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
-    let result = run(Command::new(venv.join("bin/python"))
+    let result = run(Command::new(python)
         .arg(root.join("xtask/scale.py"))
         .arg("--stockade")
         .arg(&bin)

@@ -80,6 +80,13 @@ fn strs(v: Option<&Value>) -> Vec<&str> {
     v.and_then(Value::as_array).map_or_else(Vec::new, |a| a.iter().filter_map(Value::as_str).collect())
 }
 
+/// The runtime's default profile, as kept in the tree.
+fn upstream(root: &Path) -> Result<Value, String> {
+    let src = root.join("xtask/seccomp/moby-default.json");
+    let text = std::fs::read_to_string(&src).map_err(|e| format!("{}: {e}", src.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", src.display()))
+}
+
 /// Docker's format: the default, less its clone3-is-ENOSYS rule, plus the additions.
 fn docker(upstream: &Value) -> Result<Value, String> {
     let mut p = upstream.clone();
@@ -137,9 +144,7 @@ fn oci(docker: &Value) -> Result<Value, String> {
 /// The Docker profile without one of the additions' calls (`cargo xtask container` shows each
 /// is needed).
 pub fn docker_without(root: &Path, call: &str) -> Result<String, String> {
-    let src = root.join("xtask/seccomp/moby-default.json");
-    let text = std::fs::read_to_string(&src).map_err(|e| format!("{}: {e}", src.display()))?;
-    let mut p = docker(&serde_json::from_str(&text).map_err(|e| e.to_string())?)?;
+    let mut p = docker(&upstream(root)?)?;
     let rules = p["syscalls"].as_array_mut().ok_or("no syscalls")?;
     let n = rules.len();
     for r in rules.iter_mut().skip(n - additions().len()) {
@@ -158,10 +163,7 @@ pub fn added_calls() -> Vec<String> {
 
 pub fn profiles(root: &Path, args: &[String]) -> Result<(), String> {
     let check = args.iter().any(|a| a == "--check");
-    let src = root.join("xtask/seccomp/moby-default.json");
-    let text = std::fs::read_to_string(&src).map_err(|e| format!("{}: {e}", src.display()))?;
-    let upstream: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", src.display()))?;
-    let docker = docker(&upstream)?;
+    let docker = docker(&upstream(root)?)?;
     let oci = oci(&docker)?;
     let mut stale = Vec::new();
     for (path, value) in [("contrib/container/seccomp.json", &docker), ("contrib/kubernetes/seccomp.json", &oci)] {

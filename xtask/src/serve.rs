@@ -266,7 +266,7 @@ pub fn bench(root: &Path, stockade: &Path, dir: &Path, guests: &Path) -> Result<
 }
 
 /// A virtual environment with the SDK (from `python/`) installed: its python.
-fn sdk_venv(root: &Path, dir: &Path) -> Result<PathBuf, String> {
+pub fn sdk_venv(root: &Path, dir: &Path) -> Result<PathBuf, String> {
     let venv = dir.join("sdk-venv");
     let python = venv.join("bin/python");
     if !python.exists() {
