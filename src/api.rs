@@ -49,6 +49,9 @@ pub struct RequestCaps {
     pub return_patterns_max: u32,
     /// Request bodies held in memory at once, all requests together (past it, 503).
     pub in_flight_max_bytes: u64,
+    /// Answers held in memory at once, all requests together: each run reserves the most its
+    /// answer can take before it starts (past it, 503), until its client has read it.
+    pub answers_in_flight_max_bytes: u64,
 }
 
 impl Default for RequestCaps {
@@ -65,6 +68,7 @@ impl Default for RequestCaps {
             return_files_max_bytes: 8 << 20,
             return_patterns_max: 32,
             in_flight_max_bytes: 256 << 20,
+            answers_in_flight_max_bytes: 1 << 30,
         }
     }
 }
@@ -75,8 +79,8 @@ pub struct RuntimeSpec {
     /// Its code comes framed ([`crate::handover`]), so it takes argv and stdin; else the code is
     /// its whole stdin.
     pub framed: bool,
-    /// The named policy its runs get unless the request names another.
-    pub policy: String,
+    /// The named policies its runs may have: the first unless the request names another.
+    pub policies: Vec<String>,
 }
 
 /// What a server offers, against which requests are checked.
@@ -104,7 +108,7 @@ pub struct RunBody {
     #[serde(default)]
     pub module: Option<String>,
     /// Arguments after the code (`sys.argv[1:]`, `scriptArgs`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bounded::argv")]
     pub argv: Vec<String>,
     /// The run's stdin, as text.
     #[serde(default)]
@@ -113,7 +117,7 @@ pub struct RunBody {
     #[serde(default)]
     pub stdin_base64: Option<String>,
     /// Files written into the run's work directory (`/app`) before it starts.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bounded::files")]
     pub files: Vec<FileBody>,
     /// A named policy (`GET /v1/info`); default: the runtime's.
     #[serde(default)]
@@ -123,8 +127,72 @@ pub struct RunBody {
     pub limits: LimitsBody,
     /// Patterns of files to give back from the work directory after the run (`*` within a
     /// directory, `**` across), e.g. `["*.png", "out/**"]`.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bounded::patterns")]
     pub return_files: Vec<String>,
+}
+
+/// Lists decoded no further than their caps: a body of a million empty arguments stops at the
+/// cap's first one past it, before it costs memory (the caps of the [`decode`] under way).
+mod bounded {
+    use super::FileBody;
+    use serde::de::{Deserialize, Deserializer, Error, SeqAccess, Visitor};
+    use std::cell::Cell;
+
+    thread_local! {
+        /// `argv-max-count`, `files-max-count`, `return-patterns-max` of the decode under way.
+        pub(super) static CAPS: Cell<[usize; 3]> = const { Cell::new([usize::MAX; 3]) };
+    }
+
+    struct Capped<T> {
+        max: usize,
+        what: &'static str,
+        key: &'static str,
+        _t: std::marker::PhantomData<T>,
+    }
+
+    impl<'de, T: Deserialize<'de>> Visitor<'de> for Capped<T> {
+        type Value = Vec<T>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "a list of at most {} {}", self.max, self.what)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(self.max).min(64));
+            while let Some(item) = seq.next_element()? {
+                if out.len() == self.max {
+                    return Err(A::Error::custom(format!(
+                        "more than {} {} (requests.{})",
+                        self.max, self.what, self.key
+                    )));
+                }
+                out.push(item);
+            }
+            Ok(out)
+        }
+    }
+
+    fn capped<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+        d: D,
+        which: usize,
+        what: &'static str,
+        key: &'static str,
+    ) -> Result<Vec<T>, D::Error> {
+        let max = CAPS.with(|c| c.get()[which]);
+        d.deserialize_seq(Capped { max, what, key, _t: std::marker::PhantomData })
+    }
+
+    pub(super) fn argv<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+        capped(d, 0, "arguments", "argv-max-count")
+    }
+
+    pub(super) fn files<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<FileBody>, D::Error> {
+        capped(d, 1, "files", "files-max-count")
+    }
+
+    pub(super) fn patterns<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+        capped(d, 2, "patterns", "return-patterns-max")
+    }
 }
 
 /// An input file: a path relative to the run's work directory, and its bytes in base64.
@@ -231,8 +299,17 @@ fn b64(field: &str, text: &str) -> Result<Vec<u8>, ApiError> {
         .map_err(|e| ApiError::field(field, format!("not standard base64: {e}")))
 }
 
-/// Decodes a request body: JSON, every field known and typed; an error names the field.
-pub fn decode(body: &[u8]) -> Result<RunBody, ApiError> {
+/// Decodes a request body: JSON, every field known and typed, lists no longer than `caps` allow
+/// (stopped while parsing); an error names the field.
+pub fn decode(body: &[u8], caps: &RequestCaps) -> Result<RunBody, ApiError> {
+    let argv_max = (caps.argv_max_count as usize).min(crate::handover::MAX_ARGS);
+    bounded::CAPS.with(|c| c.set([argv_max, caps.files_max_count as usize, caps.return_patterns_max as usize]));
+    let decoded = decode_json(body);
+    bounded::CAPS.with(|c| c.set([usize::MAX; 3]));
+    decoded
+}
+
+fn decode_json(body: &[u8]) -> Result<RunBody, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(body);
     let parsed: RunBody = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
@@ -248,7 +325,7 @@ pub fn decode(body: &[u8]) -> Result<RunBody, ApiError> {
 /// only tighter. The errors name the field.
 pub fn check(body: RunBody, cfg: &Catalog) -> Result<RunRequest, ApiError> {
     let r = &cfg.caps;
-    let (target, framed, runtime_policy) = if body.runtime == "wasm" {
+    let (target, framed, allowed) = if body.runtime == "wasm" {
         if !cfg.wasm_modules {
             return Err(ApiError::field("runtime", "this server does not run modules sent with requests"));
         }
@@ -258,7 +335,7 @@ pub fn check(body: RunBody, cfg: &Catalog) -> Result<RunRequest, ApiError> {
         if body.code.is_some() {
             return Err(ApiError::field("code", "runtime \"wasm\" runs \"module\", not code"));
         }
-        (Target::Wasm(b64("module", m)?), true, "default".to_string())
+        (Target::Wasm(b64("module", m)?), true, vec!["default".to_string()])
     } else {
         let Some(rt) = cfg.runtimes.get(&body.runtime) else {
             let mut known: Vec<&str> = cfg.runtimes.keys().map(String::as_str).collect();
@@ -273,7 +350,7 @@ pub fn check(body: RunBody, cfg: &Catalog) -> Result<RunRequest, ApiError> {
         if body.module.is_some() {
             return Err(ApiError::field("module", "a module goes with runtime \"wasm\""));
         }
-        (Target::Runtime(body.runtime.clone()), rt.framed, rt.policy.clone())
+        (Target::Runtime(body.runtime.clone()), rt.framed, rt.policies.clone())
     };
     let code = match (&target, body.code) {
         (Target::Wasm(_), _) => String::new(),
@@ -339,7 +416,18 @@ pub fn check(body: RunBody, cfg: &Catalog) -> Result<RunRequest, ApiError> {
         }
         files.push(PutFile { path, bytes });
     }
-    let policy_name = body.policy.unwrap_or(runtime_policy);
+    let policy_name = body.policy.or_else(|| allowed.first().cloned()).unwrap_or_default();
+    if cfg.policies.contains_key(&policy_name) && !allowed.contains(&policy_name) {
+        return Err(ApiError::field(
+            "policy",
+            format!(
+                "runtime {:?} runs only under {} (the server's runtimes.{}.policies)",
+                body.runtime,
+                allowed.join(", "),
+                body.runtime
+            ),
+        ));
+    }
     let Some(named_policy) = cfg.policies.get(&policy_name) else {
         let known: Vec<&str> = cfg.policies.keys().map(String::as_str).collect();
         return Err(ApiError {
@@ -365,14 +453,23 @@ pub fn check(body: RunBody, cfg: &Catalog) -> Result<RunRequest, ApiError> {
     let l = &body.limits;
     let tight = Tighten { policy: &policy_name };
     let wall_ms = u64::try_from(policy.wall_timeout.as_millis()).unwrap_or(u64::MAX);
-    let wall = tight.check("limits.wall-timeout-ms", l.wall_timeout_ms, Some(wall_ms))?;
-    let stdout = tight.check("limits.stdout-max-bytes", l.stdout_max_bytes, policy.stdout_max_bytes)?;
-    let stderr = tight.check("limits.stderr-max-bytes", l.stderr_max_bytes, policy.stderr_max_bytes)?;
-    let memory = tight.check("limits.memory-max-bytes", l.memory_max_bytes, policy.cgroups.memory_max_bytes)?;
-    let pids = tight.check("limits.pids-max", l.pids_max, policy.cgroups.pids_max)?;
-    let wasm_memory =
-        tight.check("limits.wasm-memory-max-bytes", l.wasm_memory_max_bytes, Some(policy.wasm.memory_max_bytes))?;
-    let fuel = tight.check("limits.fuel", l.fuel, policy.wasm.fuel)?;
+    let wall = tight.check("limits.wall-timeout-ms", l.wall_timeout_ms, Some(wall_ms), 1)?;
+    let stdout = tight.check("limits.stdout-max-bytes", l.stdout_max_bytes, policy.stdout_max_bytes, 1)?;
+    let stderr = tight.check("limits.stderr-max-bytes", l.stderr_max_bytes, policy.stderr_max_bytes, 1)?;
+    let memory = tight.check(
+        "limits.memory-max-bytes",
+        l.memory_max_bytes,
+        policy.cgroups.memory_max_bytes,
+        crate::policy::MEMORY_MAX_FLOOR,
+    )?;
+    let pids = tight.check("limits.pids-max", l.pids_max, policy.cgroups.pids_max, crate::policy::PIDS_MAX_FLOOR)?;
+    let wasm_memory = tight.check(
+        "limits.wasm-memory-max-bytes",
+        l.wasm_memory_max_bytes,
+        Some(policy.wasm.memory_max_bytes),
+        crate::policy::WASM_MEMORY_FLOOR,
+    )?;
+    let fuel = tight.check("limits.fuel", l.fuel, policy.wasm.fuel, 1)?;
     let needs_own_jail = l.memory_max_bytes.is_some()
         || l.pids_max.is_some()
         || l.wasm_memory_max_bytes.is_some()
@@ -430,10 +527,15 @@ struct Tighten<'a> {
 }
 
 impl Tighten<'_> {
-    fn check(&self, field: &str, asked: Option<u64>, policy: Option<u64>) -> Result<Option<u64>, ApiError> {
+    /// `asked`, when it is no looser than `policy` and at least `floor` (the least a jail is
+    /// built or a run is held with).
+    fn check(&self, field: &str, asked: Option<u64>, policy: Option<u64>, floor: u64) -> Result<Option<u64>, ApiError> {
         match (asked, policy) {
             (None, p) => Ok(p),
-            (Some(0), _) => Err(ApiError::field(field, "must be more than 0")),
+            (Some(0), _) if floor <= 1 => Err(ApiError::field(field, "must be more than 0")),
+            (Some(a), _) if a < floor => {
+                Err(ApiError::field(field, format!("{a} is below {floor}, the least a jail is built with")))
+            }
             (Some(a), Some(p)) if a > p => Err(ApiError::field(
                 field,
                 format!("{a} is looser than policy {:?}'s {p}: limits may only tighten the policy", self.policy),
@@ -463,13 +565,29 @@ pub fn openapi() -> serde_json::Value {
             "type": "object",
             "required": ["code", "message"],
             "properties": {
-                "code": {"type": "string", "description": "stable: bad-request, unauthorized, forbidden, policy-not-found, not-found, method-not-allowed, body-timeout, payload-too-large, unsupported-media-type, queue-full, queue-timeout, busy, draining, jail-setup-failed, internal"},
+                "code": {"type": "string", "description": "stable: bad-request, unauthorized, forbidden, policy-not-found, not-found, method-not-allowed, body-timeout, payload-too-large, unsupported-media-type, queue-full, queue-timeout, busy, draining, runtime-unavailable, jail-setup-failed, internal"},
                 "message": {"type": "string"},
                 "field": {"type": "string", "description": "the request field the refusal is about (`files[0].path`, `limits.memory-max-bytes`)"}
             }
         }}
     });
     schemas.insert("Error".into(), error);
+    schemas.insert(
+        "Readiness".into(),
+        json!({
+            "type": "object",
+            "required": ["status", "running", "queued", "warm"],
+            "properties": {
+                "status": {"type": "string", "enum": ["ok", "starting", "unavailable", "draining"]},
+                "running": {"type": "integer"},
+                "queued": {"type": "integer"},
+                "warm": {"type": "object", "additionalProperties": {"type": "object", "properties": {
+                    "ready": {"type": "integer"}, "target": {"type": "integer"}
+                }}},
+                "unavailable": {"type": "object", "additionalProperties": {"type": "string"}, "description": "each runtime that cannot run (or not yet), and why"}
+            }
+        }),
+    );
     schemas.insert(
         "RunResult".into(),
         json!({
@@ -487,7 +605,15 @@ pub fn openapi() -> serde_json::Value {
                         }
                     }},
                     "files-capped": {"type": "boolean", "description": "matching files were left out at return-files-max-count or -bytes"},
-                    "files-skipped": {"type": "array", "items": {"type": "string"}, "description": "matching entries that are not regular files"}
+                    "files-skipped": {"type": "array", "items": {
+                        "type": "object",
+                        "required": ["path", "reason"],
+                        "properties": {
+                            "path": {"type": "string", "description": "relative; a name that is not UTF-8 has U+FFFD in its place"},
+                            "reason": {"type": "string"}
+                        }
+                    }, "description": "matching entries not given back, each with the reason (the first 100)"},
+                    "files-skipped-count": {"type": "integer", "minimum": 0, "description": "how many matching entries were not given back in all"}
                 }
             }]
         }),
@@ -528,22 +654,31 @@ pub fn openapi() -> serde_json::Value {
                     "413": err("the body is over requests.body-max-bytes"),
                     "415": err("not application/json"),
                     "429": busy("the queue is full"),
-                    "500": err("the jail could not be built (never for bad input)"),
-                    "503": busy("the server is draining, the queue wait timed out, or too many bodies are in memory")
+                    "500": err("the jail could not be built, or a bug of the server's: never bad input; the message has an incident number for the server's log"),
+                    "503": busy("the server is draining, the queue wait timed out, too many bodies or answers are in memory, or the runtime is unavailable")
                 }
             }},
             "/v1/health": {"get": {
-                "summary": "Liveness and readiness (no token needed)",
+                "summary": "Readiness, as /v1/health/ready (no token needed)",
                 "responses": {
-                    "200": {"description": "serving", "content": {"application/json": {"schema": {"type": "object", "properties": {
-                        "status": {"type": "string", "enum": ["ok", "draining"]},
-                        "running": {"type": "integer"},
-                        "queued": {"type": "integer"},
-                        "warm": {"type": "object", "additionalProperties": {"type": "object", "properties": {
-                            "ready": {"type": "integer"}, "target": {"type": "integer"}
-                        }}}
-                    }}}}},
-                    "503": {"description": "draining"}
+                    "200": {"description": "every runtime can run", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Readiness"}}}},
+                    "503": {"description": "starting, a runtime unavailable, or draining", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Readiness"}}}}
+                }
+            }},
+            "/v1/health/ready": {"get": {
+                "summary": "Readiness: a jail of every runtime was built and none is failing (no token needed; for balancers and readiness probes)",
+                "responses": {
+                    "200": {"description": "every runtime can run", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Readiness"}}}},
+                    "503": {"description": "starting, a runtime unavailable (named, with the reason), or draining", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Readiness"}}}}
+                }
+            }},
+            "/v1/health/live": {"get": {
+                "summary": "Liveness: the server answers (no token needed; for liveness probes)",
+                "responses": {
+                    "200": {"description": "alive", "content": {"application/json": {"schema": {"type": "object", "properties": {
+                        "status": {"type": "string", "enum": ["alive"]},
+                        "uptime-s": {"type": "integer"}
+                    }}}}}
                 }
             }},
             "/v1/info": {"get": {

@@ -91,6 +91,29 @@ pub fn host_checks(probe: bool, guest_dir: Option<&Path>) -> Vec<Check> {
         ),
     });
 
+    if root {
+        let missing = crate::host::missing_root_caps();
+        out.push(if missing.is_empty() {
+            check("capabilities", Verdict::Ok, "root, with every capability stockade uses")
+        } else {
+            let what: Vec<String> = crate::host::ROOT_CAPS
+                .iter()
+                .filter(|(_, name, _)| missing.contains(name))
+                .map(|(_, name, why)| format!("{name} ({why})"))
+                .collect();
+            check(
+                "capabilities",
+                Verdict::Fail,
+                format!(
+                    "root without {}: runs are refused; a container dropped them (--cap-drop): give them back \
+                     (docker/podman --cap-add, Kubernetes securityContext.capabilities.add), or run stockade as a \
+                     normal user",
+                    what.join(", ")
+                ),
+            )
+        });
+    }
+
     let hidden = crate::host::proc_overmounts();
     out.push(if hidden.is_empty() {
         check("proc", Verdict::Ok, "nothing hides part of /proc: a jail may mount its own")
@@ -175,9 +198,20 @@ fn guests_check(dir: Option<&Path>) -> Check {
     for g in guests::ALL {
         match guests::verify(&g, &dir) {
             Ok(_) => {
-                let artifact = guests::artifact_path(&dir, g.name, EngineKind::Epoch);
-                if !artifact.exists() {
-                    missing.push(format!("{} not precompiled (compiled on first use)", g.name));
+                let unusable = [EngineKind::Epoch, EngineKind::EpochFuel].into_iter().find_map(|kind| {
+                    let artifact = guests::artifact_path(&dir, g.name, kind);
+                    let why = match artifact.exists() {
+                        true => crate::wasm::engine::check_artifact(&artifact, kind).err()?,
+                        false => "missing".to_string(),
+                    };
+                    Some(format!("{}: {}", artifact.display(), why))
+                });
+                if let Some(why) = unusable {
+                    missing.push(format!(
+                        "{} not precompiled for this stockade ({why}; `stockade run` compiles it on first use, a server \
+                         refuses to start: `stockade guest install`)",
+                        g.name
+                    ));
                 } else if g.name == guests::PYTHON.name && !stdlib::path(&dir).exists() {
                     missing.push("python's standard library not extracted (done on first use)".into());
                 } else {

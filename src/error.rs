@@ -38,6 +38,14 @@ pub enum Error {
     /// `clone3` refused the namespaces; `which` names the one refused when a probe found it.
     #[error("namespaces: cannot create the {which} namespace: {errno}{hint}{relax}")]
     Namespaces { which: String, errno: Errno, hint: &'static str, relax: String },
+    /// The jail's child ended before its jail was built: why, in words (its own report, or the
+    /// limit that killed it).
+    #[error("the jail ended while it was being built: {why}")]
+    JailDied {
+        why: String,
+        /// The policy limit that ended it (`cgroups.memory-max-bytes`, `cgroups.pids-max`), when one did.
+        limit: Option<&'static str>,
+    },
     /// A supervisor resource (pipe, poll, wait) failed.
     #[error("supervisor: cannot {what}: {errno}")]
     Supervisor { what: &'static str, errno: Errno },

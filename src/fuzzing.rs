@@ -77,7 +77,7 @@ pub fn report(data: &[u8]) {
 pub fn run_request(data: &[u8]) {
     use crate::api::{self, Catalog, RequestCaps, RuntimeSpec};
     let caps = RequestCaps { body_max_bytes: 1 << 20, ..RequestCaps::default() };
-    let spec = |framed: bool, policy: &str| RuntimeSpec { framed, policy: policy.into() };
+    let spec = |framed: bool, policy: &str| RuntimeSpec { framed, policies: vec![policy.into()] };
     let catalog = Catalog {
         runtimes: [
             ("python".to_string(), spec(true, "default")),
@@ -97,10 +97,14 @@ pub fn run_request(data: &[u8]) {
         assert!((400..500).contains(&e.status), "input refused with {}: {e:?}", e.status);
         assert!(!e.code.is_empty() && !e.message.is_empty(), "a refusal without words: {e:?}");
     };
-    let body = match api::decode(data) {
+    let body = match api::decode(data, &caps) {
         Ok(b) => b,
         Err(e) => return refused(&e),
     };
+    // The lists stopped at their caps while they were parsed.
+    assert!(body.argv.len() <= caps.argv_max_count as usize, "argv decoded past its cap");
+    assert!(body.files.len() <= caps.files_max_count as usize, "files decoded past their cap");
+    assert!(body.return_files.len() <= caps.return_patterns_max as usize, "patterns decoded past their cap");
     let asked_wall = body.limits.wall_timeout_ms;
     match api::check(body, &catalog) {
         Err(e) => {

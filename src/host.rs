@@ -52,6 +52,46 @@ pub(crate) fn under_seccomp_filter() -> bool {
         .is_ok_and(|s| s.lines().any(|l| l.strip_prefix("Seccomp:").is_some_and(|v| v.trim() != "0")))
 }
 
+/// The capabilities stockade uses when it runs as root, with what each is for.
+pub const ROOT_CAPS: [(u32, &str, &str); 7] = [
+    (7, "CAP_SETUID", "each run's user namespace owned by a uid of its own, its id maps"),
+    (6, "CAP_SETGID", "the run's gid maps and groups"),
+    (21, "CAP_SYS_ADMIN", "cloning the granted mounts, the cgroups"),
+    (5, "CAP_KILL", "taking a run down (its processes have another uid)"),
+    (1, "CAP_DAC_OVERRIDE", "the writable directories' copies, the cgroup files"),
+    (0, "CAP_CHOWN", "the writable directories' copies, owned by the jail's uid"),
+    (3, "CAP_FOWNER", "the writable directories' modes and times"),
+];
+
+/// The capabilities of [`ROOT_CAPS`] this process (as root) does not have in its effective set
+/// (a container run with `--cap-drop`), by name. Empty when not root, or when all are there.
+pub fn missing_root_caps() -> Vec<&'static str> {
+    if crate::sys::geteuid() != 0 {
+        return Vec::new();
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    ROOT_CAPS.iter().filter(|(bit, _, _)| eff & (1 << bit) == 0).map(|(_, name, _)| *name).collect()
+}
+
+/// What to say when a step that needs a capability of root's was refused: the ones missing,
+/// and where they went (empty: none is missing).
+pub fn missing_caps_hint() -> String {
+    let missing = missing_root_caps();
+    if missing.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; stockade runs as root without {}: a container dropped them (--cap-drop): give them back (docker/podman \
+         --cap-add, Kubernetes securityContext.capabilities.add), or run stockade as a normal user",
+        missing.join(", ")
+    )
+}
+
 /// Mounts that hide parts of this process's `/proc` (a container's masked paths, systemd's
 /// ProtectKernelTunables=): with any, the kernel refuses a fresh procfs in a new user namespace.
 /// Mounts on the permanently empty directories procfs keeps for them (binfmt_misc, nfsd) do not

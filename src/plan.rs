@@ -174,6 +174,16 @@ impl Plan {
         &self.policy
     }
 
+    /// A file or directory the jail shows from the host that the host has since unlinked or
+    /// replaced (`ldconfig` renaming a new `/etc/ld.so.cache` over the old, a guest installed
+    /// again): jails built from this plan would hold the old one, so it should be prepared
+    /// again. `quick`: only what one `fstat` per object tells (unlinked, as a rename over it
+    /// does); otherwise also whether each path still names the same object. (The program's own
+    /// file is not looked at: it runs from the fd opened here, as any running program does.)
+    pub fn changed_on_host(&self, quick: bool) -> Option<&std::path::Path> {
+        self.fs.changed_on_host(quick)
+    }
+
     /// The argument vector the program will get.
     pub fn argv(&self) -> &[String] {
         &self.program.argv_display

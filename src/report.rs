@@ -52,6 +52,9 @@ pub enum Status {
     /// A writable directory was full (`filesystem.writable-max-bytes` or `-files`) when the run
     /// ended: a write failed with ENOSPC (the program's own exit code is kept); see `writable-dirs`.
     DiskLimit,
+    /// The program wrote past an output cap (`output.stdout-max-bytes` or `stderr-max-bytes`,
+    /// with `output.over-cap = "end"`): the whole run was killed then.
+    OutputLimit,
 }
 
 /// How a guest ended, by the account of the runner the program was (a neutral form the verdict

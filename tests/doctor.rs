@@ -96,3 +96,41 @@ fn doctor_says_whether_a_policy_runs_here() {
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("does NOT run here") && out.contains("stockade-doctor-no-such-parent"), "{out}");
 }
+
+/// A root without a capability stockade uses (a container's `--cap-drop`) is told which, by
+/// `stockade run` (whose run is refused) and by `doctor` alike. Before: "cannot take owner uid …
+/// operation not permitted", naming no capability, while doctor said OK.
+#[test]
+fn a_missing_capability_is_named_by_run_and_by_doctor() {
+    if !is_root() {
+        eprintln!("skip: needs root (the capabilities are root's)");
+        return;
+    }
+    if std::process::Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skip: setpriv (util-linux) is not installed");
+        return;
+    }
+    let without = |args: &[&str]| {
+        std::process::Command::new("setpriv")
+            .args(["--bounding-set", "-setuid", "--inh-caps", "-setuid", "--"])
+            .arg(stockade_bin())
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("setpriv")
+    };
+    let out = without(&["run", "--", "/bin/true"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{err}");
+    assert!(err.contains("CAP_SETUID") && err.contains("--cap-add"), "{err}");
+    let out = without(&["doctor", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let caps = v["checks"].as_array().expect("checks").iter().find(|c| c["name"] == "capabilities").cloned();
+    let caps = caps.expect("a capabilities check");
+    assert_eq!(caps["verdict"], "fail", "{caps}");
+    assert!(caps["detail"].as_str().unwrap_or("").contains("CAP_SETUID"), "{caps}");
+    let (_, out) = doctor(&["--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    let caps = v["checks"].as_array().expect("checks").iter().find(|c| c["name"] == "capabilities").cloned();
+    assert_eq!(caps.expect("a capabilities check")["verdict"], "ok");
+}

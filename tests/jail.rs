@@ -189,12 +189,19 @@ fn the_program_has_no_controlling_terminal_and_its_own_session() {
 
 #[test]
 fn the_report_lists_every_layer_and_output_caps_hold() {
-    let policy = tempfile::NamedTempFile::new().expect("tmp");
-    std::fs::write(policy.path(), "version = 1\n[output]\nstdout-max-bytes = 1000\n[seccomp]\nallow = [\"exec\"]\n")
-        .expect("write");
-    let p = policy.path().display().to_string();
+    // Past the cap, by default: the run ends at once, reported as such.
+    let ending = policy_file("version = 1\n[output]\nstdout-max-bytes = 1000\n[seccomp]\nallow = [\"exec\"]\n");
+    let (r, out) = run_report(&["--policy", &path_of(&ending), "--", "/bin/sh", "-c", "head -c 5000000 /dev/zero"]);
+    assert_eq!((r.status, out.status.code()), (Status::OutputLimit, Some(137)), "{r:?}");
+    assert!(r.stdout.truncated && r.stdout.bytes > 1000 && r.stdout.bytes < 5_000_000, "{:?}", r.stdout);
+    assert_eq!(r.stdout.text.as_deref().map(str::len), Some(1000));
+    // With `over-cap = "truncate"` the run goes on: every byte counted, the cap's worth kept.
+    let policy = policy_file(
+        "version = 1\n[output]\nstdout-max-bytes = 1000\nover-cap = \"truncate\"\n[seccomp]\nallow = [\"exec\"]\n",
+    );
+    let p = path_of(&policy);
     let (r, _) = run_report(&["--policy", &p, "--", "/bin/sh", "-c", "head -c 5000000 /dev/zero"]);
-    assert_eq!(r.stdout.bytes, 5_000_000);
+    assert_eq!((r.status, r.stdout.bytes), (Status::Ok, 5_000_000));
     assert!(r.stdout.truncated);
     assert_eq!(r.stdout.text.as_deref().map(str::len), Some(1000));
     let layers: Vec<&str> = r.enforcement.iter().map(|l| l.layer.as_str()).collect();

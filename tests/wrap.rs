@@ -94,3 +94,35 @@ fn timeout_oom_fork_bomb_read_only_and_segfault_end_as_such() {
     let r = python("import ctypes\nctypes.string_at(0)", &[]);
     assert_eq!((r.status, r.signal, r.stockade_exit_code), (Status::Signaled, Some(11), 139), "{r:?}");
 }
+
+/// `sysinfo` (what `sysconf(_SC_PHYS_PAGES)` and `os.sysconf` read) shows the run its own
+/// figures, not the host's: before, its process count moved with what the host and other runs
+/// did (a channel between runs).
+#[test]
+fn sysinfo_shows_the_run_its_own_figures() {
+    if !ready() {
+        return;
+    }
+    let code = "import ctypes, os\n\
+        L = ctypes.c_ulong\n\
+        class S(ctypes.Structure):\n    _fields_ = [('uptime', ctypes.c_long), ('loads', L * 3), ('total', L), ('free', L), ('shared', L), \
+        ('buffer', L), ('tswap', L), ('fswap', L), ('procs', ctypes.c_ushort), ('pad', ctypes.c_ushort), ('th', L), ('fh', L), \
+        ('unit', ctypes.c_uint)]\n\
+        s = S()\n\
+        rc = ctypes.CDLL(None, use_errno=True).sysinfo(ctypes.byref(s))\n\
+        print(rc, s.total * s.unit, s.free * s.unit, s.procs, s.uptime, s.loads[0], os.sysconf('SC_PHYS_PAGES') * os.sysconf('SC_PAGE_SIZE'))";
+    let r = python(code, &[]);
+    assert_eq!(r.status, Status::Ok, "{}", err_of(&r));
+    let f: Vec<u64> = stdout_of(&r).split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    assert_eq!(f.len(), 7, "{}", stdout_of(&r));
+    let (rc, total, free, procs, uptime, load, phys) = (f[0], f[1], f[2], f[3], f[4], f[5], f[6]);
+    assert_eq!(rc, 0);
+    assert!((1..=4).contains(&procs), "the run has a few processes, the host many: {procs}");
+    assert!(uptime < 30 && load == 0, "uptime {uptime}, load {load}");
+    assert!(free <= total && total == phys, "{total} {free} {phys}");
+    let limit = r.enforcement.iter().find(|l| l.layer == "cgroup").is_some_and(|l| l.applied.contains("memory"));
+    if limit {
+        // The run's memory limit is its memory.
+        assert_eq!(total, 536_870_912, "{r:?}");
+    }
+}

@@ -125,12 +125,20 @@ pub fn explain(p: &Policy, host: bool) -> Explanation {
     } else {
         "(exec is allowed: it can start any program it can see)".into()
     });
+    let answered =
+        |g: &SyscallGroup| matches!(g, SyscallGroup::Network | SyscallGroup::Exec | SyscallGroup::HostCounters);
     let denied: Vec<String> = SyscallGroup::ALL
         .iter()
-        .filter(|g| !p.seccomp.allow.contains(g) && !matches!(g, SyscallGroup::Network | SyscallGroup::Exec))
+        .filter(|g| !p.seccomp.allow.contains(g) && !answered(g))
         .map(|g| g.name().to_string())
         .collect();
     cannot.push(format!("use these system call groups (EPERM): {}", list(&denied)));
+    if !p.seccomp.allow.contains(&SyscallGroup::HostCounters) && !p.seccomp.kill.contains(&SyscallGroup::HostCounters) {
+        cannot.push(
+            "read the host's counters (sysinfo): the supervisor answers with the run's own memory, processes and uptime"
+                .into(),
+        );
+    }
     let kill: Vec<String> = p.seccomp.kill.iter().map(|g| g.name().to_string()).collect();
     if !kill.is_empty() {
         cannot.push(format!("use these without the whole run being killed (seccomp-violation): {}", list(&kill)));
@@ -188,9 +196,14 @@ pub fn explain(p: &Policy, host: bool) -> Explanation {
         .collect();
     limits.push(format!("rlimits (per process, soft = hard): {}", list(&rl)));
     limits.push(format!(
-        "output: stdout {}, stderr {} passed on; the rest is counted and dropped",
+        "output: stdout {}, stderr {} passed on{}",
         opt_bytes(p.stdout_max_bytes),
-        opt_bytes(p.stderr_max_bytes)
+        opt_bytes(p.stderr_max_bytes),
+        match (p.over_cap, p.stdout_max_bytes.or(p.stderr_max_bytes)) {
+            (_, None) => "",
+            (crate::policy::OverCap::End, Some(_)) => "; a run that writes past a cap is killed (output-limit)",
+            (crate::policy::OverCap::Truncate, Some(_)) => "; the rest is counted and dropped while the run goes on",
+        }
     ));
     limits.push(format!(
         "Wasm guests: {} of linear memory, fuel {}, {} table elements, {} instances",

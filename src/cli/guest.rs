@@ -50,6 +50,8 @@ pub fn wasm_job(args: &RunArgs) -> Result<Option<WasmJob>, String> {
         guest_dir: args.guest_dir.as_ref().map(abs).transpose()?,
         runner,
         stdin: None,
+        // `stockade run` compiles a guest it lacks, once, as the installing user would.
+        compile_guests: true,
     }))
 }
 
@@ -104,10 +106,13 @@ fn install_one(g: &Guest, dir: &Path, wheels: Option<&Path>) -> Result<(), guest
             &stockade::wasm::stdlib::ZIP_SHA256[..12]
         );
     }
-    let started = std::time::Instant::now();
-    let artifact =
-        guests::ensure_artifact(&module, &guests::artifact_path(dir, g.name, EngineKind::Epoch), EngineKind::Epoch)?;
-    println!("{}: precompiled {} in {:.1} s", g.name, artifact.display(), started.elapsed().as_secs_f64());
+    // Every engine configuration a run may need (fuel metering is another), so that a server
+    // never compiles a guest itself.
+    for (kind, what) in [(EngineKind::Epoch, ""), (EngineKind::EpochFuel, " (fuel metering)")] {
+        let started = std::time::Instant::now();
+        let artifact = guests::ensure_artifact(&module, &guests::artifact_path(dir, g.name, kind), kind)?;
+        println!("{}: precompiled {}{what} in {:.1} s", g.name, artifact.display(), started.elapsed().as_secs_f64());
+    }
     if wheels.is_none() {
         let _ = std::fs::remove_dir_all(wheel_dir);
     }

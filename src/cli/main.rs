@@ -63,7 +63,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "wasm")]
         Command::Guest(cmd) => guest::command(cmd),
         #[cfg(feature = "wasm")]
-        Command::Runner { config } => code(stockade::wasm::runner::main(&config)),
+        Command::Runner { config } => code(stockade::wasm::runner::main(&config.concat())),
         #[cfg(feature = "serve")]
         Command::Serve(args) => serve::command(args),
         #[cfg(feature = "serve")]

@@ -238,8 +238,9 @@ fn refused(e: &ApiError) -> String {
 /// One run through the engine in this process: the same checks as a request to the server.
 async fn here(engine: &Arc<serve::engine::Engine>, body: &Value) -> Result<Value, ApiError> {
     let bytes = serde_json::to_vec(body).unwrap_or_default();
-    let parsed = stockade::api::decode(&bytes)?;
+    let parsed = stockade::api::decode(&bytes, &engine.catalog.caps)?;
     let request = stockade::api::check(parsed, &engine.catalog)?;
+    engine.available(&request)?;
     let permit = engine.admit().await?;
     let ran = engine.execute(permit, request, None).await?;
     Ok(serde_json::to_value(&ran.report).unwrap_or_default())
@@ -302,16 +303,9 @@ pub fn command(args: McpArgs) -> ExitCode {
     rt.block_on(async move {
         let backend = match &args.serve {
             Some(socket) => Backend::Server(socket.clone()),
-            None => match serve::start_engine(args.config.as_deref()).await {
-                Ok(engine) => {
-                    // A policy the calls cannot get is said now, not at every call.
-                    if let Some(p) = args.policy.as_ref().filter(|p| !engine.config.policies.contains_key(*p)) {
-                        let known: Vec<&str> = engine.config.policies.keys().map(String::as_str).collect();
-                        engine.drain().await;
-                        return serve::fail(format!("mcp: --policy {p}: no such policy (known: {})", known.join(", ")));
-                    }
-                    Backend::Here(engine)
-                }
+            None => match serve::start_engine(args.config.as_deref(), args.policy.as_deref()).await {
+                // A policy the calls cannot get was said by the configuration's check.
+                Ok(engine) => Backend::Here(engine),
                 Err(e) => return serve::fail(e),
             },
         };

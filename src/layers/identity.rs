@@ -48,7 +48,7 @@ pub enum IdentityError {
          the runs at once)"
     )]
     OwnersBusy { count: u32 },
-    #[error("identity: cannot take owner uid {uid} for the clone: {errno}")]
+    #[error("identity: cannot take owner uid {uid} for the clone: {errno}{}", crate::host::missing_caps_hint())]
     BecomeOwner { uid: u32, errno: Errno },
 }
 

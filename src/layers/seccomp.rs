@@ -173,6 +173,7 @@ pub(crate) fn group_calls(g: SyscallGroup) -> Vec<Deny> {
         G::ExoticMemory => {
             vec![always("modify_ldt", libc::SYS_modify_ldt), always("memfd_secret", libc::SYS_memfd_secret)]
         }
+        G::HostCounters => vec![always("sysinfo", libc::SYS_sysinfo)],
     }
 }
 
@@ -231,8 +232,10 @@ pub(crate) fn entries(allow: &[SyscallGroup], kill: &[SyscallGroup]) -> Vec<Entr
         if allow.contains(&g) {
             continue;
         }
-        // Exec always goes to the supervisor (it lets the first through); other groups by action.
-        let action = if kill.contains(&g) || g == SyscallGroup::Exec { Action::Notify } else { Action::Errno(EPERM) };
+        // Exec always goes to the supervisor (it lets the first through), and the host's
+        // counters (it answers with the run's own); other groups by action.
+        let supervised = matches!(g, SyscallGroup::Exec | SyscallGroup::HostCounters);
+        let action = if kill.contains(&g) || supervised { Action::Notify } else { Action::Errno(EPERM) };
         for d in group_calls(g) {
             out.push(Entry { nr: u32::try_from(d.nr).unwrap_or(u32::MAX), rules: d.rules, action });
         }
@@ -314,6 +317,13 @@ impl SeccompPlan {
         let exec = match self.exec {
             ExecGuard::None => "exec not restricted",
             ExecGuard::Supervised => "the supervisor lets the exec that starts the program through, then no other",
+        };
+        let exec = if self.allowed.contains(&SyscallGroup::HostCounters)
+            || self.killed.contains(&SyscallGroup::HostCounters)
+        {
+            exec.to_string()
+        } else {
+            format!("{exec}; sysinfo answered with the run's own figures")
         };
         let applied = format!(
             "{} BPF instructions in {} filter; {exec}",

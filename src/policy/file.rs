@@ -429,16 +429,34 @@ impl<'de> Deserialize<'de> for RlimitsFile {
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct OutputFile {
-    /// Bytes of stdout passed on; the rest is read and discarded, and the report says `truncated`.
+    /// Bytes of stdout passed on; past them, see `over-cap` (the report says `truncated`).
     pub stdout_max_bytes: Limit,
     /// Bytes of stderr passed on, as for stdout.
     pub stderr_max_bytes: Limit,
+    /// What a run that writes past a cap gets: `end` (it is killed at once and reported as
+    /// `output-limit`; a flood costs nobody CPU) or `truncate` (the rest is read and dropped
+    /// while the run goes on to its own end).
+    pub over_cap: OverCap,
 }
 
 impl Default for OutputFile {
     fn default() -> Self {
-        OutputFile { stdout_max_bytes: Limit::Value(1 << 20), stderr_max_bytes: Limit::Value(1 << 20) }
+        OutputFile {
+            stdout_max_bytes: Limit::Value(1 << 20),
+            stderr_max_bytes: Limit::Value(1 << 20),
+            over_cap: OverCap::End,
+        }
     }
+}
+
+/// What happens past an output cap (`output.over-cap`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum OverCap {
+    /// The run is killed and reported as `output-limit`.
+    End,
+    /// The rest is read and dropped; the run goes on.
+    Truncate,
 }
 
 /// `[environment]`: the program's environment is built from these only.
@@ -617,10 +635,15 @@ pub enum SyscallGroup {
     /// modify_ldt (x86 segment tables: Wine, DOS emulators) and memfd_secret (memory taken out
     /// of the kernel's direct map).
     ExoticMemory,
+    /// `sysinfo`: the host's counters (its memory, its process count, its load, its uptime),
+    /// which change with what the host and other runs do: a channel between runs. Not allowed
+    /// (the default), the supervisor answers it with the run's own figures: its memory limit
+    /// and use, its processes, the time since it started.
+    HostCounters,
 }
 
 impl SyscallGroup {
-    pub const ALL: [SyscallGroup; 24] = [
+    pub const ALL: [SyscallGroup; 25] = [
         SyscallGroup::Network,
         SyscallGroup::Exec,
         SyscallGroup::IoUring,
@@ -645,6 +668,7 @@ impl SyscallGroup {
         SyscallGroup::Admin,
         SyscallGroup::UnixConnect,
         SyscallGroup::ExoticMemory,
+        SyscallGroup::HostCounters,
     ];
 
     /// The group's policy name.
@@ -674,6 +698,7 @@ impl SyscallGroup {
             SyscallGroup::Admin => "admin",
             SyscallGroup::UnixConnect => "unix-connect",
             SyscallGroup::ExoticMemory => "exotic-memory",
+            SyscallGroup::HostCounters => "host-counters",
         }
     }
 }

@@ -6,12 +6,12 @@ mod validate;
 
 pub use file::{
     CgroupsFile, EnvironmentFile, FilesystemFile, IdentityFile, LandlockFile, Limit, LimitsFile, Namespaces,
-    OrderedStrings, OutputFile, PolicyFile, ProcMode, ProcessFile, RlimitKey, RlimitsFile, SeccompFile, StdinMode,
-    SyscallGroup,
+    OrderedStrings, OutputFile, OverCap, PolicyFile, ProcMode, ProcessFile, RlimitKey, RlimitsFile, SeccompFile,
+    StdinMode, SyscallGroup,
 };
 pub use validate::{
-    CgroupPolicy, Filesystem, Grant, Identity, LandlockPolicy, MAX_WALL_TIMEOUT_MS, Policy, Problem, SeccompPolicy,
-    check_grant_path, check_inside_path, check_wall_timeout_ms,
+    CgroupPolicy, Filesystem, Grant, Identity, LandlockPolicy, MAX_WALL_TIMEOUT_MS, MEMORY_MAX_FLOOR, PIDS_MAX_FLOOR,
+    Policy, Problem, SeccompPolicy, WASM_MEMORY_FLOOR, check_grant_path, check_inside_path, check_wall_timeout_ms,
 };
 
 use std::fmt;

@@ -1,7 +1,7 @@
 //! `PolicyFile` -> `Policy`: every value checked, every error collected with its key path.
 
 use super::file::{
-    CgroupsFile, FilesystemFile, IdentityFile, Limit, Namespaces, PolicyFile, ProcMode, RlimitKey, StdinMode,
+    CgroupsFile, FilesystemFile, IdentityFile, Limit, Namespaces, OverCap, PolicyFile, ProcMode, RlimitKey, StdinMode,
     SyscallGroup, WasmFile,
 };
 use std::path::{Component, Path, PathBuf};
@@ -24,6 +24,8 @@ pub struct Policy {
     pub rlimits: Vec<(RlimitKey, Limit)>,
     pub stdout_max_bytes: Option<u64>,
     pub stderr_max_bytes: Option<u64>,
+    /// Whether writing past an output cap ends the run (`output.over-cap`).
+    pub over_cap: OverCap,
     pub env_pass: Vec<String>,
     pub env_set: Vec<(String, String)>,
     pub hostname: String,
@@ -165,6 +167,7 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
         rlimits: file.rlimits.0,
         stdout_max_bytes: value(file.output.stdout_max_bytes),
         stderr_max_bytes: value(file.output.stderr_max_bytes),
+        over_cap: file.output.over_cap,
         env_pass: file.environment.pass,
         env_set: file.environment.set.0,
         hostname: file.process.hostname,
@@ -350,15 +353,22 @@ fn landlock_and_seccomp(file: &PolicyFile, bad: &mut Bad<'_>) -> (LandlockPolicy
     )
 }
 
+/// The least memory a jail is built with (`cgroups.memory-max-bytes`, and a request's limit).
+pub const MEMORY_MAX_FLOOR: u64 = 1 << 20;
+/// The fewest processes a jail runs with: its init and the program (`cgroups.pids-max`).
+pub const PIDS_MAX_FLOOR: u64 = 2;
+/// One Wasm page (`wasm.memory-max-bytes`).
+pub const WASM_MEMORY_FLOOR: u64 = 65536;
+
 fn cgroups(cg: &CgroupsFile, bad: &mut Bad<'_>) -> CgroupPolicy {
     if !(1000..=1_000_000).contains(&cg.cpu_period_us) {
         bad("cgroups.cpu-period-us", "must be between 1000 and 1000000".into());
     }
-    if value(cg.memory_max_bytes).is_some_and(|m| m < 1 << 20) {
+    if value(cg.memory_max_bytes).is_some_and(|m| m < MEMORY_MAX_FLOOR) {
         bad("cgroups.memory-max-bytes", "must be at least 1048576 (1 MiB), or \"unlimited\"".into());
     }
-    if value(cg.pids_max) == Some(0) {
-        bad("cgroups.pids-max", "must be > 0 (the program itself counts), or \"unlimited\"".into());
+    if value(cg.pids_max).is_some_and(|n| n < PIDS_MAX_FLOOR) {
+        bad("cgroups.pids-max", "must be at least 2 (the run's init and the program count), or \"unlimited\"".into());
     }
     if value(cg.cpu_max_percent) == Some(0) {
         bad("cgroups.cpu-max-percent", "must be > 0, or \"unlimited\"".into());
@@ -396,7 +406,7 @@ fn cgroups(cg: &CgroupsFile, bad: &mut Bad<'_>) -> CgroupPolicy {
 }
 
 fn wasm(wasm: &WasmFile, bad: &mut Bad<'_>) -> WasmPolicy {
-    if wasm.memory_max_bytes < 65536 {
+    if wasm.memory_max_bytes < WASM_MEMORY_FLOOR {
         bad("wasm.memory-max-bytes", "must be at least 65536 (one Wasm page)".into());
     }
     if wasm.instances_max == 0 {

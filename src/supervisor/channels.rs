@@ -18,6 +18,8 @@ pub enum Output<'a> {
 }
 
 pub(super) const CHUNK: usize = 64 * 1024;
+/// How long a run's output may wait, after the run, for a reader of a forwarded stream to take it.
+pub(super) const FLUSH_TIME_MAX: Duration = Duration::from_secs(2);
 /// A write of at most this many bytes to a pipe that polled writable never blocks.
 pub(super) const PIPE_BUF: usize = 4096;
 
@@ -33,6 +35,7 @@ pub(super) struct Sink {
     dest: Dest,
     /// The fd a forwarding sink writes to, when it is the sink's own (closed with it).
     owned: Option<OwnedFd>,
+    unsent: u64,
 }
 
 impl Sink {
@@ -41,7 +44,7 @@ impl Sink {
             Some(fd) => Dest::Forward { fd, pending: Vec::new(), broken: false },
             None => Dest::Capture(Vec::new()),
         };
-        Sink { cap, total: 0, dest, owned: None }
+        Sink { cap, total: 0, dest, owned: None, unsent: 0 }
     }
 
     /// Lowers the cap to `cap` when that is tighter (before anything was pushed).
@@ -52,14 +55,22 @@ impl Sink {
     }
 
     /// Passes what comes on to `fd`, closed when the sink is done (before anything was pushed).
+    /// The fd is made non-blocking: a reader that stops reading never holds the run (what it
+    /// has not taken waits here, up to the cap, and is given up [`FLUSH_TIME_MAX`] after the run).
     pub(super) fn forward_to(&mut self, fd: OwnedFd) {
-        self.dest = Dest::Forward { fd: fd.as_raw_fd(), pending: Vec::new(), broken: false };
+        let broken = sys::set_nonblocking(fd.as_fd(), true).is_err();
+        self.dest = Dest::Forward { fd: fd.as_raw_fd(), pending: Vec::new(), broken };
         self.owned = Some(fd);
     }
 
     /// Bytes that came, kept or not.
     pub(super) fn seen(&self) -> u64 {
         self.total
+    }
+
+    /// More came than the cap.
+    pub(super) fn over_cap(&self) -> bool {
+        self.cap.is_some_and(|c| self.total > c)
     }
 
     pub(super) fn push(&mut self, data: &[u8]) {
@@ -69,7 +80,7 @@ impl Sink {
         match &mut self.dest {
             Dest::Capture(buf) => buf.extend_from_slice(&data[..take]),
             Dest::Forward { pending, broken: false, .. } => pending.extend_from_slice(&data[..take]),
-            Dest::Forward { .. } => {}
+            Dest::Forward { .. } => self.unsent += take as u64,
         }
     }
 
@@ -91,16 +102,38 @@ impl Sink {
                 Err(Errno(libc::EAGAIN)) => {}
                 Err(_) => {
                     *broken = true;
+                    self.unsent += pending.len() as u64;
                     pending.clear();
                 }
             }
         }
     }
 
+    /// Passes on what waits. To the caller's own fds (`Output::Forward`), all of it; to a fd
+    /// the sink owns (non-blocking), what its reader takes within [`FLUSH_TIME_MAX`]: the rest is
+    /// dropped and counted ([`Sink::unsent`]).
     pub(super) fn flush(&mut self) {
-        while self.wants_write().is_some() {
+        let deadline = Instant::now() + FLUSH_TIME_MAX;
+        while let Some(fd) = self.wants_write() {
+            if self.owned.is_some() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let mut p = [libc::pollfd { fd, events: libc::POLLOUT, revents: 0 }];
+                if left.is_zero() || matches!(sys::ppoll(&mut p, Some(left)), Ok(0)) {
+                    if let Dest::Forward { pending, broken, .. } = &mut self.dest {
+                        self.unsent += pending.len() as u64;
+                        pending.clear();
+                        *broken = true;
+                    }
+                    return;
+                }
+            }
             self.write_some(CHUNK);
         }
+    }
+
+    /// Bytes within the cap that were never passed on: the reader stopped reading.
+    pub(super) fn unsent(&self) -> u64 {
+        self.unsent
     }
 
     /// The bytes kept (capture mode).
@@ -181,6 +214,29 @@ pub(super) fn receive_staged(
         }
     }
     Ok(out)
+}
+
+/// The first failure a child that is gone reported on its report pipe (what is there now).
+pub(super) fn read_failure(report: BorrowedFd<'_>) -> Option<crate::wire::Failure> {
+    use crate::wire::{MSG_LEN, Msg};
+    let mut msgs = Vec::new();
+    let mut buf = [0u8; 4 * MSG_LEN];
+    loop {
+        let mut fds = [libc::pollfd { fd: report.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+        match sys::ppoll(&mut fds, Some(Duration::ZERO)) {
+            Ok(1) => {}
+            Err(Errno(libc::EINTR)) => continue,
+            _ => break,
+        }
+        match sys::read(report.as_raw_fd(), &mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => msgs.extend_from_slice(&buf[..k]),
+        }
+    }
+    msgs.chunks_exact(MSG_LEN).find_map(|m| match Msg::decode(m.try_into().ok()?) {
+        Some(Msg::Failure(f)) => Some(f),
+        _ => None,
+    })
 }
 
 /// The supervisor's ends of the pipes and the socket it shares with one run's child.

@@ -59,6 +59,9 @@ pub struct Exchange {
 pub struct Gate {
     rx: OwnedFd,
     tx: OwnedFd,
+    /// The jail was built for the one run this gate will open: a program that dies before the
+    /// opening died in that run (of its limits, say), and the run reports it.
+    one_run: bool,
     start: Mutex<Option<Opening>>,
     /// A duplicate of the jail's stdin pipe (its write end), while the jail waits with nothing
     /// of its own to feed first.
@@ -74,10 +77,23 @@ pub(super) struct Opening {
 }
 
 impl Gate {
+    /// A gate for a jail built ahead of a run not known yet: a program that dies before the
+    /// opening is [`Gated::NotStarted`].
     pub fn new() -> Result<Gate, Error> {
+        Gate::with(false)
+    }
+
+    /// A gate for a jail built for one run that is about to open it (always opened or
+    /// cancelled): a program that dies before the opening (killed by its memory limit while it
+    /// loads, say) is reported as that run, unless its jail's setup failed.
+    pub fn for_one_run() -> Result<Gate, Error> {
+        Gate::with(true)
+    }
+
+    fn with(one_run: bool) -> Result<Gate, Error> {
         let (rx, tx) = sys::pipe().map_err(|errno| Error::Supervisor { what: "create a gate", errno })?;
         sys::set_nonblocking(tx.as_fd(), true).map_err(|errno| Error::Supervisor { what: "create a gate", errno })?;
-        Ok(Gate { rx, tx, start: Mutex::new(None), feed: Mutex::new(None) })
+        Ok(Gate { rx, tx, one_run, start: Mutex::new(None), feed: Mutex::new(None) })
     }
 
     /// Starts the run with `start` (never blocks).
@@ -104,6 +120,16 @@ impl Gate {
 
     pub(super) fn fd(&self) -> BorrowedFd<'_> {
         self.rx.as_fd()
+    }
+
+    pub(super) fn one_run(&self) -> bool {
+        self.one_run
+    }
+
+    /// Blocks until the gate is opened or cancelled (a one-run gate's holder does one of them).
+    pub(super) fn wait(&self) {
+        let mut fds = [libc::pollfd { fd: self.rx.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+        while let Err(sys::Errno(libc::EINTR)) = sys::ppoll(&mut fds, None) {}
     }
 
     /// Lets [`Gate::open`] write the run's stdin itself (a duplicate of the pipe's write end).

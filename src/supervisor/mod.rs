@@ -154,18 +154,22 @@ impl Plan {
         // The child may already have failed and gone; its report says why.
         let _ = sys::send_nosignal(pipes.sync.as_fd(), &[1]);
         // Its writable directories' tmpfs, handed over as it builds its root (none: it failed).
-        let staged = match channels::receive_staged(
-            pipes.sync.as_fd(),
-            pidfd.as_fd(),
-            self.fs.staged().len(),
-            self.policy.wall_timeout,
-        ) {
-            Ok(staged) => staged,
-            Err(e) => {
-                // Not a run: take the child down and reap it before saying so.
+        let wanted = self.fs.staged().len();
+        let staged = channels::receive_staged(pipes.sync.as_fd(), pidfd.as_fd(), wanted, self.policy.wall_timeout);
+        let staged = match staged {
+            Ok(staged) if staged.len() == wanted => staged,
+            other => {
+                // Not a run: take the child down and reap it before saying why (its own report,
+                // or how it ended).
                 kill_run(pid, pidfd.as_fd(), leaf.as_ref(), self.policy.namespaces.pid);
-                let _ = sys::waitid_pidfd(pidfd.as_fd());
-                return Err(sv("receive the writable directories")(e));
+                let reaped = sys::waitid_pidfd(pidfd.as_fd()).ok();
+                return Err(match other {
+                    Err(e) => sv("receive the writable directories")(e),
+                    Ok(_) => {
+                        let (why, limit) = self.setup_death(pipes.report.as_fd(), reaped, leaf.as_ref());
+                        Error::JailDied { why, limit }
+                    }
+                });
             }
         };
         Ok(Prepared {
@@ -266,6 +270,37 @@ impl Plan {
             enforcement: self.layers_with(leaf_made),
             ..Report::new(&self.policy.origin, &self.program.name, &self.program.argv_display, self.policy.wall_timeout)
         }
+    }
+
+    /// Why a child that was building its jail ended (it is reaped): the failure it reported,
+    /// else how it ended, naming the limit that killed it when one did.
+    fn setup_death(
+        &self,
+        report: BorrowedFd<'_>,
+        reaped: Option<sys::Reaped>,
+        leaf: Option<&Leaf>,
+    ) -> (String, Option<&'static str>) {
+        if let Some(f) = channels::read_failure(report) {
+            return (self.describe_failure(f), None);
+        }
+        let stats = leaf.map(Leaf::stats).unwrap_or_default();
+        if stats.oom_kills > 0 {
+            let key = "cgroups.memory-max-bytes";
+            return (
+                format!("its memory limit ({key}) is too small to build the jail: the OOM killer ended it"),
+                Some(key),
+            );
+        }
+        if stats.pids_limit_hit {
+            let key = "cgroups.pids-max";
+            return (format!("its process limit ({key}) is too small to build the jail"), Some(key));
+        }
+        let why = match reaped {
+            Some(r) if r.code == libc::CLD_EXITED => format!("it exited with {} without saying why", r.status),
+            Some(r) => format!("it was killed by {} from outside the jail", signal_name(r.status)),
+            None => "it stopped answering".into(),
+        };
+        (why, None)
     }
 
     /// `rlimits.cpu-seconds`, when the policy sets it.
@@ -386,6 +421,7 @@ impl Prepared<'_> {
             leaf: self.leaf.as_ref(),
             // An announced end needs the account read: the exit status is the one it implies.
             announces_end: plan.announces_end && guest.is_some(),
+            end_over_cap: plan.policy.over_cap == crate::policy::OverCap::End,
         };
         let mut pump = Pump::new(run, pipes.report);
         let mut stdin_data = self.stdin_data.take();
@@ -404,16 +440,24 @@ impl Prepared<'_> {
             }
             // Waiting: the program gets ready; nothing of the run is counted yet.
             let stop = pump.go(&mut [], None, None, Some(gate.fd()))?;
-            // A program that ended after an opening fed it its code ran: its run is reported.
-            let opening = gate.take().filter(|o| matches!(stop, Stop::Gate) || o.fed > 0);
+            // A jail whose setup failed never ran anything. A program that ended after an
+            // opening fed it its code ran, and so did one built for the run it died waiting for:
+            // those runs are reported.
+            let setup_failed = pump.failure().is_some();
+            let died_in_its_run = matches!(stop, Stop::Died) && gate.one_run() && !setup_failed;
+            if died_in_its_run {
+                gate.wait();
+            }
+            let opening =
+                gate.take().filter(|o| !setup_failed && (matches!(stop, Stop::Gate) || o.fed > 0 || died_in_its_run));
             let Some(Opening { start: s, at: opened_at, fed }) = opening else {
                 if matches!(stop, Stop::Gate) {
                     pump.kill();
                 }
                 let ended = pump.go(&mut [], None, None, None)?;
                 self.pid = 0;
-                return Ok(Gated::NotStarted(match (stop, ended) {
-                    (Stop::Died, Stop::Ended(o)) => self.died_waiting(&o),
+                return Ok(Gated::NotStarted(match ended {
+                    Stop::Ended(o) if matches!(stop, Stop::Died) || o.failure.is_some() => self.died_waiting(&o),
                     _ => "cancelled".into(),
                 }));
             };
@@ -460,6 +504,14 @@ impl Prepared<'_> {
         for s in &mut streams {
             s.sink.flush();
         }
+        let unsent: Vec<String> = streams
+            .iter()
+            .zip(["stdout", "stderr"])
+            .filter(|(s, _)| s.sink.unsent() > 0)
+            .map(|(s, name)| {
+                format!("{} bytes of {name} were not passed on: their reader stopped reading", s.sink.unsent())
+            })
+            .collect();
         let mut streams = streams.into_iter();
         let (Some(out), Some(err)) = (streams.next(), streams.next()) else {
             return Err(Error::Supervisor { what: "collect output", errno: Errno(libc::EINVAL) });
@@ -475,8 +527,8 @@ impl Prepared<'_> {
         // The files the caller asked back, before the tmpfs goes.
         let files = exchange.as_ref().and_then(|x| {
             let pick = x.take.as_ref()?;
-            let i = exchange::place_index(plan.fs.staged(), &x.dir)?;
-            Some(exchange::take(&self.staged[i], pick))
+            let root = self.staged.get(exchange::place_index(plan.fs.staged(), &x.dir)?)?;
+            Some(exchange::take(root, pick))
         });
         // What the program left in its writable directories goes back to the host.
         let mut notes = Vec::new();
@@ -491,6 +543,7 @@ impl Prepared<'_> {
             violation: outcome.violation.is_some(),
             exit_status: outcome.exit_status,
             timed_out: outcome.timed_out,
+            output_limit: outcome.output_limit,
             init_exited: outcome.reaped.code == libc::CLD_EXITED,
             init_status: outcome.reaped.status,
             cpu_used_us: stats.cpu_user_us.zip(stats.cpu_sys_us).map_or_else(
@@ -519,8 +572,17 @@ impl Prepared<'_> {
         report.warm_start = warm;
         report.writable_dirs = dirs;
         report.supervisor_cpu_ms = Some(ms(sys::thread_cpu_time().saturating_sub(cpu_at_start)));
+        // A program that failed on a refused exec sees only EPERM: the report says why.
+        let refused = (outcome.execs_refused > 0).then(|| {
+            format!(
+                "the program tried to start another program {} time(s) (exec): a jail runs only its own program, \
+                 so each was refused with EPERM (subprocess, and helpers such as the resource tracker of Python's \
+                 multiprocessing.shared_memory, start one)",
+                outcome.execs_refused
+            )
+        });
         // The run itself is reported as it happened; a failed write-back is said loudly.
-        for note in notes {
+        for note in refused.into_iter().chain(unsent).chain(notes) {
             report.add_note(note);
         }
         // The run's cgroup, its writable directories' tmpfs and its owner uid go after the
@@ -539,7 +601,8 @@ impl Prepared<'_> {
     /// Writes a run's files into its writable directory (an empty one of the run's own).
     fn put_files(&self, x: &Exchange, create_as: staging::CreateAs) -> Result<(), Error> {
         let staged = self.plan.fs.staged();
-        let Some(i) = exchange::place_index(staged, &x.dir) else {
+        let place = exchange::place_index(staged, &x.dir).and_then(|i| Some((staged.get(i)?, self.staged.get(i)?)));
+        let Some((place, root)) = place else {
             return Err(crate::layers::filesystem::FsError::Refused {
                 origin: "files".into(),
                 path: x.dir.clone(),
@@ -547,7 +610,7 @@ impl Prepared<'_> {
             }
             .into());
         };
-        Ok(exchange::put(&staged[i], &self.staged[i], &x.put, create_as)?)
+        Ok(exchange::put(place, root, &x.put, create_as)?)
     }
 
     /// Why a jail ended while it waited at its gate, in words.

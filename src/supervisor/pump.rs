@@ -22,6 +22,10 @@ pub(super) struct Outcome {
     pub(super) failure: Option<Failure>,
     pub(super) exit_status: Option<i32>,
     pub(super) timed_out: bool,
+    /// The program wrote past an output cap, and the run was killed for it.
+    pub(super) output_limit: bool,
+    /// Execs after the first that were refused (the run went on).
+    pub(super) execs_refused: u32,
     pub(super) violation: Option<Violation>,
     /// The program announced its end ([`Job::announces_end`](crate::Job::announces_end)): the
     /// jail was taken down then, and init is not reaped yet (`reaped` is a stand-in: exited 0,
@@ -44,6 +48,8 @@ pub(super) struct Run<'a> {
     pub(super) leaf: Option<&'a Leaf>,
     /// The program announces its end on the first extra output (streams[2]).
     pub(super) announces_end: bool,
+    /// Writing past the cap of stdout or stderr (streams[0] and [1]) ends the run.
+    pub(super) end_over_cap: bool,
 }
 
 /// Why [`Pump::go`] returned.
@@ -73,6 +79,10 @@ pub(super) struct Pump<'a> {
     reaped: Option<(sys::Reaped, Instant)>,
     killed: bool,
     timed_out: bool,
+    output_limit: bool,
+    execs_refused: u32,
+    /// When the jail was released (the start of its `sysinfo` uptime).
+    released: Instant,
     buf: Vec<u8>,
 }
 
@@ -91,8 +101,16 @@ impl<'a> Pump<'a> {
             reaped: None,
             killed: false,
             timed_out: false,
+            output_limit: false,
+            execs_refused: 0,
+            released: Instant::now(),
             buf: vec![0u8; CHUNK],
         }
+    }
+
+    /// The jail step that failed, as the child reported it so far.
+    pub(super) fn failure(&self) -> Option<Failure> {
+        self.failure
     }
 
     /// Takes the run down now (a cancelled gate, files that could not be handed over).
@@ -134,6 +152,8 @@ impl<'a> Pump<'a> {
                     failure: self.failure.take(),
                     exit_status: None,
                     timed_out: false,
+                    output_limit: false,
+                    execs_refused: self.execs_refused,
                     violation: None,
                     announced: true,
                 }));
@@ -238,6 +258,11 @@ impl<'a> Pump<'a> {
                             Ok(0) | Err(_) => s.fd = None,
                             Ok(k) => {
                                 s.sink.push(&self.buf[..k]);
+                                if i < 2 && self.run.end_over_cap && s.sink.over_cap() && !self.output_limit {
+                                    // Past its cap: the run ends now, and nobody reads the rest.
+                                    self.output_limit = true;
+                                    self.kill();
+                                }
                                 // An announced end's account is watched for its end of file.
                                 let account = i == 2 && self.run.announces_end;
                                 s.quiet_until = (k < SMALL_READ && !account).then(|| Instant::now() + BATCH);
@@ -280,6 +305,8 @@ impl<'a> Pump<'a> {
             failure: self.failure.take(),
             exit_status: self.exit_status,
             timed_out: self.timed_out,
+            output_limit: self.output_limit,
+            execs_refused: self.execs_refused,
             violation: self.violation.take(),
             announced: false,
         }))
@@ -335,6 +362,10 @@ impl<'a> Pump<'a> {
         let Ok(n) = sys::seccomp_notif_recv(l.as_fd()) else { return };
         let sc = self.run.seccomp;
         let (name, group) = seccomp::syscall_name(n.nr, &n.args).unwrap_or(("unknown", SyscallGroup::Admin));
+        if group == SyscallGroup::HostCounters && !sc.kills(group) {
+            self.answer_sysinfo(l.as_fd(), &n);
+            return;
+        }
         let first_exec = group == SyscallGroup::Exec
             && sc.exec == ExecGuard::Supervised
             && !std::mem::replace(&mut self.exec_seen, true);
@@ -350,7 +381,37 @@ impl<'a> Pump<'a> {
             self.kill();
         } else {
             let _ = sys::seccomp_notif_send(l.as_fd(), n.id, Err(libc::EPERM));
+            if group == SyscallGroup::Exec {
+                self.execs_refused = self.execs_refused.saturating_add(1);
+            }
         }
+    }
+}
+
+impl Pump<'_> {
+    /// `sysinfo(addr)`, answered with the run's own figures instead of the host's: its memory
+    /// limit (else the host's memory) and what it uses, its processes, the time since it was
+    /// released. Written into the caller's memory while it waits in the call (still the caller:
+    /// its notification is checked to be pending first).
+    fn answer_sysinfo(&self, listener: BorrowedFd<'_>, n: &sys::SeccompNotif) {
+        let (max, used, procs) = self.run.leaf.map(Leaf::counters).unwrap_or_default();
+        let total = max.unwrap_or_else(sys::host_memory_bytes);
+        let used = used.unwrap_or(0).min(total);
+        let figures = sys::SysinfoFigures {
+            uptime_s: i64::try_from(self.released.elapsed().as_secs()).unwrap_or(i64::MAX),
+            total_bytes: total,
+            free_bytes: total - used,
+            procs: u16::try_from(procs.unwrap_or(1)).unwrap_or(u16::MAX),
+        };
+        let pid = i32::try_from(n.pid).unwrap_or(0);
+        let written = match sys::seccomp_notif_id_valid(listener, n.id) {
+            true => sys::write_sysinfo(pid, n.args[0], figures),
+            false => return,
+        };
+        let _ = match written {
+            Ok(()) => sys::seccomp_notif_return(listener, n.id, 0),
+            Err(Errno(e)) => sys::seccomp_notif_send(listener, n.id, Err(e)),
+        };
     }
 }
 

@@ -18,6 +18,8 @@ pub struct Ending {
     pub exit_status: Option<i32>,
     /// The deadline passed and the run was killed.
     pub timed_out: bool,
+    /// The program wrote past an output cap and the run was killed (`output.over-cap = "end"`).
+    pub output_limit: bool,
     /// How the run's init itself ended: exited (with this code) or killed (by this signal).
     pub init_exited: bool,
     pub init_status: i32,
@@ -84,6 +86,9 @@ pub fn verdict(e: &Ending, a: &Accounting, guest: Option<&GuestEnd>) -> Verdict 
     }
     if e.violation {
         return v(Status::SeccompViolation, None, Some(SIGKILL), EXIT_SECCOMP_VIOLATION, None);
+    }
+    if e.output_limit {
+        return v(Status::OutputLimit, None, Some(SIGKILL), 128 + SIGKILL, None);
     }
     // The program's own end (also when it ended on its own just as the deadline passed).
     if let Some(ws) = e.exit_status.filter(|ws| !(e.timed_out && killed_by(*ws, SIGKILL))) {
@@ -200,6 +205,11 @@ mod tests {
         let killed = Ending { violation: true, ..ended(SIGKILL) };
         let v = verdict(&killed, &Accounting::default(), None);
         assert_eq!((v.status, v.stockade_exit_code), (Status::SeccompViolation, 159));
+        // A flood killed at its cap, even when the OOM killer or the deadline came too.
+        let flooded = Ending { output_limit: true, timed_out: true, ..ended(SIGKILL) };
+        let oom = Accounting { oom_kills: 1, ..Accounting::default() };
+        let v = verdict(&flooded, &oom, None);
+        assert_eq!((v.status, v.signal, v.stockade_exit_code), (Status::OutputLimit, Some(SIGKILL), 137));
     }
 
     #[test]

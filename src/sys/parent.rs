@@ -40,12 +40,29 @@ pub fn clone_into(
         libc::syscall(libc::SYS_clone3, &args as *const libc::clone_args, std::mem::size_of::<libc::clone_args>())
     })?;
     if rc == 0 {
-        // `Infallible` has no value: `child` diverges (the callers' closures end in `-> !`).
-        child();
+        in_child(child);
     }
     // SAFETY: the kernel stored a fresh pidfd that nothing else owns.
     let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
     Ok((rc as i32, pidfd))
+}
+
+/// The cloned child's whole life. A panic in it must never unwind into its copy of the caller's
+/// frames (it would go on as the supervisor, inside the jail): it ends the child.
+#[allow(unreachable_code)] // the guard is only ever dropped by an unwinding panic
+fn in_child(child: impl FnOnce() -> std::convert::Infallible) -> ! {
+    let _exit_on_unwind = ExitOnUnwind;
+    // `Infallible` has no value: `child` diverges (the callers' closures end in `-> !`).
+    match child() {}
+}
+
+/// Ends a cloned child (with the setup-failure code) when a panic unwinds through it.
+struct ExitOnUnwind;
+
+impl Drop for ExitOnUnwind {
+    fn drop(&mut self) {
+        super::child::exit(crate::report::EXIT_SETUP_FAILED);
+    }
 }
 
 /// This process's argv and environ areas, as the kernel reports them (`/proc/self/stat` fields
@@ -307,6 +324,69 @@ pub fn seccomp_notif_send(listener: BorrowedFd<'_>, id: u64, answer: Result<(), 
         libc::ioctl(listener.as_raw_fd(), SECCOMP_IOCTL_NOTIF_SEND, &resp as *const SeccompNotifResp)
     })?;
     Ok(())
+}
+
+const SECCOMP_IOCTL_NOTIF_ID_VALID: c_ulong = 0x4008_2102;
+
+/// Answers a notification with a return value: the system call is not run, and the caller
+/// sees `val` as its result. (Parent side.)
+pub fn seccomp_notif_return(listener: BorrowedFd<'_>, id: u64, val: i64) -> Result<(), Errno> {
+    let resp = SeccompNotifResp { id, val, error: 0, flags: 0 };
+    // SAFETY: resp is a valid seccomp_notif_resp of the size the ioctl number encodes.
+    check_int(unsafe {
+        libc::ioctl(listener.as_raw_fd(), SECCOMP_IOCTL_NOTIF_SEND, &resp as *const SeccompNotifResp)
+    })?;
+    Ok(())
+}
+
+/// Whether the notification `id` is still pending: its caller is still in that system call, so
+/// the pid it came with still names that caller. (Parent side.)
+pub fn seccomp_notif_id_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
+    // SAFETY: the ioctl reads one u64 through the pointer, which is valid for the call.
+    unsafe { libc::ioctl(listener.as_raw_fd(), SECCOMP_IOCTL_NOTIF_ID_VALID, &id as *const u64) == 0 }
+}
+
+/// The host's memory (`sysinfo`'s total RAM), bytes.
+pub fn host_memory_bytes() -> u64 {
+    // SAFETY: struct sysinfo is plain data; all-zero is a valid value to fill.
+    let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
+    // SAFETY: info is a valid out-pointer for the call.
+    if unsafe { libc::sysinfo(&mut info) } != 0 {
+        return 0;
+    }
+    info.totalram.saturating_mul(u64::from(info.mem_unit.max(1)))
+}
+
+/// A run's own figures, as `sysinfo(2)` gives the host's.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SysinfoFigures {
+    pub uptime_s: i64,
+    pub total_bytes: u64,
+    pub free_bytes: u64,
+    pub procs: u16,
+}
+
+/// Writes `figures` as a `struct sysinfo` at `addr` in process `pid`'s memory
+/// (`process_vm_writev`): the answer to its `sysinfo(addr)`. (Parent side.)
+pub fn write_sysinfo(pid: i32, addr: u64, figures: SysinfoFigures) -> Result<(), Errno> {
+    // SAFETY: struct sysinfo is plain data; all-zero is a valid value (no load, no swap).
+    let mut info: libc::sysinfo = unsafe { std::mem::zeroed() };
+    info.uptime = figures.uptime_s;
+    info.totalram = figures.total_bytes;
+    info.freeram = figures.free_bytes;
+    info.procs = figures.procs;
+    info.mem_unit = 1;
+    let len = std::mem::size_of::<libc::sysinfo>();
+    let local = libc::iovec { iov_base: &mut info as *mut libc::sysinfo as *mut std::ffi::c_void, iov_len: len };
+    let remote = libc::iovec { iov_base: addr as usize as *mut std::ffi::c_void, iov_len: len };
+    // SAFETY: `local` points at `info`, alive and `len` bytes long; the remote range is only
+    // written in the other process (the kernel checks it there, EFAULT if it is not mapped).
+    let n = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
+    match n {
+        -1 => Err(Errno::last()),
+        n if n as usize == len => Ok(()),
+        _ => Err(Errno(libc::EFAULT)),
+    }
 }
 
 /// Whether this kernel has seccomp (`prctl(PR_GET_SECCOMP)` answers). (Parent side.)

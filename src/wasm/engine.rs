@@ -46,3 +46,45 @@ pub fn engine(kind: EngineKind) -> wasmtime::Result<Engine> {
 pub fn precompile(wasm: &[u8], kind: EngineKind) -> wasmtime::Result<Vec<u8>> {
     engine(kind)?.precompile_module(wasm)
 }
+
+/// What this binary's engine of `kind` writes into every artifact it makes: the bytes of the
+/// artifact's `.wasmtime.engine` section (wasmtime's version, the target, the compiler flags and
+/// settings such as fuel metering). Learned once per process from an empty module's artifact.
+fn fingerprint(kind: EngineKind) -> Result<&'static [u8], String> {
+    use std::sync::OnceLock;
+    static EPOCH: OnceLock<Result<Vec<u8>, String>> = OnceLock::new();
+    static FUEL: OnceLock<Result<Vec<u8>, String>> = OnceLock::new();
+    let cell = match kind {
+        EngineKind::Epoch => &EPOCH,
+        EngineKind::EpochFuel => &FUEL,
+    };
+    let made = cell.get_or_init(|| {
+        let empty = precompile(b"\0asm\x01\0\0\0", kind).map_err(|e| format!("cannot make an empty artifact: {e}"))?;
+        engine_section(&empty[..])
+    });
+    made.as_deref().map_err(Clone::clone)
+}
+
+/// The `.wasmtime.engine` section of an artifact (an ELF file).
+fn engine_section<'d, R: object::ReadRef<'d>>(data: R) -> Result<Vec<u8>, String> {
+    use object::{Object, ObjectSection};
+    let file = object::read::elf::ElfFile64::<object::Endianness, R>::parse(data)
+        .map_err(|e| format!("not an artifact of wasmtime: {e}"))?;
+    let section = file.section_by_name(".wasmtime.engine").ok_or("not an artifact of wasmtime: no engine section")?;
+    section.data().map(<[u8]>::to_vec).map_err(|e| format!("its engine section: {e}"))
+}
+
+/// Whether the artifact at `path` was made by this binary's engine of `kind` (`Err` says how
+/// it differs, or why it cannot be read): checked before a jail is given it, so that an artifact
+/// of another configuration or version is never what a run fails on. Reads only the file's
+/// headers and that section.
+pub fn check_artifact(path: &std::path::Path, kind: EngineKind) -> Result<(), String> {
+    let want = fingerprint(kind)?;
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let cache = object::ReadCache::new(file);
+    if engine_section(&cache)? == want {
+        Ok(())
+    } else {
+        Err(format!("it was made by another engine than this stockade's ({})", key(kind)))
+    }
+}

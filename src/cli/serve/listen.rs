@@ -8,12 +8,15 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use std::future::Future;
 use std::os::fd::AsFd;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{Semaphore, watch};
 
@@ -156,13 +159,23 @@ fn clear_stale(path: &Path) -> Result<(), String> {
     std::fs::remove_file(path).map_err(|e| format!("cannot remove the stale socket: {e}"))
 }
 
+/// How long a connection may stall.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// For a request's headers (`server.header-timeout-ms`), also while the connection is idle.
+    pub header: Duration,
+    /// For any write of an answer to make progress (`server.write-timeout-ms`): a client that
+    /// takes nothing for this long is cut off, and its answer's memory freed.
+    pub write: Duration,
+}
+
 /// Accepts connections until `stop`, each served by hyper with `router`; a unix socket's file
 /// is removed when it stops.
 pub async fn serve(
     bound: Bound,
     router: Router,
     conns: Arc<Semaphore>,
-    header_timeout: Duration,
+    timeouts: Timeouts,
     mut stop: watch::Receiver<bool>,
     graceful: Arc<GracefulShutdown>,
 ) {
@@ -177,9 +190,10 @@ pub async fn serve(
             _ = stop.changed() => break,
         };
         let Some(io) = accepted else { continue };
+        let io = TokioIo::new(WriteDeadline { io, limit: timeouts.write, stalled: None });
         let svc = TowerToHyperService::new(router.clone());
         let mut builder = http1::Builder::new();
-        builder.timer(TokioTimer::new()).header_read_timeout(header_timeout).keep_alive(true);
+        builder.timer(TokioTimer::new()).header_read_timeout(timeouts.header).keep_alive(true);
         let conn = graceful.watcher().watch(builder.serve_connection(io, svc));
         tokio::spawn(async move {
             let _ = conn.await;
@@ -192,8 +206,8 @@ pub async fn serve(
     }
 }
 
-/// One connection, as hyper's I/O (a failed accept is skipped after a short pause).
-async fn accept(bound: &Bound) -> Option<TokioIo<Box<dyn Io>>> {
+/// One connection (a failed accept is skipped after a short pause).
+async fn accept(bound: &Bound) -> Option<Box<dyn Io>> {
     let accepted: std::io::Result<Box<dyn Io>> = match bound {
         Bound::Unix(l, ..) => l.accept().await.map(|(s, _)| Box::new(s) as Box<dyn Io>),
         Bound::Tcp(l) => l.accept().await.map(|(s, _)| {
@@ -202,7 +216,7 @@ async fn accept(bound: &Bound) -> Option<TokioIo<Box<dyn Io>>> {
         }),
     };
     match accepted {
-        Ok(s) => Some(TokioIo::new(s)),
+        Ok(s) => Some(s),
         Err(_) => {
             // Out of fds, say: let what is running finish before trying again.
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -214,3 +228,73 @@ async fn accept(bound: &Bound) -> Option<TokioIo<Box<dyn Io>>> {
 /// A connection's stream, whichever the listener.
 pub trait Io: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> Io for T {}
+
+/// A connection whose writes must make progress: a write or flush that cannot go on for
+/// `limit` fails (`TimedOut`), and hyper closes the connection (the answer is dropped, its
+/// memory freed). The clock runs only while a write waits for the client.
+struct WriteDeadline {
+    io: Box<dyn Io>,
+    limit: Duration,
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl WriteDeadline {
+    /// After a write that could not go on: the error once it has waited `limit`.
+    fn waited<T>(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<T>> {
+        let limit = self.limit;
+        let sleep = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("the client took nothing for {} ms (server.write-timeout-ms)", limit.as_millis()),
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn went<T>(&mut self, r: Poll<std::io::Result<T>>, cx: &mut Context<'_>) -> Poll<std::io::Result<T>> {
+        match r {
+            Poll::Pending => self.waited(cx),
+            done => {
+                self.stalled = None;
+                done
+            }
+        }
+    }
+}
+
+impl AsyncRead for WriteDeadline {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for WriteDeadline {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.went(r, cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.went(r, cx)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let r = Pin::new(&mut self.io).poll_flush(cx);
+        self.went(r, cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let r = Pin::new(&mut self.io).poll_shutdown(cx);
+        self.went(r, cx)
+    }
+}

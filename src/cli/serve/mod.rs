@@ -8,6 +8,7 @@
 //! drain: stop accepting, refuse the queue, take the warm jails down, let running jobs finish
 //! within the drain timeout, and exit.
 
+mod answer;
 mod config;
 pub(crate) mod engine;
 mod http;
@@ -61,7 +62,7 @@ pub fn command(args: ServeArgs) -> ExitCode {
         print!("{}", config::default_file_text());
         return ExitCode::SUCCESS;
     }
-    let mut cfg = match config::load(args.config.as_deref(), &args.listen) {
+    let mut cfg = match config::load(args.config.as_deref(), &args.listen, None) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
@@ -110,8 +111,12 @@ fn delegate(cfg: &mut config::Config) -> Result<(), String> {
 
 /// The engine of `stockade serve` for another front (`stockade mcp`): the configuration (a file
 /// or the built-in one; its listeners unused), the delegated cgroup, the warm pools filling.
-pub(crate) async fn start_engine(config: Option<&std::path::Path>) -> Result<Arc<engine::Engine>, String> {
-    let mut cfg = config::load(config, &[]).map_err(|e| e.to_string())?;
+/// `policy`: the one every run of this front uses (each runtime may run under it).
+pub(crate) async fn start_engine(
+    config: Option<&std::path::Path>,
+    policy: Option<&str>,
+) -> Result<Arc<engine::Engine>, String> {
+    let mut cfg = config::load(config, &[], policy).map_err(|e| e.to_string())?;
     raise_fd_limit();
     delegate(&mut cfg)?;
     let metrics = Arc::new(metrics::Metrics::new());
@@ -160,18 +165,26 @@ async fn serve(cfg: config::Config, check: bool, mut passed: Vec<listen::Passed>
     let conns = Arc::new(tokio::sync::Semaphore::new(c.max_connections));
     let budget_kib = usize::try_from(c.requests.in_flight_max_bytes / 1024).unwrap_or(usize::MAX).max(1);
     let body_budget = Arc::new(tokio::sync::Semaphore::new(budget_kib.min(tokio::sync::Semaphore::MAX_PERMITS)));
+    let answers = answer::Budget::new(c.requests.answers_in_flight_max_bytes);
     let mut loops = Vec::new();
     for b in bound {
         let tokens = match b {
             listen::Bound::Tcp(_) => Some(Arc::from(c.tokens.clone())),
             listen::Bound::Unix(..) => None,
         };
-        let app = http::App { engine: engine.clone(), tokens, body_budget: body_budget.clone() };
+        let app = http::App {
+            engine: engine.clone(),
+            tokens,
+            body_budget: body_budget.clone(),
+            body_reserve_kib: budget_kib / 4,
+            answers: answers.clone(),
+        };
+        let timeouts = listen::Timeouts { header: c.header_timeout, write: c.write_timeout };
         loops.push(tokio::spawn(listen::serve(
             b,
             http::router(app),
             conns.clone(),
-            c.header_timeout,
+            timeouts,
             stop_rx.clone(),
             graceful.clone(),
         )));

@@ -234,6 +234,31 @@ impl Leaf {
         s
     }
 
+    /// The run's memory limit and use now (bytes; no limit: `None`), and how many processes it
+    /// has: the figures its `sysinfo` is answered with.
+    pub fn counters(&self) -> (Option<u64>, Option<u64>, Option<u64>) {
+        let read = |fd: &File, name: &CStr| crate::sys::read_at(fd.as_fd(), name).unwrap_or_default();
+        let num = |fd: &File, name: &CStr| read(fd, name).trim().parse::<u64>().ok();
+        let (mut max, mut used, mut procs) = (None, None, None);
+        if let Some((_, fd)) = &self.v2 {
+            max = num(fd, c"memory.max");
+            used = num(fd, c"memory.current");
+            procs = num(fd, c"pids.current");
+        }
+        for l in &self.v1 {
+            match l.controller {
+                "memory" => {
+                    // v1 says "no limit" with a page-rounded i64::MAX.
+                    max = max.or(num(&l.fd, c"memory.limit_in_bytes").filter(|m| *m < 1 << 62));
+                    used = used.or(num(&l.fd, c"memory.usage_in_bytes"));
+                }
+                "pids" => procs = procs.or(num(&l.fd, c"pids.current")),
+                _ => {}
+            }
+        }
+        (max, used, procs)
+    }
+
     /// Kills what is left and removes every leaf; the first error is returned, every leaf is tried.
     pub fn remove(mut self) -> Result<(), CgroupError> {
         self.remove_all()

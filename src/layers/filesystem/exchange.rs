@@ -99,11 +99,20 @@ fn cname(bytes: &[u8]) -> CString {
 #[derive(Debug, Clone)]
 pub struct Pick {
     /// Shell-style patterns matched against the whole relative path (`*` stays within one
-    /// directory, `**` crosses them).
-    pub patterns: Vec<glob::Pattern>,
+    /// directory, `**` crosses them), compiled together ([`patterns`]): matching is linear in
+    /// the path's length, whatever the patterns.
+    pub patterns: globset::GlobSet,
     pub max_files: usize,
     pub max_bytes: u64,
 }
+
+/// The longest `return-files` pattern, bytes.
+pub const PATTERN_MAX_BYTES: usize = 1024;
+/// How long taking files back may take, walking and reading together; past it the rest is
+/// left out (and `capped` says so).
+pub const TAKE_TIME_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+/// How many left-out files a [`Taken`] names (the rest are counted).
+pub const SKIPPED_NAMED_MAX: usize = 100;
 
 /// Files taken back from a run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -111,25 +120,51 @@ pub struct Taken {
     /// Relative path and bytes, in path order.
     pub files: Vec<(String, Vec<u8>)>,
     /// Matching files left out because a cap (`max_files`, `max_bytes`) was reached, or because
-    /// the directory held more than [`MAX_ENTRIES_SEEN`] entries: the caller says so.
+    /// the directory held more than [`MAX_ENTRIES_SEEN`] entries or took longer than
+    /// [`TAKE_TIME_MAX`] to go through: the caller says so.
     pub capped: bool,
-    /// Matching entries that are not regular files (links, FIFOs...), never read.
-    pub skipped: Vec<String>,
+    /// Matching entries left out, each with the reason (at most [`SKIPPED_NAMED_MAX`]).
+    pub skipped: Vec<Skipped>,
+    /// How many matching entries were left out in all (`skipped` names the first ones).
+    pub skipped_count: usize,
 }
 
-/// Reads the files matching `pick` out of a staged tmpfs after the run.
-pub fn take(root: &OwnedFd, pick: &Pick) -> Taken {
-    let mut found = Vec::new();
-    let mut t = Taken::default();
-    let mut seen = 0;
-    if let Ok(dir) = open_dir(root.as_fd(), c".") {
-        walk(dir.as_fd(), Path::new(""), 0, pick, &mut found, &mut t, &mut seen);
+/// A matching entry that was not given back, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// Its relative path (a name that is not UTF-8 shown with U+FFFD in its place).
+    pub path: String,
+    pub reason: &'static str,
+}
+
+impl Taken {
+    fn skip(&mut self, path: String, reason: &'static str) {
+        self.skipped_count += 1;
+        if self.skipped.len() < SKIPPED_NAMED_MAX {
+            self.skipped.push(Skipped { path, reason });
+        }
     }
+}
+
+/// Reads the files matching `pick` out of a staged tmpfs after the run: a walk of at most
+/// [`MAX_ENTRIES_SEEN`] entries (kept on a list, not the stack: any depth), then the matching
+/// regular files in path order up to the caps, all within [`TAKE_TIME_MAX`].
+pub fn take(root: &OwnedFd, pick: &Pick) -> Taken {
+    let deadline = std::time::Instant::now() + TAKE_TIME_MAX;
+    let mut t = Taken::default();
+    let mut found = walk(root.as_fd(), pick, deadline, &mut t);
     found.sort();
     let mut bytes = 0u64;
-    for rel in found {
+    let mut rest = found.into_iter();
+    for rel in rest.by_ref() {
         if t.files.len() >= pick.max_files {
             t.capped = true;
+            t.skip(rel, "over the request's return-files-max-count");
+            break;
+        }
+        if std::time::Instant::now() >= deadline {
+            t.capped = true;
+            t.skip(rel, "taking files back ran out of time");
             break;
         }
         match read_below(root.as_fd(), &rel, pick.max_bytes - bytes) {
@@ -139,48 +174,58 @@ pub fn take(root: &OwnedFd, pick: &Pick) -> Taken {
             }
             Some(Err(())) => {
                 t.capped = true;
+                t.skip(rel, "over the request's return-files-max-bytes");
                 break;
             }
-            None => t.skipped.push(rel),
+            None => t.skip(rel, "not a regular file any more"),
         }
+    }
+    for rel in rest {
+        t.skip(rel, "left out after a cap was reached");
     }
     t
 }
 
-fn walk(
-    dir: BorrowedFd<'_>,
-    rel: &Path,
-    depth: usize,
-    pick: &Pick,
-    found: &mut Vec<String>,
-    t: &mut Taken,
-    seen: &mut usize,
-) {
-    let Ok(list) = names(dir) else { return };
-    let options = glob::MatchOptions { case_sensitive: true, require_literal_separator: true, ..Default::default() };
-    for name in list {
-        *seen += 1;
-        if *seen > MAX_ENTRIES_SEEN {
-            t.capped = true;
-            return;
-        }
-        let Ok(text) = name.to_str() else { continue };
-        let relp = rel.join(text);
-        let Some(path) = relp.to_str() else { continue };
-        let Ok(st) = rfs::statat(dir, &name, AtFlags::SYMLINK_NOFOLLOW) else { continue };
-        let matches = pick.patterns.iter().any(|p| p.matches_with(path, options));
-        match FileType::from_raw_mode(st.st_mode) {
-            FileType::Directory if depth < MAX_DEPTH => {
-                if let Ok(sub) = open_dir(dir, &name) {
-                    walk(sub.as_fd(), &relp, depth + 1, pick, found, t, seen);
-                }
+/// The matching regular files below `root` (relative UTF-8 paths); what matches but cannot be
+/// given back goes into `t.skipped`.
+fn walk(root: BorrowedFd<'_>, pick: &Pick, deadline: std::time::Instant, t: &mut Taken) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut seen = 0usize;
+    let mut todo: Vec<(OwnedFd, PathBuf)> = Vec::new();
+    if let Ok(dir) = open_dir(root, c".") {
+        todo.push((dir, PathBuf::new()));
+    }
+    while let Some((dir, rel)) = todo.pop() {
+        let Ok(list) = names(dir.as_fd()) else { continue };
+        for name in list {
+            seen += 1;
+            if seen > MAX_ENTRIES_SEEN || (seen.is_multiple_of(256) && std::time::Instant::now() >= deadline) {
+                t.capped = true;
+                return found;
             }
-            FileType::RegularFile if matches => found.push(path.to_string()),
-            FileType::Directory => {}
-            _ if matches => t.skipped.push(path.to_string()),
-            _ => {}
+            let relp = rel.join(std::ffi::OsStr::from_bytes(name.to_bytes()));
+            let Ok(st) = rfs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW) else { continue };
+            let kind = FileType::from_raw_mode(st.st_mode);
+            if kind == FileType::Directory {
+                if let Ok(sub) = open_dir(dir.as_fd(), &name) {
+                    todo.push((sub, relp));
+                }
+                continue;
+            }
+            if !pick.patterns.is_match(&relp) {
+                continue;
+            }
+            match (kind, relp.to_str()) {
+                (FileType::RegularFile, Some(path)) => found.push(path.to_string()),
+                (FileType::RegularFile, None) => {
+                    t.skip(relp.to_string_lossy().into_owned(), "its name is not UTF-8");
+                }
+                (FileType::Symlink, _) => t.skip(relp.to_string_lossy().into_owned(), "a symlink (never followed)"),
+                _ => t.skip(relp.to_string_lossy().into_owned(), "not a regular file"),
+            }
         }
     }
+    found
 }
 
 /// Reads a regular file below `root` by its relative path, one name at a time, never through a
@@ -204,17 +249,29 @@ fn read_below(root: BorrowedFd<'_>, rel: &str, room: u64) -> Option<Result<Vec<u
     Some(if data.len() as u64 > room { Err(()) } else { Ok(data) })
 }
 
-/// Parses `return-files` patterns; `Err` names the bad one.
-pub fn patterns(list: &[String]) -> Result<Vec<glob::Pattern>, (usize, String)> {
-    list.iter()
-        .enumerate()
-        .map(|(i, p)| {
-            if p.starts_with('/') || p.split('/').any(|s| s == "..") {
-                return Err((i, "must be relative to the run's directory, without '..'".into()));
-            }
-            glob::Pattern::new(p).map_err(|e| (i, e.to_string()))
-        })
-        .collect()
+/// Compiles `return-files` patterns into one set (`*` within a directory, `**` across, `?`,
+/// `[...]`, `{a,b}`); `Err` names the bad one (index) and why.
+pub fn patterns(list: &[String]) -> Result<globset::GlobSet, (usize, String)> {
+    let mut set = globset::GlobSetBuilder::new();
+    for (i, p) in list.iter().enumerate() {
+        if p.is_empty() {
+            return Err((i, "is empty".into()));
+        }
+        if p.len() > PATTERN_MAX_BYTES {
+            return Err((i, format!("is longer than {PATTERN_MAX_BYTES} bytes")));
+        }
+        if p.starts_with('/') || p.split('/').any(|s| s == "..") {
+            return Err((i, "must be relative to the run's directory, without '..'".into()));
+        }
+        let glob = globset::GlobBuilder::new(p)
+            .literal_separator(true)
+            .backslash_escape(true)
+            .build()
+            .map_err(|e| (i, e.kind().to_string()))?;
+        set.add(glob);
+    }
+    // One set's automaton can still be too large for the matcher's size limit.
+    set.build().map_err(|e| (list.len().saturating_sub(1), format!("the patterns together are too complex: {e}")))
 }
 
 /// The staged place whose inside path is `dir`.
@@ -254,5 +311,29 @@ mod tests {
         assert_eq!(patterns(&["ok".into(), "/etc/*".into()]).map(|_| ()).unwrap_err().0, 1);
         assert_eq!(patterns(&["../*".into()]).map(|_| ()).unwrap_err().0, 0);
         assert_eq!(patterns(&["[".into()]).map(|_| ()).unwrap_err().0, 0);
+        assert_eq!(patterns(&["".into()]).map(|_| ()).unwrap_err().0, 0);
+        assert_eq!(patterns(&["x".repeat(PATTERN_MAX_BYTES + 1)]).map(|_| ()).unwrap_err().0, 0);
+    }
+
+    #[test]
+    fn patterns_keep_their_meaning() {
+        let set = patterns(&["*.png".into(), "out/**".into(), "d?/x".into()]).expect("valid");
+        for yes in ["a.png", "out/a", "out/a/b.txt", "d1/x"] {
+            assert!(set.is_match(yes), "{yes}");
+        }
+        for no in ["sub/a.png", "out", "outx/a", "d12/x", "a.pngx"] {
+            assert!(!set.is_match(no), "{no}");
+        }
+    }
+
+    #[test]
+    fn backtracking_patterns_match_in_linear_time() {
+        // glob 0.3 backtracks on this one exponentially (it never answered).
+        let p = format!("{}*b", "*a".repeat(25));
+        let set = patterns(&[p]).expect("valid");
+        let path = format!("{}/x", "a".repeat(60));
+        let t = std::time::Instant::now();
+        assert!(!set.is_match(&path));
+        assert!(t.elapsed() < std::time::Duration::from_secs(1), "{:?}", t.elapsed());
     }
 }

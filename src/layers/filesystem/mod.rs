@@ -226,6 +226,8 @@ pub struct FsPlan {
     pub ops: Vec<MountOp>,
     /// Every bind source, opened `O_PATH` on the host (for Landlock rules on their inodes).
     sources: Vec<(File, SourceKind)>,
+    /// Where each source was on the host, and what it was there (device, inode).
+    origins: Vec<(PathBuf, u64, u64)>,
     /// For `BindSource::Tree(i)`: the index in `sources` of the object to clone per run.
     trees: Vec<usize>,
     /// What each shown path is backed by.
@@ -271,6 +273,7 @@ pub fn prepare(policy: &Policy, id: &IdPlan) -> Result<FsPlan, FsError> {
     let mut plan = FsPlan {
         ops: Vec::new(),
         sources: Vec::new(),
+        origins: Vec::new(),
         trees: Vec::new(),
         binds: Vec::new(),
         tmpfs_dirs: BTreeSet::new(),
@@ -314,13 +317,17 @@ pub fn prepare(policy: &Policy, id: &IdPlan) -> Result<FsPlan, FsError> {
                 grant::check_writable_by(&r, &origin, id.host_uid, id.host_gid)?;
             }
             let kind = if r.writable { SourceKind::Writable } else { SourceKind::ReadOnly };
-            plan.sources.push((r.file, kind));
+            plan.push_source(&r.canonical, r.file, kind);
         }
         if fs.dev {
             for name in DEVICES {
                 let host = Path::new("/dev").join(name);
                 let file = grant::open_path(&host).map_err(|source| FsError::Device { path: host.clone(), source })?;
-                plan.sources.push((file, SourceKind::Device { writable: matches!(name, "null" | "zero" | "full") }));
+                plan.push_source(
+                    &host,
+                    file,
+                    SourceKind::Device { writable: matches!(name, "null" | "zero" | "full") },
+                );
             }
         }
         plan.summary = "host filesystem (namespaces.mount = false); writable grants are the host's, unbounded".into();
@@ -542,7 +549,7 @@ impl FsPlan {
         set: u64,
         by_tree: bool,
     ) -> Result<(), FsError> {
-        let source = if by_tree {
+        let bind = if by_tree {
             self.trees.push(self.sources.len());
             BindSource::Tree(self.trees.len() - 1)
         } else {
@@ -553,10 +560,38 @@ impl FsPlan {
             })?;
             BindSource::Path { source: cstring(source), dev: meta.dev(), ino: meta.ino() }
         };
-        self.ops.push(MountOp::Bind { source, target: target.clone() });
+        self.ops.push(MountOp::Bind { source: bind, target: target.clone() });
         self.ops.push(MountOp::SetAttr { target, set, recursive: true });
-        self.sources.push((file, kind));
+        self.push_source(source, file, kind);
         Ok(())
+    }
+
+    fn push_source(&mut self, path: &Path, file: File, kind: SourceKind) {
+        let (dev, ino) = file.metadata().map_or((0, 0), |m| (m.dev(), m.ino()));
+        self.origins.push((path.to_path_buf(), dev, ino));
+        self.sources.push((file, kind));
+    }
+
+    /// A source that is no longer what the host has at its path: unlinked or replaced (a
+    /// package upgrade renaming a new file over it), or another object there now. Jails built
+    /// from this plan would show the old object (or fail to attach it): the plan should be
+    /// prepared again. `quick`: only whether a source was unlinked (one `fstat` each, no path
+    /// walked), which catches a rename over it.
+    pub fn changed_on_host(&self, quick: bool) -> Option<&Path> {
+        for ((file, _), (path, dev, ino)) in self.sources.iter().zip(&self.origins) {
+            let held = match file.metadata() {
+                Ok(m) if m.nlink() > 0 => m,
+                _ => return Some(path),
+            };
+            if quick {
+                continue;
+            }
+            match std::fs::metadata(path) {
+                Ok(now) if (now.dev(), now.ino()) == (*dev, *ino) && (held.dev(), held.ino()) == (*dev, *ino) => {}
+                _ => return Some(path),
+            }
+        }
+        None
     }
 
     /// This run's detached clones of the bind sources (root only), in `BindSource::Tree` order.
