@@ -121,8 +121,9 @@ impl Plan {
     /// opens grants and the program, reads the caller's limits.
     pub fn prepare(policy: &Policy, job: &Job) -> Result<Plan, Error> {
         let ns = namespaces::prepare(&policy.namespaces);
-        let id = identity::prepare(policy)?;
+        let mut id = identity::prepare(policy)?;
         let fs = filesystem::prepare(policy, &id)?;
+        id.per_run_uid(fs.writes_host_in_place());
         let uts = uts::prepare(policy);
         let rlimits = rlimit::prepare(policy)?;
         let privileges = privileges::prepare();

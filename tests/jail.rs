@@ -6,6 +6,7 @@ use common::*;
 use std::io::Read;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::time::{Duration, Instant};
 use stockade::{Enforcement, Status};
 
@@ -302,4 +303,44 @@ fn an_unprivileged_caller_maps_to_itself() {
     assert_ne!(cg.status, Enforcement::Enforced, "{cg:?}");
     assert!(cg.reason.as_deref().is_some_and(|r| r.contains("best-effort")), "{cg:?}");
     assert_eq!(std::fs::metadata(work.path().join("f")).expect("f").uid(), 4242);
+}
+
+/// Run by root, each run's program has a host uid of its own (the uid owning its user
+/// namespace), so no per-user quota is shared between runs: before, every run was host uid
+/// 65534, and one run holding large pipes shrank every other run's new pipes (and the host's
+/// `nobody` processes') to a page. What it leaves in a host directory still belongs to 65534.
+#[test]
+fn each_run_has_a_host_uid_of_its_own_and_no_shared_per_user_quota() {
+    if !is_root() {
+        eprintln!("skip: needs root (a normal user's runs are that user)");
+        return;
+    }
+    let Some(py) = python3() else { return };
+    let policy = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/examples/wrap-python.toml").display().to_string();
+    let hog = "import fcntl, os, time\n\
+               n = 0\n\
+               try:\n    for _ in range(200):\n        r, w = os.pipe(); fcntl.fcntl(w, 1031, 1 << 20); n += 1\n\
+               except OSError: pass\n\
+               print(open('/proc/self/uid_map').read().split()[1], n, flush=True)\n\
+               time.sleep(3)";
+    let probe =
+        "import fcntl, os\nr, w = os.pipe()\nprint(open('/proc/self/uid_map').read().split()[1], fcntl.fcntl(w, 1032))";
+    let py = py.display().to_string();
+    let hogging = {
+        let (policy, py) = (policy.clone(), py.clone());
+        std::thread::spawn(move || run_report(&["--policy", &policy, "--", &py, "-c", hog]).0)
+    };
+    std::thread::sleep(Duration::from_millis(1500));
+    let (r, _) = run_report(&["--policy", &policy, "--", &py, "-c", probe]);
+    let h = hogging.join().expect("hog");
+    assert_eq!((h.status, r.status), (Status::Ok, Status::Ok), "{h:?} {r:?}");
+    let hog_out: Vec<u64> = stdout_of(&h).split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    let probe_out: Vec<u64> = stdout_of(&r).split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    assert_eq!((hog_out.len(), probe_out.len()), (2, 2), "{} / {}", stdout_of(&h), stdout_of(&r));
+    assert!(hog_out[1] >= 60, "the hog took {} MiB of pipes", hog_out[1]);
+    assert_ne!(hog_out[0], probe_out[0], "two runs at once had the same host uid");
+    assert!(hog_out[0] != 65534 && probe_out[0] != 65534 && probe_out[0] != 0);
+    assert_eq!(probe_out[1], 65536, "another run's pipes shrank this run's: {}", stdout_of(&r));
+    let id = r.enforcement.iter().find(|l| l.layer == "identity").expect("identity");
+    assert!(id.applied.contains("no other run has it"), "{id:?}");
 }

@@ -104,7 +104,7 @@ frontend api
 backend stockade
     balance roundrobin
     option httpchk
-    http-check send meth GET uri /v1/health ver HTTP/1.1 hdr Host stockade
+    http-check send meth GET uri /v1/health/ready ver HTTP/1.1 hdr Host stockade
     http-check expect status 200
     default-server inter 200ms fall 2 rise 2
 {servers}
@@ -208,7 +208,7 @@ def main():
         r.start()
     lb = Balancer(a.haproxy, a.dir, replicas)
     url = f"http://127.0.0.1:{lb.port}"
-    log(f"three replicas on unix sockets behind haproxy at {url} (health checks: GET /v1/health every 200 ms)")
+    log(f"three replicas on unix sockets behind haproxy at {url} (health checks: GET /v1/health/ready every 200 ms)")
     by_name = {r.name: r for r in replicas}
     try:
         scenario(lb, url, by_name)

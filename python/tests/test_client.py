@@ -118,7 +118,14 @@ def test_files_go_in_and_come_back(server) -> None:
         r = c.run_python(code, files={"data.csv": b"1,2,3", "notes.txt": "text too"}, return_files=["out/*"])
         assert r.ok, r
         assert r.files == {"out/raw.bin": b"\x00\x01\x02\x03", "out/sum.txt": b"6"}
-        assert not r.files_capped
+        assert not r.files_capped and r.files_skipped == {}
+        # Past the server's count cap (100), what is left out is named with the reason.
+        r = c.run_python("for i in range(102): open(f'f{i:03}.txt', 'w').write('x')", return_files=["*.txt"])
+        assert r.files_capped and len(r.files) == 100, r
+        assert r.files_skipped == {
+            "f100.txt": "over the request's return-files-max-count",
+            "f101.txt": "left out after a cap was reached",
+        }, r.files_skipped
         r = c.run_js("console.log(std.loadFile('notes.txt'))", files={"notes.txt": "from the host"})
         assert r.stdout == "from the host\n", r
 
@@ -130,9 +137,11 @@ def test_limits_time_and_output_caps(server) -> None:
         with pytest.raises(RunFailed) as e:
             r.raise_for_status()
         assert e.value.result is r and e.value.code == "timeout"
+        # Past its cap the run ends at once (output-limit), the cap's worth kept.
         r = c.run_python("print('x' * 10000)", limits={"stdout-max-bytes": 100})
+        assert r.status == "output-limit" and not r.ok, r
         assert r.stdout_truncated and r.stdout_bytes == b"x" * 100, r
-        assert r.report["stdout"]["bytes"] == 10001
+        assert 100 < r.report["stdout"]["bytes"] <= 10001
         with pytest.raises(RunFailed):
             c.run_python("raise SystemExit(3)").raise_for_status()
 

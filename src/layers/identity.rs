@@ -84,6 +84,11 @@ pub struct IdPlan {
     pub host_gid: u32,
     /// The host uids that own the runs' user namespaces (root with a user namespace only).
     owners: Option<(u32, u32)>,
+    /// Each run's program runs as the host uid that owns its user namespace, one of its own,
+    /// rather than `host_uid` (which every run would share, and with it the kernel's per-user
+    /// quotas: pipe buffers, `RLIMIT_NPROC`). Not when the jail writes a host file in place:
+    /// that file is `host_uid`'s to write (see [`IdPlan::per_run_uid`]).
+    per_run: bool,
 }
 
 pub fn prepare(policy: &Policy) -> Result<IdPlan, IdentityError> {
@@ -106,6 +111,7 @@ pub fn prepare(policy: &Policy) -> Result<IdPlan, IdentityError> {
             host_uid: id.host_uid,
             host_gid: id.host_gid,
             owners: None,
+            per_run: false,
         });
     }
     let (host_uid, host_gid) = if root { (id.host_uid, id.host_gid) } else { (euid, egid) };
@@ -127,6 +133,7 @@ pub fn prepare(policy: &Policy) -> Result<IdPlan, IdentityError> {
         gid: id.gid,
         host_uid,
         host_gid,
+        per_run: owners.is_some(),
         owners,
     })
 }
@@ -140,8 +147,24 @@ fn mapped(uid_map: &str, first: u32, last: u32) -> bool {
 }
 
 impl IdPlan {
+    /// Whether each run gets a host uid of its own: only while no grant lets the jail write a
+    /// host object in place (`writes_host_in_place`: a writable file, or the host tree itself
+    /// without a mount namespace), which must stay writable by `identity.host-uid`.
+    pub(crate) fn per_run_uid(&mut self, writes_host_in_place: bool) {
+        self.per_run = self.owners.is_some() && !writes_host_in_place;
+    }
+
+    /// The host uid a run's program runs as: the uid owning its user namespace (one of its own),
+    /// or `host_uid`.
+    pub fn run_uid(&self, owner: Option<&OwnerLease>) -> u32 {
+        match owner {
+            Some(o) if self.per_run => o.uid,
+            _ => self.host_uid,
+        }
+    }
+
     /// Parent side, after clone3 and before releasing the child.
-    pub fn write_maps(&self, pid: i32) -> Result<(), IdentityError> {
+    pub fn write_maps(&self, pid: i32, owner: Option<&OwnerLease>) -> Result<(), IdentityError> {
         if !self.userns {
             return Ok(());
         }
@@ -157,7 +180,10 @@ impl IdPlan {
             write("setgroups", "deny")?;
         }
         write("gid_map", &self.gid_map)?;
-        write("uid_map", &self.uid_map)
+        match owner {
+            Some(_) if self.per_run => write("uid_map", &format!("{} {} 1\n", self.uid, self.run_uid(owner))),
+            _ => write("uid_map", &self.uid_map),
+        }
     }
 
     /// Takes a free owner uid for one run (`None`: the caller owns the run's user namespace).
@@ -204,7 +230,14 @@ impl IdPlan {
         } else {
             "the caller's own supplementary groups (an unprivileged caller cannot drop them)"
         };
-        let asked = format!("host uid {} gid {}, never 0", self.host_uid, self.host_gid);
+        let asked = match (self.per_run, self.owners) {
+            (true, Some((first, count))) => format!(
+                "host uid of the run's own ({first}-{}), gid {}, never 0",
+                u64::from(first) + u64::from(count) - 1,
+                self.host_gid
+            ),
+            _ => format!("host uid {} gid {}, never 0", self.host_uid, self.host_gid),
+        };
         let counters = match (self.userns, self.owners) {
             (true, Some((first, count))) => format!(
                 "per-user kernel counters charged to a user namespace owner of the run's own (uid {first}-{})",
@@ -216,7 +249,14 @@ impl IdPlan {
             (true, None) => format!("per-user kernel counters charged to the caller (uid {})", self.host_uid),
             (false, _) => format!("per-user kernel counters charged to host uid {}", self.host_uid),
         };
-        let applied = if self.userns {
+        let applied = if self.userns && self.per_run {
+            format!(
+                "inside uid {} mapped to the host uid owning the run's user namespace (no other run has it: no \
+                 per-user quota is shared), gid {} to host gid {}; {groups}; {counters}; what it leaves in a \
+                 host directory belongs to uid {}",
+                self.uid, self.gid, self.host_gid, self.host_uid
+            )
+        } else if self.userns {
             format!(
                 "inside uid {} gid {} mapped to host uid {} gid {}; {groups}; {counters}",
                 self.uid, self.gid, self.host_uid, self.host_gid

@@ -220,7 +220,7 @@ impl Plan {
         // While the child waits at the barrier (having moved itself into its v1 cgroups; a
         // cgroup2 leaf it was born in): its id maps, written as the namespace's owner. Without
         // CAP_SYS_ADMIN (a container's root) only the owner may write them.
-        let maps = self.id.write_maps(pid).map_err(Error::from);
+        let maps = self.id.write_maps(pid, owner).map_err(Error::from);
         restore();
         if let Err(e) = maps {
             kill_run(pid, pidfd.as_fd(), leaf, self.policy.namespaces.pid);
@@ -391,8 +391,12 @@ impl Prepared<'_> {
         let Some(PipesHeld(pipes)) = self.pipes.take() else {
             return Err(Error::Supervisor { what: "run a prepared jail twice", errno: Errno(libc::EINVAL) });
         };
-        // The host directories' contents, as of now, into the writable directories' tmpfs.
-        let create_as = (sys::geteuid() == 0).then_some((plan.id.host_uid, plan.id.host_gid));
+        // The host directories' contents, as of now, into the writable directories' tmpfs (as
+        // the run's host ids: the tmpfs is its user namespace's); what comes back belongs to
+        // `identity.host-uid` on the host, whichever uid the run had.
+        let as_root = sys::geteuid() == 0;
+        let create_as = as_root.then(|| (plan.id.run_uid(self._owner.as_ref()), plan.id.host_gid));
+        let host_owner = as_root.then_some((plan.id.host_uid, plan.id.host_gid));
         let mut copied = Vec::new();
         for (place, root) in plan.fs.staged().iter().zip(&self.staged) {
             copied.push(staging::copy_in(place, root, create_as)?);
@@ -534,7 +538,7 @@ impl Prepared<'_> {
         let mut notes = Vec::new();
         let mut dirs = Vec::new();
         for ((place, root), (manifest, summary)) in plan.fs.staged().iter().zip(&self.staged).zip(copied) {
-            let (dir, note) = write_back(place, root, &manifest, summary, create_as);
+            let (dir, note) = write_back(place, root, &manifest, summary, host_owner);
             dirs.push(dir);
             notes.extend(note);
         }
@@ -581,8 +585,14 @@ impl Prepared<'_> {
                 outcome.execs_refused
             )
         });
+        let host_counters = outcome.sysinfo_unanswered.map(|e| {
+            format!(
+                "sysinfo got the host's figures, not the run's own: the supervisor cannot write into the run's \
+                 memory ({e}; in a container, CAP_SYS_PTRACE)"
+            )
+        });
         // The run itself is reported as it happened; a failed write-back is said loudly.
-        for note in refused.into_iter().chain(unsent).chain(notes) {
+        for note in refused.into_iter().chain(host_counters).chain(unsent).chain(notes) {
             report.add_note(note);
         }
         // The run's cgroup, its writable directories' tmpfs and its owner uid go after the

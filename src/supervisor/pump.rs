@@ -26,6 +26,8 @@ pub(super) struct Outcome {
     pub(super) output_limit: bool,
     /// Execs after the first that were refused (the run went on).
     pub(super) execs_refused: u32,
+    /// A `sysinfo` got the host's figures: the supervisor could not write the run's (why).
+    pub(super) sysinfo_unanswered: Option<Errno>,
     pub(super) violation: Option<Violation>,
     /// The program announced its end ([`Job::announces_end`](crate::Job::announces_end)): the
     /// jail was taken down then, and init is not reaped yet (`reaped` is a stand-in: exited 0,
@@ -83,6 +85,8 @@ pub(super) struct Pump<'a> {
     execs_refused: u32,
     /// When the jail was released (the start of its `sysinfo` uptime).
     released: Instant,
+    /// Why a `sysinfo` could not be answered with the run's own figures, when one could not.
+    sysinfo_unanswered: Option<Errno>,
     buf: Vec<u8>,
 }
 
@@ -104,6 +108,7 @@ impl<'a> Pump<'a> {
             output_limit: false,
             execs_refused: 0,
             released: Instant::now(),
+            sysinfo_unanswered: None,
             buf: vec![0u8; CHUNK],
         }
     }
@@ -154,6 +159,7 @@ impl<'a> Pump<'a> {
                     timed_out: false,
                     output_limit: false,
                     execs_refused: self.execs_refused,
+                    sysinfo_unanswered: self.sysinfo_unanswered,
                     violation: None,
                     announced: true,
                 }));
@@ -307,6 +313,7 @@ impl<'a> Pump<'a> {
             timed_out: self.timed_out,
             output_limit: self.output_limit,
             execs_refused: self.execs_refused,
+            sysinfo_unanswered: self.sysinfo_unanswered,
             violation: self.violation.take(),
             announced: false,
         }))
@@ -363,7 +370,8 @@ impl<'a> Pump<'a> {
         let sc = self.run.seccomp;
         let (name, group) = seccomp::syscall_name(n.nr, &n.args).unwrap_or(("unknown", SyscallGroup::Admin));
         if group == SyscallGroup::HostCounters && !sc.kills(group) {
-            self.answer_sysinfo(l.as_fd(), &n);
+            let unanswered = self.answer_sysinfo(l.as_fd(), &n);
+            self.sysinfo_unanswered = self.sysinfo_unanswered.or(unanswered);
             return;
         }
         let first_exec = group == SyscallGroup::Exec
@@ -393,7 +401,8 @@ impl Pump<'_> {
     /// limit (else the host's memory) and what it uses, its processes, the time since it was
     /// released. Written into the caller's memory while it waits in the call (still the caller:
     /// its notification is checked to be pending first).
-    fn answer_sysinfo(&self, listener: BorrowedFd<'_>, n: &sys::SeccompNotif) {
+    /// `Some(why)` when the run's figures could not be written and the host's were given.
+    fn answer_sysinfo(&self, listener: BorrowedFd<'_>, n: &sys::SeccompNotif) -> Option<Errno> {
         let (max, used, procs) = self.run.leaf.map(Leaf::counters).unwrap_or_default();
         let total = max.unwrap_or_else(sys::host_memory_bytes);
         let used = used.unwrap_or(0).min(total);
@@ -404,14 +413,26 @@ impl Pump<'_> {
             procs: u16::try_from(procs.unwrap_or(1)).unwrap_or(u16::MAX),
         };
         let pid = i32::try_from(n.pid).unwrap_or(0);
-        let written = match sys::seccomp_notif_id_valid(listener, n.id) {
-            true => sys::write_sysinfo(pid, n.args[0], figures),
-            false => return,
-        };
-        let _ = match written {
-            Ok(()) => sys::seccomp_notif_return(listener, n.id, 0),
-            Err(Errno(e)) => sys::seccomp_notif_send(listener, n.id, Err(e)),
-        };
+        if !sys::seccomp_notif_id_valid(listener, n.id) {
+            return None;
+        }
+        match sys::write_sysinfo(pid, n.args[0], figures) {
+            Ok(()) => {
+                let _ = sys::seccomp_notif_return(listener, n.id, 0);
+                None
+            }
+            // Its own memory, not there: the answer a bad pointer gets.
+            Err(Errno(libc::EFAULT)) => {
+                let _ = sys::seccomp_notif_send(listener, n.id, Err(libc::EFAULT));
+                None
+            }
+            // The supervisor may not write there (a container without CAP_SYS_PTRACE): the
+            // call runs as the kernel has it (libc needs an answer), and the report says so.
+            Err(e) => {
+                let _ = sys::seccomp_notif_send(listener, n.id, Ok(()));
+                Some(e)
+            }
+        }
     }
 }
 

@@ -310,3 +310,35 @@ pub fn write_whole(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     }
     written
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writers of one path at once (two compiles racing, as a plain and a fuel-metered artifact
+    /// once did through one shared temporary name) each write whole through a name of their
+    /// own: what is at the path is one writer's bytes, never another's, and no temporary is left.
+    #[test]
+    fn writers_at_once_each_write_whole_through_their_own_name() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let a = dir.path().join("a.cwasm");
+        let b = dir.path().join("b.cwasm");
+        std::thread::scope(|s| {
+            for i in 0..16u8 {
+                let (a, b) = (&a, &b);
+                s.spawn(move || {
+                    let (path, byte) = if i % 2 == 0 { (a, b'a') } else { (b, b'b') };
+                    write_whole(path, &vec![byte; 1 << 16]).expect("write");
+                });
+            }
+        });
+        assert_eq!(std::fs::read(&a).expect("a"), vec![b'a'; 1 << 16]);
+        assert_eq!(std::fs::read(&b).expect("b"), vec![b'b'; 1 << 16]);
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("ls")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into())
+            .collect();
+        assert_eq!(names.len(), 2, "temporaries left: {names:?}");
+    }
+}

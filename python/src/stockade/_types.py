@@ -128,6 +128,8 @@ class Result:
     max_rss_bytes: int
     files: Dict[str, bytes]
     files_capped: bool
+    #: Matching files not given back, path -> why (the server names the first 100).
+    files_skipped: Dict[str, str]
     enforcement: List[Dict[str, Any]]
     error: Optional[str]
     report: Dict[str, Any] = field(repr=False)
@@ -187,6 +189,7 @@ class Result:
             max_rss_bytes=int(report.get("max-rss-bytes") or 0),
             files=files,
             files_capped=bool(report.get("files-capped", False)),
+            files_skipped={str(f["path"]): str(f["reason"]) for f in report.get("files-skipped") or []},
             enforcement=list(report.get("enforcement") or []),
             error=report.get("error"),
             report=report,

@@ -229,7 +229,12 @@ impl Engine {
             match ran {
                 // Counted and said by the pool; the run is tried once more, in a jail of its own.
                 Ok(Gated::NotStarted(why)) => pool.died(&why),
-                other => return finished(other).map(|r| (r, true)),
+                other => {
+                    if matches!(other, Ok(Gated::Ran(_))) {
+                        pool.holds();
+                    }
+                    return finished(other).map(|r| (r, true));
+                }
             }
         }
         let slot = self.cold_slot(req).await?;

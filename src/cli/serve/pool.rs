@@ -399,8 +399,14 @@ impl Pool {
     }
 
     fn built(&self) {
+        self.health().built = Some(std::time::Instant::now());
+    }
+
+    /// Its jails hold: they stay alive while they wait (the pool is full with none dead), a
+    /// probe was built, or one served a run. The failures so far are forgotten. (Being built is
+    /// not enough: a jail that dies on arrival is built every time.)
+    pub fn holds(&self) {
         let mut h = self.health();
-        h.built = Some(std::time::Instant::now());
         h.failures = 0;
         h.reason = None;
     }
@@ -438,6 +444,11 @@ impl Pool {
             let probe_due = self.target == 0
                 && (self.available().is_err() || self.health().built.is_none_or(|t| t.elapsed() >= PROBE_EVERY));
             if self.fill() >= self.target && !probe_due {
+                // Full, and none of the waiting jails died since the last look: they hold.
+                if self.target > 0 {
+                    self.holds();
+                    backoff = Duration::from_secs(1);
+                }
                 // Woken after a run, or every second to see that the waiting jails are alive.
                 if tokio::time::timeout(Duration::from_secs(1), self.wake.notified()).await.is_ok() {
                     tokio::time::sleep(AFTER_ANSWER).await;
@@ -447,10 +458,14 @@ impl Pool {
             let recipe = self.recipe();
             match tokio::task::spawn_blocking(move || Slot::start(recipe, false)).await {
                 Ok(Ok(slot)) => {
-                    backoff = Duration::from_secs(1);
                     self.built();
-                    if self.stopping.load(Ordering::SeqCst) || self.target == 0 {
-                        // A probe (or a jail too late to serve): taken down as it drops.
+                    if self.target == 0 {
+                        // A probe: built, it is taken down as it drops.
+                        self.holds();
+                        backoff = Duration::from_secs(1);
+                        continue;
+                    }
+                    if self.stopping.load(Ordering::SeqCst) {
                         continue;
                     }
                     self.waiting().push_back(slot);

@@ -614,6 +614,12 @@ impl FsPlan {
             .collect()
     }
 
+    /// Whether the jail writes a host object in place (a writable file bound, or a writable
+    /// grant without a mount namespace) rather than a staged copy.
+    pub fn writes_host_in_place(&self) -> bool {
+        self.sources.iter().any(|(_, k)| *k == SourceKind::Writable)
+    }
+
     /// The bind sources, opened on the host, with their kind.
     pub fn sources(&self) -> &[(File, SourceKind)] {
         &self.sources
