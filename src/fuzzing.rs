@@ -76,28 +76,35 @@ pub fn report(data: &[u8]) {
 /// than its policy's.
 pub fn run_request(data: &[u8]) {
     use crate::api::{self, Catalog, RequestCaps, RuntimeSpec};
-    let caps = RequestCaps { body_max_bytes: 1 << 20, ..RequestCaps::default() };
-    let spec = |framed: bool, policy: &str| RuntimeSpec { framed, policies: vec![policy.into()] };
-    let catalog = Catalog {
-        runtimes: [
-            ("python".to_string(), spec(true, "default")),
-            ("javascript".to_string(), spec(true, "default")),
-            ("sh".to_string(), spec(false, "default")),
-        ]
-        .into_iter()
-        .collect(),
-        policies: crate::policy::SHIPPED
-            .iter()
-            .filter_map(|(n, t)| Some((n.to_string(), Policy::from_toml(t, n).ok()?)))
+    // Made once: parsing the shipped policies for every input would be most of the fuzzer's time.
+    static CATALOG: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
+    let catalog = CATALOG.get_or_init(|| {
+        let spec = |framed: bool, policies: &[&str]| RuntimeSpec {
+            framed,
+            policies: policies.iter().map(|p| p.to_string()).collect(),
+        };
+        Catalog {
+            runtimes: [
+                ("python".to_string(), spec(true, &["default", "wrap-python"])),
+                ("javascript".to_string(), spec(true, &["default"])),
+                ("sh".to_string(), spec(false, &["default"])),
+            ]
+            .into_iter()
             .collect(),
-        caps: caps.clone(),
-        wasm_modules: true,
-    };
+            policies: crate::policy::SHIPPED
+                .iter()
+                .filter_map(|(n, t)| Some((n.to_string(), Policy::from_toml(t, n).ok()?)))
+                .collect(),
+            caps: RequestCaps { body_max_bytes: 1 << 20, ..RequestCaps::default() },
+            wasm_modules: true,
+        }
+    });
+    let caps = &catalog.caps;
     let refused = |e: &api::ApiError| {
         assert!((400..500).contains(&e.status), "input refused with {}: {e:?}", e.status);
         assert!(!e.code.is_empty() && !e.message.is_empty(), "a refusal without words: {e:?}");
     };
-    let body = match api::decode(data, &caps) {
+    let body = match api::decode(data, caps) {
         Ok(b) => b,
         Err(e) => return refused(&e),
     };
@@ -106,7 +113,7 @@ pub fn run_request(data: &[u8]) {
     assert!(body.files.len() <= caps.files_max_count as usize, "files decoded past their cap");
     assert!(body.return_files.len() <= caps.return_patterns_max as usize, "patterns decoded past their cap");
     let asked_wall = body.limits.wall_timeout_ms;
-    match api::check(body, &catalog) {
+    match api::check(body, catalog) {
         Err(e) => {
             refused(&e);
             assert!(e.field.is_some(), "a refusal of parsed JSON names no field: {e:?}");
@@ -117,6 +124,15 @@ pub fn run_request(data: &[u8]) {
             assert!(r.files.len() <= caps.files_max_count as usize);
             assert!(r.files.iter().map(|f| f.bytes.len() as u64).sum::<u64>() <= caps.files_max_bytes);
             let named = &catalog.policies[&r.policy_name];
+            if let api::Target::Runtime(rt) = &r.target {
+                assert!(catalog.runtimes[rt].policies.contains(&r.policy_name), "a policy its runtime does not name");
+            }
+            let floor = |v: Option<u64>, f: u64| v.is_none_or(|v| v >= f);
+            assert!(
+                floor(r.policy.cgroups.memory_max_bytes, crate::policy::MEMORY_MAX_FLOOR),
+                "memory below the floor"
+            );
+            assert!(floor(r.policy.cgroups.pids_max, crate::policy::PIDS_MAX_FLOOR), "pids below the floor");
             assert!(r.policy.wall_timeout <= named.wall_timeout, "a looser wall-clock limit was taken");
             if let Some(ms) = asked_wall {
                 assert_eq!(r.policy.wall_timeout.as_millis(), u128::from(ms));

@@ -106,8 +106,12 @@ fn a_missing_capability_is_named_by_run_and_by_doctor() {
         eprintln!("skip: needs root (the capabilities are root's)");
         return;
     }
-    if std::process::Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skip: setpriv (util-linux) is not installed");
+    let drops = std::process::Command::new("setpriv")
+        .args(["--bounding-set", "-setuid", "--inh-caps", "-setuid", "--", "/bin/true"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !drops {
+        eprintln!("skip: no setpriv that drops from the bounding set (util-linux's; busybox's cannot)");
         return;
     }
     let without = |args: &[&str]| {

@@ -9,19 +9,11 @@ mod server;
 
 use common::*;
 use serde_json::{Value, json};
+use server::guests;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
-
-fn guests() -> bool {
-    let d = stockade::wasm::guests::default_dir();
-    let ok = d.join("python.wasm").exists() && d.join("quickjs.wasm").exists();
-    if !ok {
-        eprintln!("skip: guests not installed in {} (stockade guest install)", d.display());
-    }
-    ok
-}
 
 /// The binary under test, spoken to line by line.
 struct Mcp {

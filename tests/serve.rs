@@ -14,15 +14,6 @@ use server::*;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-fn guests() -> bool {
-    let d = stockade::wasm::guests::default_dir();
-    let ok = d.join("python.wasm").exists() && d.join("quickjs.wasm").exists();
-    if !ok {
-        eprintln!("skip: guests not installed in {} (stockade guest install)", d.display());
-    }
-    ok
-}
-
 const RUNTIMES: &str = "[runtimes.python]\nguest = \"python\"\nwarm = 1\n\
                         [runtimes.javascript]\nguest = \"javascript\"\nwarm = 1\n";
 

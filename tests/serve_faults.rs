@@ -14,15 +14,6 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-fn guests() -> bool {
-    let d = stockade::wasm::guests::default_dir();
-    let ok = d.join("python.wasm").exists() && d.join("quickjs.wasm").exists();
-    if !ok {
-        eprintln!("skip: guests not installed in {} (stockade guest install)", d.display());
-    }
-    ok
-}
-
 const JS: &str = "[runtimes.javascript]\nguest = \"javascript\"\nwarm = 1\n";
 
 /// Sends a request on a socket of its own and returns the socket without reading the answer.

@@ -11,6 +11,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Whether the Wasm guests are installed (a test that needs them says why it skips).
+pub fn guests() -> bool {
+    let d = stockade::wasm::guests::default_dir();
+    let ok = d.join("python.wasm").exists() && d.join("quickjs.wasm").exists();
+    if !ok {
+        eprintln!("skip: guests not installed in {} (stockade guest install)", d.display());
+    }
+    ok
+}
+
 /// A server of this test: its process, its socket and TCP port, its stderr lines.
 pub struct Server {
     pub child: Child,
