@@ -449,45 +449,13 @@ pub fn check(body: RunBody, cfg: &Catalog) -> Result<RunRequest, ApiError> {
             .map_err(|(i, why)| ApiError::field(format!("return-files[{i}]"), why))?;
         Some(Pick { patterns, max_files: r.return_files_max_count as usize, max_bytes: r.return_files_max_bytes })
     };
-    let mut policy = named_policy.clone();
     let l = &body.limits;
-    let tight = Tighten { policy: &policy_name };
-    let wall_ms = u64::try_from(policy.wall_timeout.as_millis()).unwrap_or(u64::MAX);
-    let wall = tight.check("limits.wall-timeout-ms", l.wall_timeout_ms, Some(wall_ms), 1)?;
-    let stdout = tight.check("limits.stdout-max-bytes", l.stdout_max_bytes, policy.stdout_max_bytes, 1)?;
-    let stderr = tight.check("limits.stderr-max-bytes", l.stderr_max_bytes, policy.stderr_max_bytes, 1)?;
-    let memory = tight.check(
-        "limits.memory-max-bytes",
-        l.memory_max_bytes,
-        policy.cgroups.memory_max_bytes,
-        crate::policy::MEMORY_MAX_FLOOR,
-    )?;
-    let pids = tight.check("limits.pids-max", l.pids_max, policy.cgroups.pids_max, crate::policy::PIDS_MAX_FLOOR)?;
-    let wasm_memory = tight.check(
-        "limits.wasm-memory-max-bytes",
-        l.wasm_memory_max_bytes,
-        Some(policy.wasm.memory_max_bytes),
-        crate::policy::WASM_MEMORY_FLOOR,
-    )?;
-    let fuel = tight.check("limits.fuel", l.fuel, policy.wasm.fuel, 1)?;
+    let policy = tightened(named_policy, &policy_name, l)?;
     let needs_own_jail = l.memory_max_bytes.is_some()
         || l.pids_max.is_some()
         || l.wasm_memory_max_bytes.is_some()
         || l.fuel.is_some()
         || matches!(target, Target::Wasm(_));
-    // A jail built for this request holds them all; a warm one takes the wall and the caps at
-    // its start.
-    if let Some(ms) = wall {
-        policy.wall_timeout = Duration::from_millis(ms);
-    }
-    policy.stdout_max_bytes = stdout;
-    policy.stderr_max_bytes = stderr;
-    policy.cgroups.memory_max_bytes = memory;
-    policy.cgroups.pids_max = pids;
-    if let Some(m) = wasm_memory {
-        policy.wasm.memory_max_bytes = m;
-    }
-    policy.wasm.fuel = fuel;
     if let Target::Wasm(m) = &target
         && m.len() as u64 > policy.wasm.module_max_bytes
     {
@@ -519,6 +487,38 @@ pub fn check(body: RunBody, cfg: &Catalog) -> Result<RunRequest, ApiError> {
         needs_own_jail,
         return_files,
     })
+}
+
+/// The named policy with a request's limits in it, each checked: no looser than the policy's,
+/// no lower than a jail's floor. A jail built for the request holds them all; a warm one takes
+/// the wall clock and the output caps at its start.
+fn tightened(named: &Policy, name: &str, l: &LimitsBody) -> Result<Policy, ApiError> {
+    use crate::policy::{MEMORY_MAX_FLOOR, PIDS_MAX_FLOOR, WASM_MEMORY_FLOOR};
+    let mut policy = named.clone();
+    let tight = Tighten { policy: name };
+    let wall_ms = u64::try_from(policy.wall_timeout.as_millis()).unwrap_or(u64::MAX);
+    let wall = tight.check("limits.wall-timeout-ms", l.wall_timeout_ms, Some(wall_ms), 1)?;
+    policy.stdout_max_bytes = tight.check("limits.stdout-max-bytes", l.stdout_max_bytes, policy.stdout_max_bytes, 1)?;
+    policy.stderr_max_bytes = tight.check("limits.stderr-max-bytes", l.stderr_max_bytes, policy.stderr_max_bytes, 1)?;
+    let cg = &mut policy.cgroups;
+    cg.memory_max_bytes =
+        tight.check("limits.memory-max-bytes", l.memory_max_bytes, cg.memory_max_bytes, MEMORY_MAX_FLOOR)?;
+    cg.pids_max = tight.check("limits.pids-max", l.pids_max, cg.pids_max, PIDS_MAX_FLOOR)?;
+    let w = &mut policy.wasm;
+    let wasm_memory = tight.check(
+        "limits.wasm-memory-max-bytes",
+        l.wasm_memory_max_bytes,
+        Some(w.memory_max_bytes),
+        WASM_MEMORY_FLOOR,
+    )?;
+    w.fuel = tight.check("limits.fuel", l.fuel, w.fuel, 1)?;
+    if let Some(m) = wasm_memory {
+        w.memory_max_bytes = m;
+    }
+    if let Some(ms) = wall {
+        policy.wall_timeout = Duration::from_millis(ms);
+    }
+    Ok(policy)
 }
 
 /// Limits only tighten their policy.

@@ -92,26 +92,7 @@ pub fn host_checks(probe: bool, guest_dir: Option<&Path>) -> Vec<Check> {
     });
 
     if root {
-        let missing = crate::host::missing_root_caps();
-        out.push(if missing.is_empty() {
-            check("capabilities", Verdict::Ok, "root, with every capability stockade uses")
-        } else {
-            let what: Vec<String> = crate::host::ROOT_CAPS
-                .iter()
-                .filter(|(_, name, _)| missing.contains(name))
-                .map(|(_, name, why)| format!("{name} ({why})"))
-                .collect();
-            check(
-                "capabilities",
-                Verdict::Fail,
-                format!(
-                    "root without {}: runs are refused; a container dropped them (--cap-drop): give them back \
-                     (docker/podman --cap-add, Kubernetes securityContext.capabilities.add), or run stockade as a \
-                     normal user",
-                    what.join(", ")
-                ),
-            )
-        });
+        out.push(capabilities_check());
     }
 
     let hidden = crate::host::proc_overmounts();
@@ -187,6 +168,29 @@ pub fn host_checks(probe: bool, guest_dir: Option<&Path>) -> Vec<Check> {
     #[cfg(not(feature = "wasm"))]
     let _ = guest_dir;
     out
+}
+
+/// Root with every capability stockade uses, or which are missing and what for.
+fn capabilities_check() -> Check {
+    let missing = crate::host::missing_root_caps();
+    if missing.is_empty() {
+        return check("capabilities", Verdict::Ok, "root, with every capability stockade uses");
+    }
+    let what: Vec<String> = crate::host::ROOT_CAPS
+        .iter()
+        .filter(|(_, name, _)| missing.contains(name))
+        .map(|(_, name, why)| format!("{name} ({why})"))
+        .collect();
+    check(
+        "capabilities",
+        Verdict::Fail,
+        format!(
+            "root without {}: runs are refused; a container dropped them (--cap-drop): give them back \
+             (docker/podman --cap-add, Kubernetes securityContext.capabilities.add), or run stockade as a normal \
+             user",
+            what.join(", ")
+        ),
+    )
 }
 
 #[cfg(feature = "wasm")]

@@ -508,14 +508,7 @@ impl Prepared<'_> {
         for s in &mut streams {
             s.sink.flush();
         }
-        let unsent: Vec<String> = streams
-            .iter()
-            .zip(["stdout", "stderr"])
-            .filter(|(s, _)| s.sink.unsent() > 0)
-            .map(|(s, name)| {
-                format!("{} bytes of {name} were not passed on: their reader stopped reading", s.sink.unsent())
-            })
-            .collect();
+        let unsent = [streams[0].sink.unsent(), streams[1].sink.unsent()];
         let mut streams = streams.into_iter();
         let (Some(out), Some(err)) = (streams.next(), streams.next()) else {
             return Err(Error::Supervisor { what: "collect output", errno: Errno(libc::EINVAL) });
@@ -576,23 +569,9 @@ impl Prepared<'_> {
         report.warm_start = warm;
         report.writable_dirs = dirs;
         report.supervisor_cpu_ms = Some(ms(sys::thread_cpu_time().saturating_sub(cpu_at_start)));
-        // A program that failed on a refused exec sees only EPERM: the report says why.
-        let refused = (outcome.execs_refused > 0).then(|| {
-            format!(
-                "the program tried to start another program {} time(s) (exec): a jail runs only its own program, \
-                 so each was refused with EPERM (subprocess, and helpers such as the resource tracker of Python's \
-                 multiprocessing.shared_memory, start one)",
-                outcome.execs_refused
-            )
-        });
-        let host_counters = outcome.sysinfo_unanswered.map(|e| {
-            format!(
-                "sysinfo got the host's figures, not the run's own: the supervisor cannot write into the run's \
-                 memory ({e}; in a container, CAP_SYS_PTRACE)"
-            )
-        });
-        // The run itself is reported as it happened; a failed write-back is said loudly.
-        for note in refused.into_iter().chain(host_counters).chain(unsent).chain(notes) {
+        // The run itself is reported as it happened; what the program could not see (a refused
+        // exec is only EPERM to it) and a failed write-back are said loudly.
+        for note in words::run_notes(&outcome, unsent).into_iter().chain(notes) {
             report.add_note(note);
         }
         // The run's cgroup, its writable directories' tmpfs and its owner uid go after the

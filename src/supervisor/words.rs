@@ -1,6 +1,7 @@
 //! The supervisor's words for what went wrong before the program ran: a namespace the kernel
 //! refused, a jail step that failed.
 
+use super::pump::Outcome;
 use crate::error::Error;
 use crate::plan::Plan;
 use crate::sys::Errno;
@@ -102,4 +103,29 @@ impl Plan {
             };
         (refusable && crate::host::under_seccomp_filter()).then_some(crate::host::SECCOMP_HINT)
     }
+}
+
+/// What a run's report says besides its status: the execs it was refused (the program saw only
+/// EPERM), a `sysinfo` the supervisor could not answer with the run's own figures, and output a
+/// reader did not take (`unsent`: stdout's and stderr's bytes).
+pub(super) fn run_notes(o: &Outcome, unsent: [u64; 2]) -> Vec<String> {
+    let mut out = Vec::new();
+    if o.execs_refused > 0 {
+        out.push(format!(
+            "the program tried to start another program {} time(s) (exec): a jail runs only its own program, so \
+             each was refused with EPERM (subprocess, and helpers such as the resource tracker of Python's \
+             multiprocessing.shared_memory, start one)",
+            o.execs_refused
+        ));
+    }
+    if let Some(e) = o.sysinfo_unanswered {
+        out.push(format!(
+            "sysinfo got the host's figures, not the run's own: the supervisor cannot write into the run's memory \
+             ({e}; in a container, CAP_SYS_PTRACE)"
+        ));
+    }
+    for (n, name) in unsent.into_iter().zip(["stdout", "stderr"]).filter(|(n, _)| *n > 0) {
+        out.push(format!("{n} bytes of {name} were not passed on: their reader stopped reading"));
+    }
+    out
 }

@@ -424,74 +424,9 @@ fn check(
     }
     let mut runtimes = BTreeMap::new();
     for (name, rt) in &file.runtimes {
-        let key = format!("runtimes.{name}");
-        if let Err(e) = check_name(name) {
-            bad(&key, e);
-            continue;
+        if let Some(r) = check_runtime(name, rt, &policies, also, builtin, &mut bad) {
+            runtimes.insert(name.clone(), r);
         }
-        if name == "wasm" {
-            bad(&key, "\"wasm\" is the runtime of requests that send a module: name this one otherwise".into());
-            continue;
-        }
-        if !policies.contains_key(&rt.policy) {
-            bad(&format!("{key}.policy"), format!("{:?}: no such policy ({})", rt.policy, names(&policies)));
-        }
-        for (i, p) in rt.policies.iter().enumerate() {
-            if !policies.contains_key(p) {
-                bad(&format!("{key}.policies[{i}]"), format!("{p:?}: no such policy ({})", names(&policies)));
-            }
-        }
-        let kind = match (&rt.guest, &rt.program) {
-            (Some(g), None) => {
-                if !rt.args.is_empty() || rt.bootstrap.is_some() {
-                    bad(&key, "args and bootstrap are for programs, not guests".into());
-                }
-                match g.as_str() {
-                    "python" => Kind::Guest { python: true },
-                    "javascript" => Kind::Guest { python: false },
-                    other => {
-                        bad(
-                            &format!("{key}.guest"),
-                            format!("{other:?}: the guests are \"python\" and \"javascript\""),
-                        );
-                        continue;
-                    }
-                }
-            }
-            (None, Some(p)) => {
-                if !p.starts_with('/') {
-                    bad(&format!("{key}.program"), format!("{p:?}: give an absolute path"));
-                    continue;
-                }
-                if builtin && !Path::new(p).exists() {
-                    // The built-in python3 runtime is there only where python3 is.
-                    continue;
-                }
-                let framed = match rt.bootstrap.as_deref() {
-                    Some("python") => true,
-                    Some("stdin") | None => false,
-                    Some(other) => {
-                        bad(&format!("{key}.bootstrap"), format!("{other:?}: say \"python\" or \"stdin\""));
-                        continue;
-                    }
-                };
-                Kind::Program { path: p.clone(), args: rt.args.clone(), framed }
-            }
-            _ => {
-                bad(&key, "give either guest = \"python\" | \"javascript\" or program = \"/PATH\"".into());
-                continue;
-            }
-        };
-        let mut allowed = vec![rt.policy.clone()];
-        for p in rt.policies.iter().map(String::as_str).chain(also) {
-            if !allowed.iter().any(|a| a == p) {
-                allowed.push(p.to_string());
-            }
-        }
-        runtimes.insert(
-            name.clone(),
-            Runtime { name: name.clone(), kind, policy: rt.policy.clone(), policies: allowed, warm: rt.warm as usize },
-        );
     }
     // Only the policies the configuration names are offered (a request's module runs under
     // "default"): a shipped example nobody named is not there to be asked for.
@@ -522,6 +457,80 @@ fn check(
         policies,
         runtimes,
     })
+}
+
+/// One `[runtimes.NAME]`, checked; `None` when it is not served (its problems said through
+/// `bad`, or the built-in `python3` without a python3 here).
+fn check_runtime(
+    name: &str,
+    rt: &RuntimeFile,
+    policies: &BTreeMap<String, Named>,
+    also: Option<&str>,
+    builtin: bool,
+    bad: &mut dyn FnMut(&str, String),
+) -> Option<Runtime> {
+    let key = format!("runtimes.{name}");
+    if let Err(e) = check_name(name) {
+        bad(&key, e);
+        return None;
+    }
+    if name == "wasm" {
+        bad(&key, "\"wasm\" is the runtime of requests that send a module: name this one otherwise".into());
+        return None;
+    }
+    if !policies.contains_key(&rt.policy) {
+        bad(&format!("{key}.policy"), format!("{:?}: no such policy ({})", rt.policy, names(policies)));
+    }
+    for (i, p) in rt.policies.iter().enumerate() {
+        if !policies.contains_key(p) {
+            bad(&format!("{key}.policies[{i}]"), format!("{p:?}: no such policy ({})", names(policies)));
+        }
+    }
+    let kind = match (&rt.guest, &rt.program) {
+        (Some(g), None) => {
+            if !rt.args.is_empty() || rt.bootstrap.is_some() {
+                bad(&key, "args and bootstrap are for programs, not guests".into());
+            }
+            match g.as_str() {
+                "python" => Kind::Guest { python: true },
+                "javascript" => Kind::Guest { python: false },
+                other => {
+                    bad(&format!("{key}.guest"), format!("{other:?}: the guests are \"python\" and \"javascript\""));
+                    return None;
+                }
+            }
+        }
+        (None, Some(p)) => {
+            if !p.starts_with('/') {
+                bad(&format!("{key}.program"), format!("{p:?}: give an absolute path"));
+                return None;
+            }
+            if builtin && !Path::new(p).exists() {
+                // The built-in python3 runtime is there only where python3 is.
+                return None;
+            }
+            let framed = match rt.bootstrap.as_deref() {
+                Some("python") => true,
+                Some("stdin") | None => false,
+                Some(other) => {
+                    bad(&format!("{key}.bootstrap"), format!("{other:?}: say \"python\" or \"stdin\""));
+                    return None;
+                }
+            };
+            Kind::Program { path: p.clone(), args: rt.args.clone(), framed }
+        }
+        _ => {
+            bad(&key, "give either guest = \"python\" | \"javascript\" or program = \"/PATH\"".into());
+            return None;
+        }
+    };
+    let mut allowed = vec![rt.policy.clone()];
+    for p in rt.policies.iter().map(String::as_str).chain(also) {
+        if !allowed.iter().any(|a| a == p) {
+            allowed.push(p.to_string());
+        }
+    }
+    Some(Runtime { name: name.to_string(), kind, policy: rt.policy.clone(), policies: allowed, warm: rt.warm as usize })
 }
 
 fn names(policies: &BTreeMap<String, Named>) -> String {
