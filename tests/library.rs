@@ -129,7 +129,16 @@ fn a_gated_jail_starts_its_run_at_the_hand_over() {
     let plan = Plan::prepare(&policy, &job).expect("plan");
     let gate = Gate::new().expect("gate");
     std::thread::scope(|s| {
-        let run = s.spawn(|| plan.prestart().expect("prestart").run_gated(&gate, |_| None).expect("run"));
+        // The wait is counted from the release, which follows the jail's build: the sleep starts
+        // once the jail is built (a loaded host builds it slower).
+        let (built_tx, built) = std::sync::mpsc::channel();
+        let (plan, g) = (&plan, &gate);
+        let run = s.spawn(move || {
+            let prepared = plan.prestart().expect("prestart");
+            let _ = built_tx.send(());
+            prepared.run_gated(g, |_| None).expect("run")
+        });
+        built.recv().expect("built");
         std::thread::sleep(Duration::from_millis(300));
         gate.open(Start {
             stdin: b"hello\n".to_vec(),

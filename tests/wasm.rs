@@ -306,7 +306,16 @@ fn a_waiting_interpreter_runs_the_code_it_is_handed_as_a_cold_one_would() {
         let plan = stockade::wasm::prepare(&Policy::builtin(), &job).expect("plan");
         let gate = Gate::new().expect("gate");
         let warm = std::thread::scope(|s| {
-            let run = s.spawn(|| plan.prestart().expect("prestart").run_gated(&gate).expect("run"));
+            // The wait is counted from the release, which follows the jail's build: the sleep
+            // starts once the jail is built (a loaded host builds it slower).
+            let (built_tx, built) = std::sync::mpsc::channel();
+            let (plan, gate) = (&plan, &gate);
+            let run = s.spawn(move || {
+                let prepared = plan.prestart().expect("prestart");
+                let _ = built_tx.send(());
+                prepared.run_gated(gate).expect("run")
+            });
+            built.recv().expect("built");
             std::thread::sleep(Duration::from_millis(if python { 400 } else { 100 }));
             let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
             let mut bytes = handover::frame(code, &args);
