@@ -325,130 +325,12 @@ fn decode_json(body: &[u8]) -> Result<RunBody, ApiError> {
 /// only tighter. The errors name the field.
 pub fn check(body: RunBody, cfg: &Catalog) -> Result<RunRequest, ApiError> {
     let r = &cfg.caps;
-    let (target, framed, allowed) = if body.runtime == "wasm" {
-        if !cfg.wasm_modules {
-            return Err(ApiError::field("runtime", "this server does not run modules sent with requests"));
-        }
-        let Some(m) = &body.module else {
-            return Err(ApiError::field("module", "runtime \"wasm\" needs a module (base64)"));
-        };
-        if body.code.is_some() {
-            return Err(ApiError::field("code", "runtime \"wasm\" runs \"module\", not code"));
-        }
-        (Target::Wasm(b64("module", m)?), true, vec!["default".to_string()])
-    } else {
-        let Some(rt) = cfg.runtimes.get(&body.runtime) else {
-            let mut known: Vec<&str> = cfg.runtimes.keys().map(String::as_str).collect();
-            if cfg.wasm_modules {
-                known.push("wasm");
-            }
-            return Err(ApiError::field(
-                "runtime",
-                format!("unknown runtime {:?} (this server runs: {})", body.runtime, known.join(", ")),
-            ));
-        };
-        if body.module.is_some() {
-            return Err(ApiError::field("module", "a module goes with runtime \"wasm\""));
-        }
-        (Target::Runtime(body.runtime.clone()), rt.framed, rt.policies.clone())
-    };
-    let code = match (&target, body.code) {
-        (Target::Wasm(_), _) => String::new(),
-        (_, None) => return Err(ApiError::field("code", "missing: the code to run")),
-        (_, Some(c)) if c.len() as u64 > r.code_max_bytes => {
-            return Err(ApiError::field(
-                "code",
-                format!("{} bytes, more than {} (requests.code-max-bytes)", c.len(), r.code_max_bytes),
-            ));
-        }
-        (_, Some(c)) => c,
-    };
-    let max_args = (r.argv_max_count as usize).min(crate::handover::MAX_ARGS);
-    if body.argv.len() > max_args {
-        return Err(ApiError::field("argv", format!("more than {max_args} arguments")));
-    }
-    let argv_bytes: usize = body.argv.iter().map(String::len).sum();
-    if argv_bytes as u64 > r.argv_max_bytes {
-        return Err(ApiError::field("argv", format!("more than {} bytes of arguments", r.argv_max_bytes)));
-    }
-    let stdin = match (body.stdin, body.stdin_base64) {
-        (Some(_), Some(_)) => return Err(ApiError::field("stdin-base64", "give stdin or stdin-base64, not both")),
-        (Some(s), None) => s.into_bytes(),
-        (None, Some(b)) => b64("stdin-base64", &b)?,
-        (None, None) => Vec::new(),
-    };
-    if stdin.len() as u64 > r.stdin_max_bytes {
-        return Err(ApiError::field(
-            "stdin",
-            format!("more than {} bytes (requests.stdin-max-bytes)", r.stdin_max_bytes),
-        ));
-    }
-    if !framed && (!body.argv.is_empty() || !stdin.is_empty()) {
-        let field = if body.argv.is_empty() { "stdin" } else { "argv" };
-        return Err(ApiError::field(
-            field,
-            format!("runtime {:?} reads its code on stdin: it takes no argv or stdin", body.runtime),
-        ));
-    }
-    if body.files.len() > r.files_max_count as usize {
-        return Err(ApiError::field(
-            "files",
-            format!("more than {} files (requests.files-max-count)", r.files_max_count),
-        ));
-    }
-    let mut files = Vec::with_capacity(body.files.len());
-    let mut total = 0u64;
-    for (i, f) in body.files.iter().enumerate() {
-        let path = exchange::check_relative(&f.path).map_err(|why| ApiError::field(format!("files[{i}].path"), why))?;
-        if files.iter().any(|p: &PutFile| p.path == path || p.path.starts_with(&path) || path.starts_with(&p.path)) {
-            return Err(ApiError::field(
-                format!("files[{i}].path"),
-                "given twice, or a file's path is another's directory",
-            ));
-        }
-        let bytes = b64(&format!("files[{i}].content"), &f.content)?;
-        total += bytes.len() as u64;
-        if total > r.files_max_bytes {
-            return Err(ApiError::field(
-                "files",
-                format!("more than {} bytes of files (requests.files-max-bytes)", r.files_max_bytes),
-            ));
-        }
-        files.push(PutFile { path, bytes });
-    }
-    let policy_name = body.policy.or_else(|| allowed.first().cloned()).unwrap_or_default();
-    if cfg.policies.contains_key(&policy_name) && !allowed.contains(&policy_name) {
-        return Err(ApiError::field(
-            "policy",
-            format!(
-                "runtime {:?} runs only under {} (the server's runtimes.{}.policies)",
-                body.runtime,
-                allowed.join(", "),
-                body.runtime
-            ),
-        ));
-    }
-    let Some(named_policy) = cfg.policies.get(&policy_name) else {
-        let known: Vec<&str> = cfg.policies.keys().map(String::as_str).collect();
-        return Err(ApiError {
-            field: Some("policy".into()),
-            ..ApiError::new(
-                status::NOT_FOUND,
-                "policy-not-found",
-                format!("no policy {policy_name:?} (this server has: {})", known.join(", ")),
-            )
-        });
-    };
-    if body.return_files.len() > r.return_patterns_max as usize {
-        return Err(ApiError::field("return-files", format!("more than {} patterns", r.return_patterns_max)));
-    }
-    let return_files = if body.return_files.is_empty() {
-        None
-    } else {
-        let patterns = exchange::patterns(&body.return_files)
-            .map_err(|(i, why)| ApiError::field(format!("return-files[{i}]"), why))?;
-        Some(Pick { patterns, max_files: r.return_files_max_count as usize, max_bytes: r.return_files_max_bytes })
-    };
+    let (target, framed, allowed) = target(&body, cfg)?;
+    let code = code(&target, body.code, r)?;
+    let stdin = stdin(&body.runtime, &body.argv, body.stdin, body.stdin_base64, framed, r)?;
+    let files = files(&body.files, r)?;
+    let (policy_name, named_policy) = named_policy(body.policy, &allowed, &body.runtime, cfg)?;
+    let return_files = return_files(&body.return_files, r)?;
     let l = &body.limits;
     let policy = tightened(named_policy, &policy_name, l)?;
     let needs_own_jail = l.memory_max_bytes.is_some()
@@ -487,6 +369,168 @@ pub fn check(body: RunBody, cfg: &Catalog) -> Result<RunRequest, ApiError> {
         needs_own_jail,
         return_files,
     })
+}
+
+/// What the request runs on: a module (when the server takes them), or a runtime it serves;
+/// whether that reads its code framed, and the policies it may run under.
+fn target(body: &RunBody, cfg: &Catalog) -> Result<(Target, bool, Vec<String>), ApiError> {
+    if body.runtime == "wasm" {
+        if !cfg.wasm_modules {
+            return Err(ApiError::field("runtime", "this server does not run modules sent with requests"));
+        }
+        let Some(m) = &body.module else {
+            return Err(ApiError::field("module", "runtime \"wasm\" needs a module (base64)"));
+        };
+        if body.code.is_some() {
+            return Err(ApiError::field("code", "runtime \"wasm\" runs \"module\", not code"));
+        }
+        return Ok((Target::Wasm(b64("module", m)?), true, vec!["default".to_string()]));
+    }
+    let Some(rt) = cfg.runtimes.get(&body.runtime) else {
+        let mut known: Vec<&str> = cfg.runtimes.keys().map(String::as_str).collect();
+        if cfg.wasm_modules {
+            known.push("wasm");
+        }
+        return Err(ApiError::field(
+            "runtime",
+            format!("unknown runtime {:?} (this server runs: {})", body.runtime, known.join(", ")),
+        ));
+    };
+    if body.module.is_some() {
+        return Err(ApiError::field("module", "a module goes with runtime \"wasm\""));
+    }
+    Ok((Target::Runtime(body.runtime.clone()), rt.framed, rt.policies.clone()))
+}
+
+/// The code to run (none for a module), at most `requests.code-max-bytes`.
+fn code(target: &Target, code: Option<String>, r: &RequestCaps) -> Result<String, ApiError> {
+    match (target, code) {
+        (Target::Wasm(_), _) => Ok(String::new()),
+        (_, None) => Err(ApiError::field("code", "missing: the code to run")),
+        (_, Some(c)) if c.len() as u64 > r.code_max_bytes => Err(ApiError::field(
+            "code",
+            format!("{} bytes, more than {} (requests.code-max-bytes)", c.len(), r.code_max_bytes),
+        )),
+        (_, Some(c)) => Ok(c),
+    }
+}
+
+/// The arguments within their caps, and the stdin (text or base64, not both) within its own;
+/// neither for a runtime whose whole stdin is its code.
+fn stdin(
+    runtime: &str,
+    argv: &[String],
+    text: Option<String>,
+    base64: Option<String>,
+    framed: bool,
+    r: &RequestCaps,
+) -> Result<Vec<u8>, ApiError> {
+    let max_args = (r.argv_max_count as usize).min(crate::handover::MAX_ARGS);
+    if argv.len() > max_args {
+        return Err(ApiError::field("argv", format!("more than {max_args} arguments")));
+    }
+    let argv_bytes: usize = argv.iter().map(String::len).sum();
+    if argv_bytes as u64 > r.argv_max_bytes {
+        return Err(ApiError::field("argv", format!("more than {} bytes of arguments", r.argv_max_bytes)));
+    }
+    let stdin = match (text, base64) {
+        (Some(_), Some(_)) => return Err(ApiError::field("stdin-base64", "give stdin or stdin-base64, not both")),
+        (Some(s), None) => s.into_bytes(),
+        (None, Some(b)) => b64("stdin-base64", &b)?,
+        (None, None) => Vec::new(),
+    };
+    if stdin.len() as u64 > r.stdin_max_bytes {
+        return Err(ApiError::field(
+            "stdin",
+            format!("more than {} bytes (requests.stdin-max-bytes)", r.stdin_max_bytes),
+        ));
+    }
+    if !framed && (!argv.is_empty() || !stdin.is_empty()) {
+        let field = if argv.is_empty() { "stdin" } else { "argv" };
+        return Err(ApiError::field(
+            field,
+            format!("runtime {runtime:?} reads its code on stdin: it takes no argv or stdin"),
+        ));
+    }
+    Ok(stdin)
+}
+
+/// The input files: plain relative paths, none given twice or below another, their decoded
+/// bytes within `requests.files-max-bytes`.
+fn files(body: &[FileBody], r: &RequestCaps) -> Result<Vec<PutFile>, ApiError> {
+    if body.len() > r.files_max_count as usize {
+        return Err(ApiError::field(
+            "files",
+            format!("more than {} files (requests.files-max-count)", r.files_max_count),
+        ));
+    }
+    let mut files = Vec::with_capacity(body.len());
+    let mut total = 0u64;
+    for (i, f) in body.iter().enumerate() {
+        let path = exchange::check_relative(&f.path).map_err(|why| ApiError::field(format!("files[{i}].path"), why))?;
+        if files.iter().any(|p: &PutFile| p.path == path || p.path.starts_with(&path) || path.starts_with(&p.path)) {
+            return Err(ApiError::field(
+                format!("files[{i}].path"),
+                "given twice, or a file's path is another's directory",
+            ));
+        }
+        let bytes = b64(&format!("files[{i}].content"), &f.content)?;
+        total += bytes.len() as u64;
+        if total > r.files_max_bytes {
+            return Err(ApiError::field(
+                "files",
+                format!("more than {} bytes of files (requests.files-max-bytes)", r.files_max_bytes),
+            ));
+        }
+        files.push(PutFile { path, bytes });
+    }
+    Ok(files)
+}
+
+/// The policy the run gets: the one asked for, when the runtime may run under it (404 when the
+/// server offers no such policy), else the runtime's own.
+fn named_policy<'c>(
+    asked: Option<String>,
+    allowed: &[String],
+    runtime: &str,
+    cfg: &'c Catalog,
+) -> Result<(String, &'c Policy), ApiError> {
+    let name = asked.or_else(|| allowed.first().cloned()).unwrap_or_default();
+    if cfg.policies.contains_key(&name) && !allowed.contains(&name) {
+        return Err(ApiError::field(
+            "policy",
+            format!(
+                "runtime {runtime:?} runs only under {} (the server's runtimes.{runtime}.policies)",
+                allowed.join(", ")
+            ),
+        ));
+    }
+    match cfg.policies.get(&name) {
+        Some(p) => Ok((name, p)),
+        None => {
+            let known: Vec<&str> = cfg.policies.keys().map(String::as_str).collect();
+            Err(ApiError {
+                field: Some("policy".into()),
+                ..ApiError::new(
+                    status::NOT_FOUND,
+                    "policy-not-found",
+                    format!("no policy {name:?} (this server has: {})", known.join(", ")),
+                )
+            })
+        }
+    }
+}
+
+/// The `return-files` patterns, compiled, with the caps on what comes back.
+fn return_files(patterns: &[String], r: &RequestCaps) -> Result<Option<Pick>, ApiError> {
+    if patterns.len() > r.return_patterns_max as usize {
+        return Err(ApiError::field("return-files", format!("more than {} patterns", r.return_patterns_max)));
+    }
+    if patterns.is_empty() {
+        return Ok(None);
+    }
+    let set = exchange::patterns(patterns).map_err(|(i, why)| ApiError::field(format!("return-files[{i}]"), why))?;
+    Ok(Some(Pick { patterns: set, max_files: r.return_files_max_count as usize, max_bytes: r.return_files_max_bytes }))
 }
 
 /// The named policy with a request's limits in it, each checked: no looser than the policy's,

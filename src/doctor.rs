@@ -44,52 +44,8 @@ pub fn host_checks(probe: bool, guest_dir: Option<&Path>) -> Vec<Check> {
         check("kernel", Verdict::Fail, format!("Linux {release}: stockade needs >= 5.12 (clone3, mount_setattr)"))
     });
 
-    let restrictions = userns_restrictions();
     let root = crate::sys::geteuid() == 0;
-    let all = namespaces::prepare(&crate::policy::Namespaces {
-        user: true,
-        pid: true,
-        mount: true,
-        net: true,
-        ipc: true,
-        uts: true,
-        cgroup: true,
-    })
-    .clone_flags;
-    let refused = if probe { namespaces::find_refused(all) } else { None };
-    out.push(match (refused, restrictions.is_empty()) {
-        (Some(ns), _) => check(
-            "namespaces",
-            Verdict::Fail,
-            format!(
-                "clone3 refused the {ns} namespace{}{}",
-                if restrictions.is_empty() { String::new() } else { format!(": {}", restrictions.join("; ")) },
-                if restrictions.is_empty() && crate::host::under_seccomp_filter() {
-                    format!("; {}", crate::host::SECCOMP_HINT)
-                } else {
-                    String::new()
-                }
-            ),
-        ),
-        (None, true) => check(
-            "namespaces",
-            Verdict::Ok,
-            if probe {
-                "user, pid, mount, net, ipc, uts and cgroup namespaces created (clone3 with CLONE_PIDFD)"
-            } else {
-                "no sysctl restricts user namespaces (not probed)"
-            },
-        ),
-        (None, false) => check(
-            "namespaces",
-            if root { Verdict::Ok } else { Verdict::Warn },
-            format!(
-                "{}{}",
-                if probe { "created as this user; " } else { "" },
-                restrictions.join("; ") + if root { " (root is not affected)" } else { "" }
-            ),
-        ),
-    });
+    out.push(namespaces_check(probe, root));
 
     if root {
         out.push(capabilities_check());
@@ -168,6 +124,56 @@ pub fn host_checks(probe: bool, guest_dir: Option<&Path>) -> Vec<Check> {
     #[cfg(not(feature = "wasm"))]
     let _ = guest_dir;
     out
+}
+
+/// Whether the namespaces can be created here (`probe`: tried, in a child that exits at
+/// once), and which sysctls restrict them.
+fn namespaces_check(probe: bool, root: bool) -> Check {
+    let restrictions = userns_restrictions();
+    let all = namespaces::prepare(&crate::policy::Namespaces {
+        user: true,
+        pid: true,
+        mount: true,
+        net: true,
+        ipc: true,
+        uts: true,
+        cgroup: true,
+    })
+    .clone_flags;
+    let refused = if probe { namespaces::find_refused(all) } else { None };
+    match (refused, restrictions.is_empty()) {
+        (Some(ns), _) => check(
+            "namespaces",
+            Verdict::Fail,
+            format!(
+                "clone3 refused the {ns} namespace{}{}",
+                if restrictions.is_empty() { String::new() } else { format!(": {}", restrictions.join("; ")) },
+                if restrictions.is_empty() && crate::host::under_seccomp_filter() {
+                    format!("; {}", crate::host::SECCOMP_HINT)
+                } else {
+                    String::new()
+                }
+            ),
+        ),
+        (None, true) => check(
+            "namespaces",
+            Verdict::Ok,
+            if probe {
+                "user, pid, mount, net, ipc, uts and cgroup namespaces created (clone3 with CLONE_PIDFD)"
+            } else {
+                "no sysctl restricts user namespaces (not probed)"
+            },
+        ),
+        (None, false) => check(
+            "namespaces",
+            if root { Verdict::Ok } else { Verdict::Warn },
+            format!(
+                "{}{}",
+                if probe { "created as this user; " } else { "" },
+                restrictions.join("; ") + if root { " (root is not affected)" } else { "" }
+            ),
+        ),
+    }
 }
 
 /// Root with every capability stockade uses, or which are missing and what for.

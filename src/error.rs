@@ -43,12 +43,31 @@ pub enum Error {
     #[error("the jail ended while it was being built: {why}")]
     JailDied {
         why: String,
-        /// The policy limit that ended it (`cgroups.memory-max-bytes`, `cgroups.pids-max`), when one did.
-        limit: Option<&'static str>,
+        /// The policy limit that ended it, when one did.
+        limit: Option<JailLimit>,
     },
     /// A supervisor resource (pipe, poll, wait) failed.
     #[error("supervisor: cannot {what}: {errno}")]
     Supervisor { what: &'static str, errno: Errno },
+}
+
+/// A limit of the run's cgroup too small to build its jail in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JailLimit {
+    /// `cgroups.memory-max-bytes`: the OOM killer ended the jail's child.
+    Memory,
+    /// `cgroups.pids-max`: the child could not start the processes a jail needs.
+    Pids,
+}
+
+impl JailLimit {
+    /// The policy key.
+    pub fn key(self) -> &'static str {
+        match self {
+            JailLimit::Memory => "cgroups.memory-max-bytes",
+            JailLimit::Pids => "cgroups.pids-max",
+        }
+    }
 }
 
 impl Error {

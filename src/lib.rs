@@ -75,7 +75,7 @@ pub mod wasm;
 mod wire;
 
 pub use child::{Stage, in_forked_child};
-pub use error::Error;
+pub use error::{Error, JailLimit};
 pub use plan::{Job, Plan};
 pub use policy::{Policy, PolicyError};
 pub use report::{Enforcement, LayerReport, Report, Status};

@@ -187,6 +187,21 @@ pub(super) struct Feed {
     pub(super) at: usize,
 }
 
+impl Feed {
+    /// Writes what fits now (the pipe is non-blocking); `true` when the feed is done: every
+    /// byte written, or the program closed its end (POLLERR).
+    pub(super) fn write_some(&mut self) -> bool {
+        match sys::write(self.fd.as_raw_fd(), &self.data[self.at..]) {
+            Ok(k) => {
+                self.at += k;
+                self.at >= self.data.len()
+            }
+            Err(Errno(libc::EAGAIN)) => false,
+            Err(_) => true,
+        }
+    }
+}
+
 /// Receives the `n` staged tmpfs fds the child sends while it builds its root, waiting at most
 /// `patience`; fewer when the child failed (or was killed) first: its report says why.
 pub(super) fn receive_staged(

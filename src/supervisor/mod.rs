@@ -10,28 +10,27 @@
 mod channels;
 mod gate;
 mod pump;
+mod run;
 mod verdict;
 mod words;
 
 pub use channels::Output;
 pub use gate::{Cleanup, Exchange, Finished, Gate, Gated, Start};
-use gate::{Opening, Reaper};
-pub use verdict::{Accounting, Ending, Note, Verdict, verdict};
+pub use verdict::{Note, Verdict};
 
 use crate::child::{self, ChildArgs};
-use crate::error::Error;
+use crate::error::{Error, JailLimit};
 use crate::layers::cgroup::{CgroupStats, Leaf};
 use crate::layers::fds::ChildFds;
-use crate::layers::filesystem::{exchange, staging};
 use crate::layers::identity::{IdentityError, OwnerLease};
 use crate::plan::Plan;
 use crate::policy::{Limit, RlimitKey, StdinMode};
-use crate::report::{GuestEnd, Report, StreamReport, WarmStart, WritableDir, signal_name};
+use crate::report::{GuestEnd, Report, StreamReport, signal_name};
 use crate::sys::{self, CStrArray, Errno};
-use channels::{ChildEnds, Feed, Pipes, Sink, Stream};
-use pump::{Outcome, Pump, Run, Stop};
+use channels::{ChildEnds, Pipes};
+use pump::Outcome;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A jail built and waiting at its last barrier before exec: namespaces made, cgroup joined,
 /// root built, privileges dropped, Landlock and seccomp on. [`Prepared::run`] releases it.
@@ -279,21 +278,19 @@ impl Plan {
         report: BorrowedFd<'_>,
         reaped: Option<sys::Reaped>,
         leaf: Option<&Leaf>,
-    ) -> (String, Option<&'static str>) {
+    ) -> (String, Option<JailLimit>) {
         if let Some(f) = channels::read_failure(report) {
             return (self.describe_failure(f), None);
         }
         let stats = leaf.map(Leaf::stats).unwrap_or_default();
         if stats.oom_kills > 0 {
-            let key = "cgroups.memory-max-bytes";
-            return (
-                format!("its memory limit ({key}) is too small to build the jail: the OOM killer ended it"),
-                Some(key),
-            );
+            let key = JailLimit::Memory.key();
+            let why = format!("its memory limit ({key}) is too small to build the jail: the OOM killer ended it");
+            return (why, Some(JailLimit::Memory));
         }
         if stats.pids_limit_hit {
-            let key = "cgroups.pids-max";
-            return (format!("its process limit ({key}) is too small to build the jail"), Some(key));
+            let key = JailLimit::Pids.key();
+            return (format!("its process limit ({key}) is too small to build the jail"), Some(JailLimit::Pids));
         }
         let why = match reaped {
             Some(r) if r.code == libc::CLD_EXITED => format!("it exited with {} without saying why", r.status),
@@ -379,244 +376,6 @@ impl Prepared<'_> {
     pub fn run_gated(self, gate: &Gate, guest: impl FnOnce(&[Vec<u8>]) -> Option<GuestEnd>) -> Result<Gated, Error> {
         self.finish(Output::Capture, Some(gate), Some(guest))
     }
-
-    fn finish(
-        mut self,
-        output: Output<'_>,
-        gate: Option<&Gate>,
-        guest: Option<impl FnOnce(&[Vec<u8>]) -> Option<GuestEnd>>,
-    ) -> Result<Gated, Error> {
-        let plan = self.plan;
-        let cpu_at_start = sys::thread_cpu_time();
-        let Some(PipesHeld(pipes)) = self.pipes.take() else {
-            return Err(Error::Supervisor { what: "run a prepared jail twice", errno: Errno(libc::EINVAL) });
-        };
-        // The host directories' contents, as of now, into the writable directories' tmpfs (as
-        // the run's host ids: the tmpfs is its user namespace's); what comes back belongs to
-        // `identity.host-uid` on the host, whichever uid the run had.
-        let as_root = sys::geteuid() == 0;
-        let create_as = as_root.then(|| (plan.id.run_uid(self._owner.as_ref()), plan.id.host_gid));
-        let host_owner = as_root.then_some((plan.id.host_uid, plan.id.host_gid));
-        let mut copied = Vec::new();
-        for (place, root) in plan.fs.staged().iter().zip(&self.staged) {
-            copied.push(staging::copy_in(place, root, create_as)?);
-        }
-        let released = Instant::now();
-        // The last barrier: the child execs the program. If it already failed, the report says why.
-        let _ = sys::send_nosignal(pipes.sync.as_fd(), &[2]);
-        let forward = |fd: BorrowedFd<'_>| Some(fd.as_raw_fd());
-        let (fwd_out, fwd_err) = match output {
-            Output::Capture => (None, None),
-            Output::Forward { stdout, stderr } => (forward(stdout), forward(stderr)),
-        };
-        let mut streams = vec![
-            Stream::new(Some(pipes.stdout), Sink::new(plan.policy.stdout_max_bytes, fwd_out)),
-            Stream::new(Some(pipes.stderr), Sink::new(plan.policy.stderr_max_bytes, fwd_err)),
-        ];
-        for (fd, cap) in pipes.extra.into_iter().zip(&plan.extra_outputs) {
-            streams.push(Stream::new(Some(fd), Sink::new(Some(*cap), None)));
-        }
-        let run = Run {
-            pid: self.pid,
-            pidfd: &self.pidfd,
-            sync: &pipes.sync,
-            seccomp: &plan.seccomp,
-            pid_namespace: plan.policy.namespaces.pid,
-            leaf: self.leaf.as_ref(),
-            // An announced end needs the account read: the exit status is the one it implies.
-            announces_end: plan.announces_end && guest.is_some(),
-            end_over_cap: plan.policy.over_cap == crate::policy::OverCap::End,
-        };
-        let mut pump = Pump::new(run, pipes.report);
-        let mut stdin_data = self.stdin_data.take();
-        let mut wall_timeout = plan.policy.wall_timeout;
-        let mut start = released;
-        let mut exchange = None;
-        let mut argv_display = None;
-        let mut warm = None;
-        let mut cpu_before = CgroupStats::default();
-        if let Some(gate) = gate {
-            // With nothing of its own to feed first, the opening can write the run's stdin.
-            if stdin_data.as_ref().is_none_or(|d| d.is_empty())
-                && let Some(fd) = pipes.stdin_feed.as_ref().and_then(|f| f.try_clone().ok())
-            {
-                gate.arm(fd);
-            }
-            // Waiting: the program gets ready; nothing of the run is counted yet.
-            let stop = pump.go(&mut [], None, None, Some(gate.fd()))?;
-            // A jail whose setup failed never ran anything. A program that ended after an
-            // opening fed it its code ran, and so did one built for the run it died waiting for:
-            // those runs are reported.
-            let setup_failed = pump.failure().is_some();
-            let died_in_its_run = matches!(stop, Stop::Died) && gate.one_run() && !setup_failed;
-            if died_in_its_run {
-                gate.wait();
-            }
-            let opening =
-                gate.take().filter(|o| !setup_failed && (matches!(stop, Stop::Gate) || o.fed > 0 || died_in_its_run));
-            let Some(Opening { start: s, at: opened_at, fed }) = opening else {
-                if matches!(stop, Stop::Gate) {
-                    pump.kill();
-                }
-                let ended = pump.go(&mut [], None, None, None)?;
-                self.pid = 0;
-                return Ok(Gated::NotStarted(match ended {
-                    Stop::Ended(o) if matches!(stop, Stop::Died) || o.failure.is_some() => self.died_waiting(&o),
-                    _ => "cancelled".into(),
-                }));
-            };
-            if !s.from_release {
-                start = opened_at;
-                cpu_before = self.leaf.as_ref().map(Leaf::cpu_used).unwrap_or_default();
-            }
-            if let Some(x) = &s.files
-                && let Err(e) = self.put_files(x, create_as)
-            {
-                pump.kill();
-                let _ = pump.go(&mut [], None, None, None)?;
-                self.pid = 0;
-                return Err(e);
-            }
-            // The start's bytes follow the plan's own (a module the runner compiles, say).
-            let mut bytes = stdin_data.map(|d| d.to_vec()).unwrap_or_default();
-            bytes.extend_from_slice(s.stdin.get(fed..).unwrap_or_default());
-            stdin_data = Some(std::sync::Arc::from(bytes));
-            wall_timeout = s.wall_timeout.map_or(wall_timeout, |w| w.min(wall_timeout));
-            streams[0].sink.tighten(s.stdout_max_bytes);
-            streams[1].sink.tighten(s.stderr_max_bytes);
-            if let Some(fd) = s.stdout_to {
-                streams[0].sink.forward_to(fd);
-            }
-            if let Some(fd) = s.stderr_to {
-                streams[1].sink.forward_to(fd);
-            }
-            exchange = s.files;
-            argv_display = s.argv_display;
-            warm = (!s.from_release).then_some(WarmStart {
-                waited_ms: ms(start.duration_since(released)),
-                cpu_ms: cpu_before.cpu_user_us.zip(cpu_before.cpu_sys_us).map(|(u, s)| (u + s) as f64 / 1000.0),
-            });
-        }
-        let feed = pipes.stdin_feed.map(|fd| Feed { fd, data: stdin_data.unwrap_or_default(), at: 0 });
-        let Stop::Ended(outcome) = pump.go(&mut streams, feed, Some(start + wall_timeout), None)? else {
-            return Err(Error::Supervisor { what: "pump the run", errno: Errno(libc::EINVAL) });
-        };
-        // Reaped, or taken down and reaped with the cleanup: nothing for Drop to kill.
-        self.pid = 0;
-        let reap = outcome.announced.then(|| Reaper(self.pidfd.try_clone().ok()));
-        let wall = outcome.reaped_at.duration_since(start);
-        for s in &mut streams {
-            s.sink.flush();
-        }
-        let unsent = [streams[0].sink.unsent(), streams[1].sink.unsent()];
-        let mut streams = streams.into_iter();
-        let (Some(out), Some(err)) = (streams.next(), streams.next()) else {
-            return Err(Error::Supervisor { what: "collect output", errno: Errno(libc::EINVAL) });
-        };
-        let channels: Vec<Vec<u8>> = streams.map(|s| s.sink.captured()).collect();
-        let leaf = self.leaf.take();
-        let mut stats = leaf.as_ref().map(Leaf::stats).unwrap_or_default();
-        // What the program spent getting ready is not the run's (`warm-start` says it).
-        let minus = |now: Option<u64>, before: Option<u64>| now.map(|n| n.saturating_sub(before.unwrap_or(0)));
-        stats.cpu_user_us = minus(stats.cpu_user_us, cpu_before.cpu_user_us);
-        stats.cpu_sys_us = minus(stats.cpu_sys_us, cpu_before.cpu_sys_us);
-        let leaf_made = leaf.is_some();
-        // The files the caller asked back, before the tmpfs goes.
-        let files = exchange.as_ref().and_then(|x| {
-            let pick = x.take.as_ref()?;
-            let root = self.staged.get(exchange::place_index(plan.fs.staged(), &x.dir)?)?;
-            Some(exchange::take(root, pick))
-        });
-        // What the program left in its writable directories goes back to the host.
-        let mut notes = Vec::new();
-        let mut dirs = Vec::new();
-        for ((place, root), (manifest, summary)) in plan.fs.staged().iter().zip(&self.staged).zip(copied) {
-            let (dir, note) = write_back(place, root, &manifest, summary, host_owner);
-            dirs.push(dir);
-            notes.extend(note);
-        }
-        let ending = Ending {
-            failure: outcome.failure,
-            violation: outcome.violation.is_some(),
-            exit_status: outcome.exit_status,
-            timed_out: outcome.timed_out,
-            output_limit: outcome.output_limit,
-            init_exited: outcome.reaped.code == libc::CLD_EXITED,
-            init_status: outcome.reaped.status,
-            cpu_used_us: stats.cpu_user_us.zip(stats.cpu_sys_us).map_or_else(
-                || u64::try_from((outcome.reaped.user + outcome.reaped.system).as_micros()).unwrap_or(u64::MAX),
-                |(u, s)| u + s,
-            ),
-        };
-        let accounting = Accounting {
-            oom_kills: stats.oom_kills,
-            pids_limit_hit: stats.pids_limit_hit,
-            disk_full: dirs.iter().any(|d| d.full),
-            cpu_limit_s: plan.cpu_limit_s(),
-        };
-        let guest = guest.and_then(|g| g(&channels));
-        let mut ending = ending;
-        if outcome.announced {
-            // The program's status is the one its account implies (init has not reaped it yet).
-            ending.exit_status = guest.as_ref().map(|g| (g.exit_code() & 0xff) << 8);
-        }
-        let v = verdict(&ending, &accounting, guest.as_ref());
-        let mut report = plan.build_report(&outcome, wall, (out.sink.report(), err.sink.report()), stats, v, leaf_made);
-        report.wall_timeout_ms = u64::try_from(wall_timeout.as_millis()).unwrap_or(u64::MAX);
-        if let Some(argv) = argv_display {
-            report.argv = argv;
-        }
-        report.warm_start = warm;
-        report.writable_dirs = dirs;
-        report.supervisor_cpu_ms = Some(ms(sys::thread_cpu_time().saturating_sub(cpu_at_start)));
-        // The run itself is reported as it happened; what the program could not see (a refused
-        // exec is only EPERM to it) and a failed write-back are said loudly.
-        for note in words::run_notes(&outcome, unsent).into_iter().chain(notes) {
-            report.add_note(note);
-        }
-        // The run's cgroup, its writable directories' tmpfs and its owner uid go after the
-        // answer, when the caller can wait for them.
-        let cleanup = Cleanup { reap, leaf, _staged: std::mem::take(&mut self.staged), _owner: self._owner.take() };
-        let mut finished = Finished { report, channels, files, cleanup: Some(cleanup) };
-        if gate.is_none() {
-            // Its cgroup goes now, and a leftover is said in the report too.
-            if let Some(note) = finished.cleanup.take().and_then(Cleanup::done) {
-                finished.report.add_note(note);
-            }
-        }
-        Ok(Gated::Ran(Box::new(finished)))
-    }
-
-    /// Writes a run's files into its writable directory (an empty one of the run's own).
-    fn put_files(&self, x: &Exchange, create_as: staging::CreateAs) -> Result<(), Error> {
-        let staged = self.plan.fs.staged();
-        let place = exchange::place_index(staged, &x.dir).and_then(|i| Some((staged.get(i)?, self.staged.get(i)?)));
-        let Some((place, root)) = place else {
-            return Err(crate::layers::filesystem::FsError::Refused {
-                origin: "files".into(),
-                path: x.dir.clone(),
-                reason: "is not a writable directory of this jail".into(),
-            }
-            .into());
-        };
-        Ok(exchange::put(place, root, &x.put, create_as)?)
-    }
-
-    /// Why a jail ended while it waited at its gate, in words.
-    fn died_waiting(&self, o: &pump::Outcome) -> String {
-        if let Some(f) = o.failure {
-            return self.plan.describe_failure(f);
-        }
-        match (o.reaped.code, o.exit_status) {
-            (_, Some(status)) if libc::WIFEXITED(status) => {
-                format!("the program exited with {} before its run started", libc::WEXITSTATUS(status))
-            }
-            (_, Some(status)) if libc::WIFSIGNALED(status) => {
-                format!("the program was killed by {} before its run started", signal_name(libc::WTERMSIG(status)))
-            }
-            _ => "the program ended before its run started".into(),
-        }
-    }
 }
 
 impl Drop for Prepared<'_> {
@@ -626,34 +385,6 @@ impl Drop for Prepared<'_> {
             kill_run(self.pid, self.pidfd.as_fd(), self.leaf.as_ref(), self.plan.policy.namespaces.pid);
             let _ = sys::waitid_pidfd(self.pidfd.as_fd());
         }
-    }
-}
-
-/// One writable directory after the run: its report entry, and a note when writing back failed.
-fn write_back(
-    place: &staging::StagedPlace,
-    root: &OwnedFd,
-    manifest: &staging::Manifest,
-    copied: staging::Summary,
-    owner: staging::CreateAs,
-) -> (WritableDir, Option<String>) {
-    let usage = staging::usage(root);
-    let mut dir = WritableDir {
-        path: place.inside.display().to_string(),
-        bytes_used: usage.bytes_used,
-        files_used: usage.files_used,
-        full: usage.full,
-        not_carried: copied.not_carried,
-        ..WritableDir::default()
-    };
-    match staging::write_back(place, root, manifest, owner) {
-        Ok(back) => {
-            dir.written_back = back.written;
-            dir.written_back_bytes = back.written_bytes;
-            dir.removed = back.removed;
-            (dir, None)
-        }
-        Err(e) => (dir, Some(e.to_string())),
     }
 }
 

@@ -151,18 +151,8 @@ impl<'a> Pump<'a> {
                 // pid namespace, init's death takes every process of the jail with it.
                 let _ = sys::pidfd_send_signal(self.run.pidfd.as_fd(), libc::SIGKILL);
                 self.killed = true;
-                return Ok(Stop::Ended(Outcome {
-                    reaped: sys::Reaped { code: libc::CLD_EXITED, ..sys::Reaped::default() },
-                    reaped_at: Instant::now(),
-                    failure: self.failure.take(),
-                    exit_status: None,
-                    timed_out: false,
-                    output_limit: false,
-                    execs_refused: self.execs_refused,
-                    sysinfo_unanswered: self.sysinfo_unanswered,
-                    violation: None,
-                    announced: true,
-                }));
+                let stand_in = sys::Reaped { code: libc::CLD_EXITED, ..sys::Reaped::default() };
+                return Ok(Stop::Ended(self.outcome((stand_in, Instant::now()), true)));
             }
             announcing |= self.run.announces_end && streams.get(2).is_some_and(|s| s.fd.is_none());
             let inputs_open = self.report.is_some() || streams.iter().any(|s| s.fd.is_some());
@@ -174,71 +164,18 @@ impl<'a> Pump<'a> {
                 // Only without a pid namespace can a process outlive init and hold a pipe open.
                 break;
             }
-            let mut fds: Vec<libc::pollfd> = Vec::with_capacity(8);
-            let mut roles: Vec<Role> = Vec::with_capacity(8);
-            let mut add = |fd: RawFd, events: libc::c_short, role: Role| {
-                fds.push(libc::pollfd { fd, events, revents: 0 });
-                roles.push(role);
-            };
-            if self.reaped.is_none() {
-                add(self.run.pidfd.as_raw_fd(), libc::POLLIN, Role::Pidfd);
-            }
-            if self.want_listener {
-                add(self.run.sync.as_raw_fd(), libc::POLLIN, Role::Sync);
-            }
-            if let Some(l) = &self.listener {
-                add(l.as_raw_fd(), libc::POLLIN, Role::Listener);
-            }
-            if let Some(r) = &self.report {
-                add(r.as_raw_fd(), libc::POLLIN, Role::Report);
-            }
-            if let Some(g) = gate {
-                add(g.as_raw_fd(), libc::POLLIN, Role::Gate);
-            }
-            let mut wake: Option<Instant> = kill_at.filter(|_| !self.killed);
-            for (i, s) in streams.iter().enumerate() {
-                if let Some(fd) = &s.fd {
-                    // Once the run is reaped (or said it is over), drain at once.
-                    match s.quiet_until.filter(|t| *t > now && self.reaped.is_none() && !announcing) {
-                        Some(t) => wake = Some(wake.map_or(t, |w| w.min(t))),
-                        None => add(fd.as_raw_fd(), libc::POLLIN, Role::Read(i)),
-                    }
-                }
-                if let Some(fd) = s.sink.wants_write() {
-                    add(fd, libc::POLLOUT, Role::Write(i));
-                }
-            }
             if self.reaped.is_some() {
                 // Nobody left to read it.
                 feed = None;
             }
-            if let Some(f) = &feed {
-                add(f.fd.as_raw_fd(), libc::POLLOUT, Role::Feed);
-            }
-            let timeout = wake.map(|w| w.saturating_duration_since(now));
-            let n = match sys::ppoll(&mut fds, timeout) {
+            let (mut fds, roles, wake) = self.poll_set(streams, feed.as_ref(), gate, kill_at, announcing, now);
+            let n = match sys::ppoll(&mut fds, wake.map(|w| w.saturating_duration_since(now))) {
                 Ok(n) => n,
                 Err(Errno(libc::EINTR)) => continue,
                 Err(e) => return Err(sv("poll")(e)),
             };
             if n == 0 {
-                let now = Instant::now();
-                if let Some(at) = kill_at
-                    && !self.killed
-                    && self.reaped.is_none()
-                    && now >= at
-                {
-                    let r = &self.run;
-                    if r.pid_namespace && !self.timed_out {
-                        self.timed_out = true;
-                        kill_at = Some(now + KILL_GRACE);
-                        let _ = sys::pidfd_send_signal(r.pidfd.as_fd(), child::DEADLINE_SIGNAL);
-                    } else {
-                        super::kill_run(r.pid, r.pidfd.as_fd(), r.leaf, r.pid_namespace);
-                        self.killed = true;
-                        self.timed_out = true;
-                    }
-                }
+                self.at_deadline(&mut kill_at);
                 continue;
             }
             for (p, role) in fds.iter().zip(roles.iter()) {
@@ -257,37 +194,10 @@ impl<'a> Pump<'a> {
                         self.reaped = Some((r, Instant::now()));
                     }
                     Role::Report => self.read_report(),
-                    Role::Read(i) => {
-                        let s = &mut streams[i];
-                        let fd = s.fd.as_ref().map(AsRawFd::as_raw_fd).unwrap_or(-1);
-                        match sys::read(fd, &mut self.buf) {
-                            Ok(0) | Err(_) => s.fd = None,
-                            Ok(k) => {
-                                s.sink.push(&self.buf[..k]);
-                                if i < 2 && self.run.end_over_cap && s.sink.over_cap() && !self.output_limit {
-                                    // Past its cap: the run ends now, and nobody reads the rest.
-                                    self.output_limit = true;
-                                    self.kill();
-                                }
-                                // An announced end's account is watched for its end of file.
-                                let account = i == 2 && self.run.announces_end;
-                                s.quiet_until = (k < SMALL_READ && !account).then(|| Instant::now() + BATCH);
-                            }
-                        }
-                    }
+                    Role::Read(i) => self.read_stream(streams, i),
                     Role::Write(i) => streams[i].sink.write_some(PIPE_BUF),
                     Role::Feed => {
-                        let Some(f) = &mut feed else { continue };
-                        // POLLERR: the program closed its end; anything else: write what fits.
-                        let done = match sys::write(f.fd.as_raw_fd(), &f.data[f.at..]) {
-                            Ok(k) => {
-                                f.at += k;
-                                f.at >= f.data.len()
-                            }
-                            Err(Errno(libc::EAGAIN)) => false,
-                            Err(_) => true,
-                        };
-                        if done {
+                        if feed.as_mut().is_some_and(Feed::write_some) {
                             // Closing the pipe is the program's end of file.
                             feed = None;
                         }
@@ -302,21 +212,119 @@ impl<'a> Pump<'a> {
                 }
             }
         }
-        let Some((reaped, reaped_at)) = self.reaped.take() else {
+        let Some(reaped) = self.reaped.take() else {
             return Err(Error::Supervisor { what: "reap the run", errno: Errno(libc::ECHILD) });
         };
-        Ok(Stop::Ended(Outcome {
+        Ok(Stop::Ended(self.outcome(reaped, false)))
+    }
+
+    /// What the loop saw, once the run is over (`announced`: by the program's own account;
+    /// `reaped` is then a stand-in).
+    fn outcome(&mut self, (reaped, reaped_at): (sys::Reaped, Instant), announced: bool) -> Outcome {
+        Outcome {
             reaped,
             reaped_at,
             failure: self.failure.take(),
-            exit_status: self.exit_status,
-            timed_out: self.timed_out,
-            output_limit: self.output_limit,
+            exit_status: if announced { None } else { self.exit_status },
+            timed_out: !announced && self.timed_out,
+            output_limit: !announced && self.output_limit,
             execs_refused: self.execs_refused,
             sysinfo_unanswered: self.sysinfo_unanswered,
-            violation: self.violation.take(),
-            announced: false,
-        }))
+            violation: if announced { None } else { self.violation.take() },
+            announced,
+        }
+    }
+
+    /// The fds to poll and what each is, and when to wake without them (the deadline, or the
+    /// end of a stream's quiet spell).
+    fn poll_set(
+        &self,
+        streams: &[Stream],
+        feed: Option<&Feed>,
+        gate: Option<BorrowedFd<'_>>,
+        kill_at: Option<Instant>,
+        announcing: bool,
+        now: Instant,
+    ) -> (Vec<libc::pollfd>, Vec<Role>, Option<Instant>) {
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(8);
+        let mut roles: Vec<Role> = Vec::with_capacity(8);
+        let mut add = |fd: RawFd, events: libc::c_short, role: Role| {
+            fds.push(libc::pollfd { fd, events, revents: 0 });
+            roles.push(role);
+        };
+        if self.reaped.is_none() {
+            add(self.run.pidfd.as_raw_fd(), libc::POLLIN, Role::Pidfd);
+        }
+        if self.want_listener {
+            add(self.run.sync.as_raw_fd(), libc::POLLIN, Role::Sync);
+        }
+        if let Some(l) = &self.listener {
+            add(l.as_raw_fd(), libc::POLLIN, Role::Listener);
+        }
+        if let Some(r) = &self.report {
+            add(r.as_raw_fd(), libc::POLLIN, Role::Report);
+        }
+        if let Some(g) = gate {
+            add(g.as_raw_fd(), libc::POLLIN, Role::Gate);
+        }
+        let mut wake: Option<Instant> = kill_at.filter(|_| !self.killed);
+        for (i, s) in streams.iter().enumerate() {
+            if let Some(fd) = &s.fd {
+                // Once the run is reaped (or said it is over), drain at once.
+                match s.quiet_until.filter(|t| *t > now && self.reaped.is_none() && !announcing) {
+                    Some(t) => wake = Some(wake.map_or(t, |w| w.min(t))),
+                    None => add(fd.as_raw_fd(), libc::POLLIN, Role::Read(i)),
+                }
+            }
+            if let Some(fd) = s.sink.wants_write() {
+                add(fd, libc::POLLOUT, Role::Write(i));
+            }
+        }
+        if let Some(f) = feed {
+            add(f.fd.as_raw_fd(), libc::POLLOUT, Role::Feed);
+        }
+        (fds, roles, wake)
+    }
+
+    /// Nothing came before the wake-up: at the deadline, init gets the deadline signal (with a
+    /// pid namespace; SIGKILL after a grace), or the run is killed.
+    fn at_deadline(&mut self, kill_at: &mut Option<Instant>) {
+        let now = Instant::now();
+        let Some(at) = *kill_at else { return };
+        if self.killed || self.reaped.is_some() || now < at {
+            return;
+        }
+        let r = &self.run;
+        if r.pid_namespace && !self.timed_out {
+            self.timed_out = true;
+            *kill_at = Some(now + KILL_GRACE);
+            let _ = sys::pidfd_send_signal(r.pidfd.as_fd(), child::DEADLINE_SIGNAL);
+        } else {
+            super::kill_run(r.pid, r.pidfd.as_fd(), r.leaf, r.pid_namespace);
+            self.killed = true;
+            self.timed_out = true;
+        }
+    }
+
+    /// What stream `i` has now, into its sink; past stdout's or stderr's cap (with
+    /// `output.over-cap = "end"`) the run ends at once.
+    fn read_stream(&mut self, streams: &mut [Stream], i: usize) {
+        let s = &mut streams[i];
+        let fd = s.fd.as_ref().map(AsRawFd::as_raw_fd).unwrap_or(-1);
+        match sys::read(fd, &mut self.buf) {
+            Ok(0) | Err(_) => s.fd = None,
+            Ok(k) => {
+                s.sink.push(&self.buf[..k]);
+                if i < 2 && self.run.end_over_cap && s.sink.over_cap() && !self.output_limit {
+                    // Past its cap: the run ends now, and nobody reads the rest.
+                    self.output_limit = true;
+                    self.kill();
+                }
+                // An announced end's account is watched for its end of file.
+                let account = i == 2 && self.run.announces_end;
+                streams[i].quiet_until = (k < SMALL_READ && !account).then(|| Instant::now() + BATCH);
+            }
+        }
     }
 
     /// The program said its run is over: an account on its first extra output, every output at

@@ -284,25 +284,10 @@ fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i
     };
     let load = t0.elapsed() - compile.unwrap_or_default();
 
-    let mut wasi = WasiCtxBuilder::new();
-    // Blocking WASI calls (file I/O in /app) run on this thread, not through a tokio
-    // blocking pool: no thread hand-off per call, and no extra threads at all.
-    wasi.args(&c.argv).envs(&c.env).inherit_stdout().inherit_stderr().allow_blocking_current_thread(true);
-    if c.guest_stdin {
-        // The guest reads fd 0 itself (no thread between it and its input).
-        match stdin_file() {
-            Ok(f) => {
-                wasi.stdin(wasmtime_wasi::cli::InputFile::new(f));
-            }
-            Err(e) => return (load_error(format!("cannot give the guest its stdin: {e}")), 125),
-        }
-    }
-    for p in &c.preopens {
-        let perms = if p.writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
-        if let Err(e) = wasi.preopened_dir(&p.host, &p.guest, perms) {
-            return (load_error(format!("cannot open {} for the guest: {}", p.host.display(), one_line(&e))), 125);
-        }
-    }
+    let wasi = match wasi_ctx(c) {
+        Ok(w) => w,
+        Err(message) => return (load_error(message), 125),
+    };
     let limits = Limits {
         memory_max: usize::try_from(c.memory_max_bytes).unwrap_or(usize::MAX),
         table_elements_max: usize::try_from(c.table_elements_max).unwrap_or(usize::MAX),
@@ -310,7 +295,7 @@ fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i
         memory_peak: 0,
         memory_limit_hit: false,
     };
-    let mut store = Store::new(&engine, State { wasi: wasi.build_p1(), limits });
+    let mut store = Store::new(&engine, State { wasi, limits });
     store.limiter(|s| &mut s.limits);
     if let Some(fuel) = c.fuel
         && let Err(e) = store.set_fuel(fuel)
@@ -322,17 +307,7 @@ fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i
     if let Err(e) = wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s| &mut s.wasi) {
         return (load_error(one_line(&e)), 125);
     }
-    // The wall-clock limit, as an epoch tick: the guest traps at its next check. It counts
-    // from now, or from when stdin first had something (a waiting guest's code came).
-    let ticker = engine.clone();
-    let timeout = Duration::from_millis(c.timeout_ms);
-    let clock_from_stdin = c.clock_from_stdin;
-    let now = Instant::now();
-    std::thread::spawn(move || {
-        let from = if clock_from_stdin { stdin_clock() } else { now };
-        std::thread::sleep(timeout.saturating_sub(from.elapsed()));
-        ticker.increment_epoch();
-    });
+    deadline_tick(&engine, c);
 
     let t1 = Instant::now();
     let instance = match linker.instantiate(&mut store, &module) {
@@ -354,22 +329,7 @@ fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i
     };
 
     let fuel_consumed = c.fuel.map(|f| f.saturating_sub(store.get_fuel().unwrap_or(0)));
-    let (outcome, code, message) = match result {
-        Ok(()) => (Outcome::Exited, Some(0), None),
-        Err(e) => {
-            if let Some(exit) = e.downcast_ref::<I32Exit>() {
-                (Outcome::Exited, Some(exit.0), None)
-            } else if let Some(trap) = e.downcast_ref::<Trap>() {
-                match trap {
-                    Trap::OutOfFuel => (Outcome::FuelExhausted, None, Some(trap.to_string())),
-                    Trap::Interrupt => (Outcome::Interrupted, None, Some(trap.to_string())),
-                    other => (Outcome::Trap, None, Some(other.to_string())),
-                }
-            } else {
-                (Outcome::Trap, None, Some(one_line(&e)))
-            }
-        }
-    };
+    let (outcome, code, message) = ended(result);
     let limits = &store.data().limits;
     let summary = Summary {
         outcome,
@@ -390,4 +350,64 @@ fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i
     std::mem::forget(store);
     std::mem::forget(linker);
     (summary, exit)
+}
+
+/// The guest's WASI: its argv and environment, stdout and stderr inherited (the supervisor's
+/// capped pipes), its stdin when it reads one, its preopened directories. `Err` in words.
+fn wasi_ctx(c: &RunnerConfig) -> Result<wasmtime_wasi::p1::WasiP1Ctx, String> {
+    let mut wasi = WasiCtxBuilder::new();
+    // Blocking WASI calls (file I/O in /app) run on this thread, not through a tokio
+    // blocking pool: no thread hand-off per call, and no extra threads at all.
+    wasi.args(&c.argv).envs(&c.env).inherit_stdout().inherit_stderr().allow_blocking_current_thread(true);
+    if c.guest_stdin {
+        // The guest reads fd 0 itself (no thread between it and its input).
+        match stdin_file() {
+            Ok(f) => {
+                wasi.stdin(wasmtime_wasi::cli::InputFile::new(f));
+            }
+            Err(e) => return Err(format!("cannot give the guest its stdin: {e}")),
+        }
+    }
+    for p in &c.preopens {
+        let perms = if p.writable { FsPerms::ReadWrite } else { FsPerms::ReadOnly };
+        if let Err(e) = wasi.preopened_dir(&p.host, &p.guest, perms) {
+            return Err(format!("cannot open {} for the guest: {}", p.host.display(), one_line(&e)));
+        }
+    }
+    Ok(wasi.build_p1())
+}
+
+/// The wall-clock limit, as an epoch tick: the guest traps at its next check. It counts from
+/// now, or from when stdin first had something (a waiting guest's code came).
+fn deadline_tick(engine: &wasmtime::Engine, c: &RunnerConfig) {
+    let ticker = engine.clone();
+    let timeout = Duration::from_millis(c.timeout_ms);
+    let clock_from_stdin = c.clock_from_stdin;
+    let now = Instant::now();
+    std::thread::spawn(move || {
+        let from = if clock_from_stdin { stdin_clock() } else { now };
+        std::thread::sleep(timeout.saturating_sub(from.elapsed()));
+        ticker.increment_epoch();
+    });
+}
+
+/// How the guest's `_start` ended: returned or exited (with its code), out of fuel,
+/// interrupted at its deadline, or trapped (the trap in one line).
+fn ended(result: wasmtime::Result<()>) -> (Outcome, Option<i32>, Option<String>) {
+    match result {
+        Ok(()) => (Outcome::Exited, Some(0), None),
+        Err(e) => {
+            if let Some(exit) = e.downcast_ref::<I32Exit>() {
+                (Outcome::Exited, Some(exit.0), None)
+            } else if let Some(trap) = e.downcast_ref::<Trap>() {
+                match trap {
+                    Trap::OutOfFuel => (Outcome::FuelExhausted, None, Some(trap.to_string())),
+                    Trap::Interrupt => (Outcome::Interrupted, None, Some(trap.to_string())),
+                    other => (Outcome::Trap, None, Some(other.to_string())),
+                }
+            } else {
+                (Outcome::Trap, None, Some(one_line(&e)))
+            }
+        }
+    }
 }

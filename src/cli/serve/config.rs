@@ -329,6 +329,53 @@ fn check(
         bad("version", format!("unsupported version {} (this stockade reads version 1)", file.version));
     }
     let s = &file.server;
+    let (listen, socket_gid, tokens) = check_listeners(s, &mut bad);
+    check_bounds(s, &file.requests, &mut bad);
+    let mut policies = named_policies(&file.policies, &mut bad);
+    if let Some(p) = also
+        && !policies.contains_key(p)
+    {
+        bad("--policy", format!("{p:?}: no such policy ({})", names(&policies)));
+    }
+    let mut runtimes = BTreeMap::new();
+    for (name, rt) in &file.runtimes {
+        if let Some(r) = check_runtime(name, rt, &policies, also, builtin, &mut bad) {
+            runtimes.insert(name.clone(), r);
+        }
+    }
+    // Only the policies the configuration names are offered (a request's module runs under
+    // "default"): a shipped example nobody named is not there to be asked for.
+    let named: std::collections::BTreeSet<&String> = runtimes.values().flat_map(|r| &r.policies).collect();
+    policies.retain(|name, _| named.contains(name) || (s.wasm_modules && name == "default"));
+    if !problems.is_empty() {
+        problems.sort_by_key(|p| p.position.unwrap_or((usize::MAX, 0)));
+        return Err(PolicyError::Invalid { problems });
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    Ok(Config {
+        origin: origin.to_string(),
+        listen,
+        socket_mode: s.socket_mode,
+        socket_gid,
+        tokens,
+        concurrency: if s.concurrency == 0 { cpus } else { s.concurrency as usize },
+        queue: s.queue as usize,
+        queue_timeout: Duration::from_millis(s.queue_timeout_ms),
+        max_connections: s.max_connections as usize,
+        header_timeout: Duration::from_millis(s.header_timeout_ms),
+        body_timeout: Duration::from_millis(s.body_timeout_ms),
+        body_min_rate: s.body_min_bytes_per_second,
+        write_timeout: Duration::from_millis(s.write_timeout_ms),
+        drain_timeout: Duration::from_millis(s.drain_timeout_ms),
+        wasm_modules: s.wasm_modules,
+        requests: file.requests.clone(),
+        policies,
+        runtimes,
+    })
+}
+
+/// `[server]`'s listeners, socket group and tokens (a TCP listener only with tokens).
+fn check_listeners(s: &ServerFile, bad: &mut dyn FnMut(&str, String)) -> (Vec<Listen>, Option<u32>, Vec<String>) {
     let mut listen = Vec::new();
     for (i, l) in s.listen.iter().enumerate() {
         match Listen::parse(l) {
@@ -378,25 +425,32 @@ fn check(
             bad(&format!("server.listen[{i}]"), format!("{l}: {why}"));
         }
     }
+    (listen, socket_gid, tokens)
+}
+
+/// The bounds that must be more than 0, and the body's most.
+fn check_bounds(s: &ServerFile, r: &RequestCaps, bad: &mut dyn FnMut(&str, String)) {
     let positive = |key: &str, v: u64, bad: &mut dyn FnMut(&str, String)| {
         if v == 0 {
             bad(key, "must be more than 0".into());
         }
     };
-    positive("server.queue-timeout-ms", s.queue_timeout_ms, &mut bad);
-    positive("server.max-connections", u64::from(s.max_connections), &mut bad);
-    positive("server.header-timeout-ms", s.header_timeout_ms, &mut bad);
-    positive("server.body-timeout-ms", s.body_timeout_ms, &mut bad);
-    positive("server.write-timeout-ms", s.write_timeout_ms, &mut bad);
-    positive("requests.answers-in-flight-max-bytes", file.requests.answers_in_flight_max_bytes, &mut bad);
-    let r = &file.requests;
-    positive("requests.body-max-bytes", r.body_max_bytes, &mut bad);
-    positive("requests.code-max-bytes", r.code_max_bytes, &mut bad);
+    positive("server.queue-timeout-ms", s.queue_timeout_ms, bad);
+    positive("server.max-connections", u64::from(s.max_connections), bad);
+    positive("server.header-timeout-ms", s.header_timeout_ms, bad);
+    positive("server.body-timeout-ms", s.body_timeout_ms, bad);
+    positive("server.write-timeout-ms", s.write_timeout_ms, bad);
+    positive("requests.answers-in-flight-max-bytes", r.answers_in_flight_max_bytes, bad);
+    positive("requests.body-max-bytes", r.body_max_bytes, bad);
+    positive("requests.code-max-bytes", r.code_max_bytes, bad);
     if r.body_max_bytes > 1 << 30 {
         bad("requests.body-max-bytes", "at most 1 GiB".into());
     }
+}
 
-    // Named policies: the shipped ones, then the directory's.
+/// The named policies: the shipped ones, then the directory's (a name of a shipped one
+/// replaces it).
+fn named_policies(dir: &PoliciesFile, bad: &mut dyn FnMut(&str, String)) -> BTreeMap<String, Named> {
     let mut policies = BTreeMap::new();
     for (name, text) in policy::SHIPPED {
         match Policy::from_toml(text, &format!("builtin:{name}")) {
@@ -406,8 +460,8 @@ fn check(
             Err(e) => bad("policies", e.to_string()),
         }
     }
-    if !file.policies.dir.is_empty() {
-        match read_policy_dir(Path::new(&file.policies.dir)) {
+    if !dir.dir.is_empty() {
+        match read_policy_dir(Path::new(&dir.dir)) {
             Ok(found) => {
                 for (name, named) in found {
                     policies.insert(name, named);
@@ -416,47 +470,7 @@ fn check(
             Err(e) => bad("policies.dir", e),
         }
     }
-
-    if let Some(p) = also
-        && !policies.contains_key(p)
-    {
-        bad("--policy", format!("{p:?}: no such policy ({})", names(&policies)));
-    }
-    let mut runtimes = BTreeMap::new();
-    for (name, rt) in &file.runtimes {
-        if let Some(r) = check_runtime(name, rt, &policies, also, builtin, &mut bad) {
-            runtimes.insert(name.clone(), r);
-        }
-    }
-    // Only the policies the configuration names are offered (a request's module runs under
-    // "default"): a shipped example nobody named is not there to be asked for.
-    let named: std::collections::BTreeSet<&String> = runtimes.values().flat_map(|r| &r.policies).collect();
-    policies.retain(|name, _| named.contains(name) || (s.wasm_modules && name == "default"));
-    if !problems.is_empty() {
-        problems.sort_by_key(|p| p.position.unwrap_or((usize::MAX, 0)));
-        return Err(PolicyError::Invalid { problems });
-    }
-    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    Ok(Config {
-        origin: origin.to_string(),
-        listen,
-        socket_mode: s.socket_mode,
-        socket_gid,
-        tokens,
-        concurrency: if s.concurrency == 0 { cpus } else { s.concurrency as usize },
-        queue: s.queue as usize,
-        queue_timeout: Duration::from_millis(s.queue_timeout_ms),
-        max_connections: s.max_connections as usize,
-        header_timeout: Duration::from_millis(s.header_timeout_ms),
-        body_timeout: Duration::from_millis(s.body_timeout_ms),
-        body_min_rate: s.body_min_bytes_per_second,
-        write_timeout: Duration::from_millis(s.write_timeout_ms),
-        drain_timeout: Duration::from_millis(s.drain_timeout_ms),
-        wasm_modules: s.wasm_modules,
-        requests: file.requests.clone(),
-        policies,
-        runtimes,
-    })
+    policies
 }
 
 /// One `[runtimes.NAME]`, checked; `None` when it is not served (its problems said through

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 use stockade::api::{ApiError, Catalog, RunRequest, Target, status};
 use stockade::layers::filesystem::exchange::Taken;
-use stockade::{Exchange, Gated, Report, Start, handover};
+use stockade::{Exchange, Gated, JailLimit, Report, Start, handover};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// The server's state.
@@ -269,13 +269,13 @@ impl Engine {
     /// Why a jail built for `req` is not there: the request's own limit when it was too small to
     /// build the jail (400, naming it), else the host's failure (500, counted).
     fn cold_refusal(&self, req: &RunRequest, e: SlotError) -> ApiError {
-        if let SlotError::Jail(stockade::Error::JailDied { limit: Some(key), why }) = &e {
+        if let SlotError::Jail(stockade::Error::JailDied { limit: Some(limit), why }) = &e {
             let named = self.catalog.policies.get(&req.policy_name);
-            let (field, asked, theirs) = match *key {
-                "cgroups.pids-max" => {
+            let (field, asked, theirs) = match limit {
+                JailLimit::Pids => {
                     ("limits.pids-max", req.policy.cgroups.pids_max, named.and_then(|p| p.cgroups.pids_max))
                 }
-                _ => (
+                JailLimit::Memory => (
                     "limits.memory-max-bytes",
                     req.policy.cgroups.memory_max_bytes,
                     named.and_then(|p| p.cgroups.memory_max_bytes),

@@ -25,6 +25,7 @@
 mod apply;
 pub mod exchange;
 mod grant;
+mod root;
 pub mod staging;
 
 pub use apply::apply;
@@ -267,7 +268,9 @@ fn staged(p: &Path) -> CString {
     cstring(&Path::new(STAGE).join(rel))
 }
 
-/// Builds the filesystem plan for a policy. With the mount namespace off, it is empty.
+/// Builds the filesystem plan for a policy: the grants resolved on the host, then, with a mount
+/// namespace, the new root's mounts in path order (`root.rs`); without one, the host tree with
+/// the grants as Landlock sources.
 pub fn prepare(policy: &Policy, id: &IdPlan) -> Result<FsPlan, FsError> {
     let fs = &policy.filesystem;
     let mut plan = FsPlan {
@@ -284,7 +287,21 @@ pub fn prepare(policy: &Policy, id: &IdPlan) -> Result<FsPlan, FsError> {
         enabled: policy.namespaces.mount,
         summary: String::new(),
     };
-    // Resolve every grant; merge duplicates (writable wins: `--rw` on a policy read-only path).
+    let (resolved, fresh) = resolve_grants(fs)?;
+    if policy.namespaces.mount {
+        plan.new_root(fs, id, resolved, fresh)?;
+    } else {
+        plan.host_tree(fs, id, resolved)?;
+    }
+    Ok(plan)
+}
+
+/// The grants as resolved on the host, by canonical path, duplicates merged (writable wins:
+/// `--rw` on a policy's read-only path), with who asked; and the fresh directories asked for.
+#[allow(clippy::type_complexity)]
+fn resolve_grants(
+    fs: &crate::policy::Filesystem,
+) -> Result<(BTreeMap<PathBuf, (Resolved, String)>, Vec<(PathBuf, String)>), FsError> {
     let mut resolved: BTreeMap<PathBuf, (Resolved, String)> = BTreeMap::new();
     let mut fresh: Vec<(PathBuf, String)> = Vec::new();
     for grant in &fs.grants {
@@ -308,222 +325,40 @@ pub fn prepare(policy: &Policy, id: &IdPlan) -> Result<FsPlan, FsError> {
             }
         }
     }
-    if !policy.namespaces.mount {
-        // No root of our own: the host tree is what the program sees. The grants still define
-        // what it may touch, so they still become Landlock rules (with the devices); writable
-        // ones are the host's own and must be writable by the jail's uid.
+    Ok((resolved, fresh))
+}
+
+impl FsPlan {
+    /// No root of our own: the host tree is what the program sees. The grants still define what
+    /// it may touch, so they still become Landlock rules (with the devices); writable ones are
+    /// the host's own and must be writable by the jail's uid.
+    fn host_tree(
+        &mut self,
+        fs: &crate::policy::Filesystem,
+        id: &IdPlan,
+        resolved: BTreeMap<PathBuf, (Resolved, String)>,
+    ) -> Result<(), FsError> {
         for (r, origin) in resolved.into_values() {
             if r.writable {
                 grant::check_writable_by(&r, &origin, id.host_uid, id.host_gid)?;
             }
             let kind = if r.writable { SourceKind::Writable } else { SourceKind::ReadOnly };
-            plan.push_source(&r.canonical, r.file, kind);
+            self.push_source(&r.canonical, r.file, kind);
         }
         if fs.dev {
             for name in DEVICES {
                 let host = Path::new("/dev").join(name);
                 let file = grant::open_path(&host).map_err(|source| FsError::Device { path: host.clone(), source })?;
-                plan.push_source(
+                self.push_source(
                     &host,
                     file,
                     SourceKind::Device { writable: matches!(name, "null" | "zero" | "full") },
                 );
             }
         }
-        plan.summary = "host filesystem (namespaces.mount = false); writable grants are the host's, unbounded".into();
-        return Ok(plan);
+        self.summary = "host filesystem (namespaces.mount = false); writable grants are the host's, unbounded".into();
+        Ok(())
     }
-
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let by_tree = can_clone_mounts();
-    let mut links: Vec<(PathBuf, PathBuf)> = Vec::new();
-    let mut entries: Vec<(PathBuf, Entry)> = Vec::new();
-    let mut kept: Vec<(PathBuf, bool)> = Vec::new();
-    for (path, (r, origin)) in resolved {
-        links.extend(r.links.iter().cloned());
-        // A grant inside another with the same access adds nothing.
-        let redundant = kept.iter().rev().find(|(p, _)| path.starts_with(p)).is_some_and(|(_, w)| *w == r.writable);
-        if redundant {
-            continue;
-        }
-        kept.push((path.clone(), r.writable));
-        if r.writable && r.is_dir {
-            entries.push((path, Entry::Staged(Some(r), origin)));
-            continue;
-        }
-        if r.writable {
-            grant::check_writable_by(&r, &origin, id.host_uid, id.host_gid)?;
-        }
-        let below = grant::kernel_submounts(&mountinfo, &path);
-        if !below.is_empty() {
-            let list = below.iter().map(|(p, t)| format!("{} ({t})", p.display())).collect();
-            return Err(FsError::KernelSubmounts { origin, path, list });
-        }
-        entries.push((path, Entry::Bind(r)));
-    }
-    for (path, origin) in fresh {
-        entries.push((path, Entry::Staged(None, origin)));
-    }
-    let tmp = Path::new("/tmp");
-    if let Some(size) = fs.tmp_size_bytes
-        && !entries.iter().any(|(p, _)| p == tmp)
-    {
-        entries.push((tmp.to_path_buf(), Entry::Tmp(size)));
-    }
-    if fs.proc != ProcMode::None {
-        entries.push((PathBuf::from("/proc"), Entry::Proc(fs.proc)));
-    }
-    if fs.dev {
-        entries.push((PathBuf::from("/dev"), Entry::Dev));
-        if let Some(size) = fs.shm_size_bytes {
-            entries.push((PathBuf::from("/dev/shm"), Entry::Shm(size)));
-        }
-    }
-    entries.sort_by(|a, b| a.0.cmp(&b.0));
-    // Mounts of the jail below a staged directory: the copy and the write-back leave them alone.
-    let mount_points: Vec<PathBuf> = entries.iter().map(|(p, _)| p.clone()).collect();
-
-    plan.ops.push(MountOp::PrivateRoot);
-    plan.ops.push(MountOp::Tmpfs {
-        target: cstring(Path::new(STAGE)),
-        flags: (libc::MS_NOSUID | libc::MS_NODEV) as c_ulong,
-        data: c"mode=0755,size=1m,nr_inodes=16384".into(),
-    });
-    let noexec = if fs.writable_exec { 0 } else { sys::MOUNT_ATTR_NOEXEC };
-    let noexec_flag = if fs.writable_exec { 0 } else { libc::MS_NOEXEC };
-    let mut dev_sealed = None;
-    for (path, entry) in entries {
-        plan.make_mount_point(&path, !matches!(&entry, Entry::Bind(r) if !r.is_dir));
-        let target = staged(&path);
-        match entry {
-            Entry::Bind(r) => {
-                let set = sys::MOUNT_ATTR_NOSUID
-                    | sys::MOUNT_ATTR_NODEV
-                    | if r.writable { noexec } else { sys::MOUNT_ATTR_RDONLY };
-                let kind = if r.writable { SourceKind::Writable } else { SourceKind::ReadOnly };
-                plan.bind(&path, r.file, kind, target, set, by_tree)?;
-                plan.binds.push((path, Backing::Host { writable: r.writable }));
-            }
-            Entry::Staged(host, origin) => {
-                let data = format!(
-                    "mode=0755,uid={},gid={},size={},nr_inodes={}",
-                    id.uid, id.gid, fs.writable_max_bytes, fs.writable_max_files
-                );
-                let flags = libc::MS_NOSUID | libc::MS_NODEV | noexec_flag;
-                plan.ops.push(MountOp::Tmpfs {
-                    target: target.clone(),
-                    flags: flags as c_ulong,
-                    data: CString::new(data).unwrap_or_default(),
-                });
-                plan.ops.push(MountOp::Send { target });
-                let skip = mount_points
-                    .iter()
-                    .filter(|p| *p != &path && p.starts_with(&path))
-                    .filter_map(|p| p.strip_prefix(&path).ok().map(Path::to_path_buf))
-                    .collect();
-                plan.binds.push((path.clone(), Backing::Staged { fresh: host.is_none() }));
-                plan.own_writable.push(path.clone());
-                plan.staged.push(StagedPlace { inside: path, host: host.map(|r| r.file), skip, origin });
-            }
-            Entry::Tmp(size) | Entry::Shm(size) => {
-                let flags = libc::MS_NOSUID | libc::MS_NODEV | noexec_flag;
-                let data = CString::new(format!("mode=1777,size={size}")).unwrap_or_default();
-                plan.ops.push(MountOp::Tmpfs { target, flags: flags as c_ulong, data });
-                plan.own_writable.push(path.clone());
-                plan.special.push(path);
-            }
-            Entry::Proc(mode) => {
-                let data = (mode == ProcMode::PidOnly).then(|| c"subset=pid".to_owned());
-                plan.ops.push(MountOp::Proc { target, data });
-                plan.special.push(path);
-            }
-            Entry::Dev => {
-                plan.ops.push(MountOp::Tmpfs {
-                    target: target.clone(),
-                    flags: (libc::MS_NOSUID | libc::MS_NOEXEC) as c_ulong,
-                    data: c"mode=0755,size=64k,nr_inodes=64".into(),
-                });
-                for name in DEVICES {
-                    let host = Path::new("/dev").join(name);
-                    let file =
-                        grant::open_path(&host).map_err(|source| FsError::Device { path: host.clone(), source })?;
-                    let node = staged(&host);
-                    plan.ops.push(MountOp::Touch { path: node.clone() });
-                    // Writes to a device node pass a read-only mount; its inode's times cannot change.
-                    let kind = SourceKind::Device { writable: matches!(name, "null" | "zero" | "full") };
-                    let set = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC;
-                    plan.bind(&host, file, kind, node, set, by_tree)?;
-                }
-                for (name, to) in DEV_LINKS {
-                    plan.ops.push(MountOp::Symlink {
-                        target: cstring(Path::new(to)),
-                        link: staged(&Path::new("/dev").join(name)),
-                    });
-                }
-                dev_sealed = Some(target);
-                plan.special.push(path);
-            }
-        }
-    }
-    for (link, to) in links {
-        if plan.covered_by_bind(&link) || plan.tmpfs_links.contains_key(&link) || plan.tmpfs_dirs.contains(&link) {
-            continue;
-        }
-        if let Some(parent) = link.parent() {
-            plan.make_dirs(parent);
-        }
-        plan.ops.push(MountOp::Symlink { target: cstring(&to), link: staged(&link) });
-        plan.tmpfs_links.insert(link, to);
-    }
-    if let Some(dev) = dev_sealed {
-        plan.ops.push(MountOp::SetAttr { target: dev, set: sys::MOUNT_ATTR_RDONLY, recursive: false });
-    }
-    plan.ops.push(MountOp::SetAttr {
-        target: cstring(Path::new(STAGE)),
-        set: sys::MOUNT_ATTR_RDONLY,
-        recursive: false,
-    });
-    plan.ops.push(MountOp::PivotRoot { new_root: cstring(Path::new(STAGE)) });
-    plan.ops.push(MountOp::Chdir { path: cstring(&fs.cwd) });
-
-    if plan.resolve_inside(&fs.cwd).is_none() {
-        return Err(FsError::Cwd { path: fs.cwd.clone() });
-    }
-    let ro = plan.binds.iter().filter(|(_, b)| *b == Backing::Host { writable: false }).count();
-    let rw_files = plan.binds.iter().filter(|(_, b)| *b == Backing::Host { writable: true }).count();
-    let staged_dirs = plan.staged.len();
-    plan.summary = format!(
-        "new root: {ro} read-only path(s){}{}; {}{}; /proc {}; /dev {}; /tmp {}",
-        if rw_files > 0 { format!(", {rw_files} writable file(s)") } else { String::new() },
-        if by_tree { " (cloned mounts)" } else { " (bound by path as the caller)" },
-        if staged_dirs > 0 {
-            format!(
-                "{staged_dirs} writable director{} staged on tmpfs ({} bytes, {} files each), written back at \
-                 the end",
-                if staged_dirs == 1 { "y" } else { "ies" },
-                fs.writable_max_bytes,
-                fs.writable_max_files
-            )
-        } else {
-            "no writable directories".into()
-        },
-        if fs.writable_exec { ", writable places executable" } else { ", writable places noexec" },
-        match fs.proc {
-            ProcMode::PidOnly => "pid-only",
-            ProcMode::Full => "full",
-            ProcMode::None => "none",
-        },
-        match (fs.dev, fs.shm_size_bytes) {
-            (false, _) => "none".to_string(),
-            (true, Some(n)) => format!("minimal, /dev/shm {n} bytes"),
-            (true, None) => "minimal".to_string(),
-        },
-        match fs.tmp_size_bytes {
-            Some(n) => format!("{n} bytes"),
-            None => "none".into(),
-        },
-    );
-    Ok(plan)
 }
 
 /// Whether this process may clone mounts (`open_tree(OPEN_TREE_CLONE)` needs `CAP_SYS_ADMIN` over

@@ -1,0 +1,388 @@
+//! A prepared jail's run, in the order it happens: its writable directories copied in, the
+//! release, the wait at its gate (a jail released ahead of its run), the pump until the run is
+//! over, what it leaves collected (output, channels, the cgroup's figures, files taken back,
+//! writable directories written back), the verdict and the report.
+
+use super::channels::{Feed, Pipes, Sink, Stream};
+use super::gate::{Cleanup, Exchange, Finished, Gate, Gated, Opening, Reaper};
+use super::pump::{Outcome, Pump, Run, Stop};
+use super::verdict::{Accounting, Ending, verdict};
+use super::{Output, PipesHeld, Prepared, ms, words};
+use crate::error::Error;
+use crate::layers::cgroup::{CgroupStats, Leaf};
+use crate::layers::filesystem::{FsError, exchange, staging};
+use crate::report::{GuestEnd, Report, StreamReport, WarmStart, WritableDir, signal_name};
+use crate::sys::{self, Errno};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How the run started: at the release (a jail built for it), or at its gate's opening, with
+/// what the opening brought.
+struct Begun {
+    /// When the jail was released.
+    released: Instant,
+    /// Where the run's clock starts.
+    start: Instant,
+    wall_timeout: Duration,
+    /// Bytes for the program's stdin.
+    stdin: Option<Arc<[u8]>>,
+    exchange: Option<Exchange>,
+    argv_display: Option<Vec<String>>,
+    warm: Option<WarmStart>,
+    /// The CPU the program spent getting ready (not the run's).
+    cpu_before: CgroupStats,
+}
+
+/// What a run left, collected after it: its output, its cgroup's figures (the run's own), the
+/// files taken back, its writable directories written back.
+struct Collected {
+    out: StreamReport,
+    err: StreamReport,
+    channels: Vec<Vec<u8>>,
+    unsent: [u64; 2],
+    leaf: Option<Leaf>,
+    stats: CgroupStats,
+    files: Option<exchange::Taken>,
+    dirs: Vec<WritableDir>,
+    /// Write-backs that failed, in words.
+    notes: Vec<String>,
+}
+
+impl Prepared<'_> {
+    pub(super) fn finish(
+        mut self,
+        output: Output<'_>,
+        gate: Option<&Gate>,
+        guest: Option<impl FnOnce(&[Vec<u8>]) -> Option<GuestEnd>>,
+    ) -> Result<Gated, Error> {
+        let plan = self.plan;
+        let cpu_at_start = sys::thread_cpu_time();
+        let Some(PipesHeld(pipes)) = self.pipes.take() else {
+            return Err(Error::Supervisor { what: "run a prepared jail twice", errno: Errno(libc::EINVAL) });
+        };
+        // The host directories' contents, as of now, into the writable directories' tmpfs (as
+        // the run's host ids: the tmpfs is its user namespace's); what comes back belongs to
+        // `identity.host-uid` on the host, whichever uid the run had.
+        let as_root = sys::geteuid() == 0;
+        let create_as = as_root.then(|| (plan.id.run_uid(self._owner.as_ref()), plan.id.host_gid));
+        let host_owner = as_root.then_some((plan.id.host_uid, plan.id.host_gid));
+        let mut copied = Vec::new();
+        for (place, root) in plan.fs.staged().iter().zip(&self.staged) {
+            copied.push(staging::copy_in(place, root, create_as)?);
+        }
+        let released = Instant::now();
+        // The last barrier: the child execs the program. If it already failed, the report says why.
+        let _ = sys::send_nosignal(pipes.sync.as_fd(), &[2]);
+        let Pipes { sync, report, stdout, stderr, extra, stdin_feed } = pipes;
+        let mut streams = self.streams(output, stdout, stderr, extra);
+        let run = Run {
+            pid: self.pid,
+            pidfd: &self.pidfd,
+            sync: &sync,
+            seccomp: &plan.seccomp,
+            pid_namespace: plan.policy.namespaces.pid,
+            leaf: self.leaf.as_ref(),
+            // An announced end needs the account read: the exit status is the one it implies.
+            announces_end: plan.announces_end && guest.is_some(),
+            end_over_cap: plan.policy.over_cap == crate::policy::OverCap::End,
+        };
+        let mut pump = Pump::new(run, report);
+        let mut begun = Begun {
+            released,
+            start: released,
+            wall_timeout: plan.policy.wall_timeout,
+            stdin: self.stdin_data.take(),
+            exchange: None,
+            argv_display: None,
+            warm: None,
+            cpu_before: CgroupStats::default(),
+        };
+        if let Some(gate) = gate {
+            let waited = self.wait_at_gate(gate, &mut pump, stdin_feed.as_ref(), &mut streams, &mut begun, create_as);
+            match waited {
+                Ok(None) => {}
+                Ok(Some(not_started)) => {
+                    self.pid = 0;
+                    return Ok(not_started);
+                }
+                Err(e) => {
+                    self.pid = 0;
+                    return Err(e);
+                }
+            }
+        }
+        let feed = stdin_feed.map(|fd| Feed { fd, data: begun.stdin.take().unwrap_or_default(), at: 0 });
+        let Stop::Ended(outcome) = pump.go(&mut streams, feed, Some(begun.start + begun.wall_timeout), None)? else {
+            return Err(Error::Supervisor { what: "pump the run", errno: Errno(libc::EINVAL) });
+        };
+        // Reaped, or taken down and reaped with the cleanup: nothing for Drop to kill.
+        self.pid = 0;
+        let mut c = self.collect(streams, &begun, copied, host_owner)?;
+        let report = self.report(&outcome, &mut c, begun, guest, cpu_at_start);
+        // The run's cgroup, its writable directories' tmpfs and its owner uid go after the
+        // answer, when the caller can wait for them.
+        let reap = outcome.announced.then(|| Reaper(self.pidfd.try_clone().ok()));
+        let cleanup =
+            Cleanup { reap, leaf: c.leaf, _staged: std::mem::take(&mut self.staged), _owner: self._owner.take() };
+        let mut finished = Finished { report, channels: c.channels, files: c.files, cleanup: Some(cleanup) };
+        if gate.is_none() {
+            // Its cgroup goes now, and a leftover is said in the report too.
+            if let Some(note) = finished.cleanup.take().and_then(Cleanup::done) {
+                finished.report.add_note(note);
+            }
+        }
+        Ok(Gated::Ran(Box::new(finished)))
+    }
+
+    /// The program's stdout and stderr (kept, or passed on to the caller's fds) under the
+    /// policy's caps, then its extra output channels under theirs.
+    fn streams(&self, output: Output<'_>, stdout: OwnedFd, stderr: OwnedFd, extra: Vec<OwnedFd>) -> Vec<Stream> {
+        let plan = self.plan;
+        let forward = |fd: BorrowedFd<'_>| Some(fd.as_raw_fd());
+        let (fwd_out, fwd_err) = match output {
+            Output::Capture => (None, None),
+            Output::Forward { stdout, stderr } => (forward(stdout), forward(stderr)),
+        };
+        let mut streams = vec![
+            Stream::new(Some(stdout), Sink::new(plan.policy.stdout_max_bytes, fwd_out)),
+            Stream::new(Some(stderr), Sink::new(plan.policy.stderr_max_bytes, fwd_err)),
+        ];
+        for (fd, cap) in extra.into_iter().zip(&plan.extra_outputs) {
+            streams.push(Stream::new(Some(fd), Sink::new(Some(*cap), None)));
+        }
+        streams
+    }
+
+    /// Waits at the gate while the program gets ready (nothing of the run is counted yet), then
+    /// takes what the opening brings: files into the writable directory, the stdin, the tighter
+    /// caps and deadline, where the output goes, and the clock. `Some`: the run never started
+    /// (the jail's setup failed, its program died waiting, the gate was cancelled).
+    fn wait_at_gate(
+        &self,
+        gate: &Gate,
+        pump: &mut Pump<'_>,
+        stdin_feed: Option<&OwnedFd>,
+        streams: &mut [Stream],
+        begun: &mut Begun,
+        create_as: staging::CreateAs,
+    ) -> Result<Option<Gated>, Error> {
+        // With nothing of its own to feed first, the opening can write the run's stdin.
+        if begun.stdin.as_ref().is_none_or(|d| d.is_empty())
+            && let Some(fd) = stdin_feed.and_then(|f| f.try_clone().ok())
+        {
+            gate.arm(fd);
+        }
+        let stop = pump.go(&mut [], None, None, Some(gate.fd()))?;
+        // A jail whose setup failed never ran anything. A program that ended after an opening
+        // fed it its code ran, and so did one built for the run it died waiting for: those runs
+        // are reported.
+        let setup_failed = pump.failure().is_some();
+        let died_in_its_run = matches!(stop, Stop::Died) && gate.one_run() && !setup_failed;
+        if died_in_its_run {
+            gate.wait();
+        }
+        let opening =
+            gate.take().filter(|o| !setup_failed && (matches!(stop, Stop::Gate) || o.fed > 0 || died_in_its_run));
+        let Some(Opening { start: s, at: opened_at, fed }) = opening else {
+            if matches!(stop, Stop::Gate) {
+                pump.kill();
+            }
+            let ended = pump.go(&mut [], None, None, None)?;
+            return Ok(Some(Gated::NotStarted(match ended {
+                Stop::Ended(o) if matches!(stop, Stop::Died) || o.failure.is_some() => self.died_waiting(&o),
+                _ => "cancelled".into(),
+            })));
+        };
+        if !s.from_release {
+            begun.start = opened_at;
+            begun.cpu_before = self.leaf.as_ref().map(Leaf::cpu_used).unwrap_or_default();
+        }
+        if let Some(x) = &s.files
+            && let Err(e) = self.put_files(x, create_as)
+        {
+            pump.kill();
+            let _ = pump.go(&mut [], None, None, None)?;
+            return Err(e);
+        }
+        // The start's bytes follow the plan's own (a module the runner compiles, say).
+        let mut bytes = begun.stdin.take().map(|d| d.to_vec()).unwrap_or_default();
+        bytes.extend_from_slice(s.stdin.get(fed..).unwrap_or_default());
+        begun.stdin = Some(Arc::from(bytes));
+        begun.wall_timeout = s.wall_timeout.map_or(begun.wall_timeout, |w| w.min(begun.wall_timeout));
+        let [out, err, ..] = streams else {
+            return Err(Error::Supervisor { what: "hand a run its streams", errno: Errno(libc::EINVAL) });
+        };
+        out.sink.tighten(s.stdout_max_bytes);
+        err.sink.tighten(s.stderr_max_bytes);
+        if let Some(fd) = s.stdout_to {
+            out.sink.forward_to(fd);
+        }
+        if let Some(fd) = s.stderr_to {
+            err.sink.forward_to(fd);
+        }
+        begun.exchange = s.files;
+        begun.argv_display = s.argv_display;
+        let before = &begun.cpu_before;
+        begun.warm = (!s.from_release).then_some(WarmStart {
+            waited_ms: ms(begun.start.duration_since(begun.released)),
+            cpu_ms: before.cpu_user_us.zip(before.cpu_sys_us).map(|(u, s)| (u + s) as f64 / 1000.0),
+        });
+        Ok(None)
+    }
+
+    /// What the run left: its output flushed, its channels, its cgroup's figures less what the
+    /// program spent getting ready, the files asked back (before the tmpfs goes), its writable
+    /// directories written back to the host.
+    fn collect(
+        &mut self,
+        mut streams: Vec<Stream>,
+        begun: &Begun,
+        copied: Vec<(staging::Manifest, staging::Summary)>,
+        host_owner: staging::CreateAs,
+    ) -> Result<Collected, Error> {
+        let plan = self.plan;
+        for s in &mut streams {
+            s.sink.flush();
+        }
+        let mut streams = streams.into_iter();
+        let (Some(out), Some(err)) = (streams.next(), streams.next()) else {
+            return Err(Error::Supervisor { what: "collect output", errno: Errno(libc::EINVAL) });
+        };
+        let unsent = [out.sink.unsent(), err.sink.unsent()];
+        let (out, err) = (out.sink.report(), err.sink.report());
+        let channels: Vec<Vec<u8>> = streams.map(|s| s.sink.captured()).collect();
+        let leaf = self.leaf.take();
+        let mut stats = leaf.as_ref().map(Leaf::stats).unwrap_or_default();
+        let minus = |now: Option<u64>, before: Option<u64>| now.map(|n| n.saturating_sub(before.unwrap_or(0)));
+        stats.cpu_user_us = minus(stats.cpu_user_us, begun.cpu_before.cpu_user_us);
+        stats.cpu_sys_us = minus(stats.cpu_sys_us, begun.cpu_before.cpu_sys_us);
+        let files = begun.exchange.as_ref().and_then(|x| {
+            let pick = x.take.as_ref()?;
+            let root = self.staged.get(exchange::place_index(plan.fs.staged(), &x.dir)?)?;
+            Some(exchange::take(root, pick))
+        });
+        let mut notes = Vec::new();
+        let mut dirs = Vec::new();
+        for ((place, root), (manifest, summary)) in plan.fs.staged().iter().zip(&self.staged).zip(copied) {
+            let (dir, note) = write_back(place, root, &manifest, summary, host_owner);
+            dirs.push(dir);
+            notes.extend(note);
+        }
+        Ok(Collected { out, err, channels, unsent, leaf, stats, files, dirs, notes })
+    }
+
+    /// How the run ended, decided once (the guest's own account weighed when it gave one), and
+    /// the report of it.
+    fn report(
+        &self,
+        outcome: &Outcome,
+        c: &mut Collected,
+        begun: Begun,
+        guest: Option<impl FnOnce(&[Vec<u8>]) -> Option<GuestEnd>>,
+        cpu_at_start: Duration,
+    ) -> Report {
+        let plan = self.plan;
+        let stats = c.stats;
+        let mut ending = Ending {
+            failure: outcome.failure,
+            violation: outcome.violation.is_some(),
+            exit_status: outcome.exit_status,
+            timed_out: outcome.timed_out,
+            output_limit: outcome.output_limit,
+            init_exited: outcome.reaped.code == libc::CLD_EXITED,
+            init_status: outcome.reaped.status,
+            cpu_used_us: stats.cpu_user_us.zip(stats.cpu_sys_us).map_or_else(
+                || u64::try_from((outcome.reaped.user + outcome.reaped.system).as_micros()).unwrap_or(u64::MAX),
+                |(u, s)| u + s,
+            ),
+        };
+        let accounting = Accounting {
+            oom_kills: stats.oom_kills,
+            pids_limit_hit: stats.pids_limit_hit,
+            disk_full: c.dirs.iter().any(|d| d.full),
+            cpu_limit_s: plan.cpu_limit_s(),
+        };
+        let guest = guest.and_then(|g| g(&c.channels));
+        if outcome.announced {
+            // The program's status is the one its account implies (init has not reaped it yet).
+            ending.exit_status = guest.as_ref().map(|g| (g.exit_code() & 0xff) << 8);
+        }
+        let v = verdict(&ending, &accounting, guest.as_ref());
+        let wall = outcome.reaped_at.duration_since(begun.start);
+        let streams = (std::mem::take(&mut c.out), std::mem::take(&mut c.err));
+        let mut report = plan.build_report(outcome, wall, streams, stats, v, c.leaf.is_some());
+        report.wall_timeout_ms = u64::try_from(begun.wall_timeout.as_millis()).unwrap_or(u64::MAX);
+        if let Some(argv) = begun.argv_display {
+            report.argv = argv;
+        }
+        report.warm_start = begun.warm;
+        report.writable_dirs = std::mem::take(&mut c.dirs);
+        report.supervisor_cpu_ms = Some(ms(sys::thread_cpu_time().saturating_sub(cpu_at_start)));
+        // The run itself is reported as it happened; what the program could not see (a refused
+        // exec is only EPERM to it) and a failed write-back are said loudly.
+        for note in words::run_notes(outcome, c.unsent).into_iter().chain(std::mem::take(&mut c.notes)) {
+            report.add_note(note);
+        }
+        report
+    }
+
+    /// Writes a run's files into its writable directory (an empty one of the run's own).
+    fn put_files(&self, x: &Exchange, create_as: staging::CreateAs) -> Result<(), Error> {
+        let staged = self.plan.fs.staged();
+        let place = exchange::place_index(staged, &x.dir).and_then(|i| Some((staged.get(i)?, self.staged.get(i)?)));
+        let Some((place, root)) = place else {
+            return Err(FsError::Refused {
+                origin: "files".into(),
+                path: x.dir.clone(),
+                reason: "is not a writable directory of this jail".into(),
+            }
+            .into());
+        };
+        Ok(exchange::put(place, root, &x.put, create_as)?)
+    }
+
+    /// Why a jail ended while it waited at its gate, in words.
+    fn died_waiting(&self, o: &Outcome) -> String {
+        if let Some(f) = o.failure {
+            return self.plan.describe_failure(f);
+        }
+        match (o.reaped.code, o.exit_status) {
+            (_, Some(status)) if libc::WIFEXITED(status) => {
+                format!("the program exited with {} before its run started", libc::WEXITSTATUS(status))
+            }
+            (_, Some(status)) if libc::WIFSIGNALED(status) => {
+                format!("the program was killed by {} before its run started", signal_name(libc::WTERMSIG(status)))
+            }
+            _ => "the program ended before its run started".into(),
+        }
+    }
+}
+
+/// One writable directory after the run: its report entry, and a note when writing back failed.
+fn write_back(
+    place: &staging::StagedPlace,
+    root: &OwnedFd,
+    manifest: &staging::Manifest,
+    copied: staging::Summary,
+    owner: staging::CreateAs,
+) -> (WritableDir, Option<String>) {
+    let usage = staging::usage(root);
+    let mut dir = WritableDir {
+        path: place.inside.display().to_string(),
+        bytes_used: usage.bytes_used,
+        files_used: usage.files_used,
+        full: usage.full,
+        not_carried: copied.not_carried,
+        ..WritableDir::default()
+    };
+    match staging::write_back(place, root, manifest, owner) {
+        Ok(back) => {
+            dir.written_back = back.written;
+            dir.written_back_bytes = back.written_bytes;
+            dir.removed = back.removed;
+            (dir, None)
+        }
+        Err(e) => (dir, Some(e.to_string())),
+    }
+}
