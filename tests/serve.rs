@@ -521,7 +521,11 @@ fn socket_activation_serves_on_the_socket_systemd_passes() {
         }
     }
     let _reap = Reap(child.id());
-    assert!(wait_for(Duration::from_secs(10), || socket.exists()), "the socket is made");
+    // Listening, not only made: systemd-socket-activate binds (the file appears) before it
+    // listens, and a connection in between is refused. (A connection that closes at once is
+    // what the server's first one may be: it starts the server like any other.)
+    let listening = || std::os::unix::net::UnixStream::connect(&socket).is_ok();
+    assert!(wait_for(Duration::from_secs(10), listening), "the socket is made and listened on");
     // The first connection starts the server (exec: the same pid), which serves it.
     let r = post_run(&socket, &json!({"runtime": "python", "code": "print(6 * 7)"}));
     assert_eq!((r.status, r.json()["stdout"]["text"].as_str()), (200, Some("42\n")), "{}", r.json());
