@@ -20,6 +20,7 @@ from stockade import (
     BadRequest,
     Busy,
     Client,
+    Limits,
     Output,
     PolicyNotFound,
     Result,
@@ -144,6 +145,26 @@ def test_limits_time_and_output_caps(server) -> None:
         assert 100 < r.report["stdout"]["bytes"] <= 10001
         with pytest.raises(RunFailed):
             c.run_python("raise SystemExit(3)").raise_for_status()
+
+
+def test_typed_limits_match_the_server(server) -> None:
+    with Client(socket=server.socket) as c:
+        # The server's policies show their limits under the same keys the typed Limits has.
+        info = c.info()
+        for p in info["policies"]:
+            limits = Limits.from_json(p["limits"])
+            assert limits.wall_timeout_ms == p["limits"]["wall-timeout-ms"], p
+            assert set(limits.to_json()) <= set(p["limits"]), p
+        r = c.run_python("while True: pass", limits=Limits(wall_timeout_ms=300))
+        assert r.status == "timeout", r
+        with pytest.raises(BadRequest) as e:
+            c.run_python("print(1)", limits=Limits(pids_max=10**9))
+        assert e.value.field == "limits.pids-max" and "looser" in e.value.message, e.value
+    # A key the server does not know is refused before anything is sent.
+    with pytest.raises(TypeError, match="wall_timeout"):
+        Limits.of({"wall_timeout": 5})
+    with pytest.raises(TypeError, match="limits.fuel"):
+        Limits(fuel=-1)
 
 
 def test_bad_requests_name_their_field(server) -> None:

@@ -11,6 +11,7 @@ from ._client import AsyncClient, Client
 from ._types import (
     BadRequest,
     Busy,
+    Limits,
     Output,
     PolicyNotFound,
     Result,

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import base64
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Mapping, Optional
 
 __all__ = [
+    "Limits",
     "Result",
     "Output",
     "StockadeError",
@@ -85,6 +86,59 @@ class RunFailed(StockadeError):
         detail = result.error or (result.stderr.strip().splitlines() or [""])[-1]
         super().__init__(f"the run ended with {result.status}: {detail}".rstrip(": "), code=result.status)
         self.result = result
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A run's limits, the server's ``Limits`` type (``policy::Limits``) in Python's spelling.
+
+    A request's limits may only tighten its policy's: a looser one (or one below the least a jail
+    is built with) is refused with :class:`BadRequest` naming ``limits.KEY`` and the policy's
+    value, never clamped. ``Client.info()`` shows each policy's, and :meth:`from_json` reads them.
+    """
+
+    #: The wall-clock limit (from the hand-over, for a warm jail).
+    wall_timeout_ms: Optional[int] = None
+    #: The run's memory limit; with pids, Wasm memory and fuel it needs a jail built for the run.
+    memory_max_bytes: Optional[int] = None
+    pids_max: Optional[int] = None
+    #: Output kept (or streamed) per stream.
+    stdout_max_bytes: Optional[int] = None
+    stderr_max_bytes: Optional[int] = None
+    #: A Wasm guest's linear memory, and its fuel (about one unit per instruction).
+    wasm_memory_max_bytes: Optional[int] = None
+    fuel: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                raise TypeError(f"limits.{f.name}: a whole number of at least 0, not {v!r}")
+
+    @classmethod
+    def of(cls, limits: "Limits | Mapping[str, Optional[int]]") -> "Limits":
+        """Limits from a mapping whose keys are written ``wall_timeout_ms`` or ``wall-timeout-ms``;
+        a key the server does not know raises :class:`TypeError` naming it."""
+        if isinstance(limits, Limits):
+            return limits
+        known = {f.name for f in fields(cls)}
+        values: Dict[str, Optional[int]] = {}
+        for key, v in limits.items():
+            name = key.replace("-", "_")
+            if name not in known:
+                raise TypeError(f"limits: unknown key {key!r} (known: {', '.join(sorted(known))})")
+            values[name] = v
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Limits":
+        """A policy's limits as ``GET /v1/info`` shows them (keys it does not know are left out)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k.replace("-", "_"): v for k, v in d.items() if k.replace("-", "_") in known})
+
+    def to_json(self) -> Dict[str, int]:
+        """The request's ``limits`` object: the limits set, in the server's spelling."""
+        return {f.name.replace("_", "-"): getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import httpx
 from ._types import (
     BadRequest,
     Busy,
+    Limits as LimitsType,
     Output,
     PolicyNotFound,
     ServerUnavailable,
@@ -24,7 +25,7 @@ DEFAULT_TIMEOUT = 60.0
 MAX_RETRY_WAIT = 5.0
 
 Files = Mapping[str, Union[bytes, str]]
-Limits = Mapping[str, int]
+Limits = Union[LimitsType, Mapping[str, Optional[int]]]
 
 
 def endpoint(socket: Optional[str], url: Optional[str]) -> Tuple[str, Optional[str]]:
@@ -55,8 +56,9 @@ def body(
     policy: Optional[str] = None,
     return_files: Union[str, Iterable[str], None] = None,
 ) -> Dict[str, Any]:
-    """The JSON of ``POST /v1/runs``. ``limits`` keys may be written ``wall_timeout_ms`` or
-    ``wall-timeout-ms``; ``files`` maps a relative path in ``/app`` to its content."""
+    """The JSON of ``POST /v1/runs``. ``limits``: a :class:`Limits`, or a mapping whose keys may be
+    written ``wall_timeout_ms`` or ``wall-timeout-ms`` (an unknown one raises ``TypeError``);
+    ``files`` maps a relative path in ``/app`` to its content."""
     b: Dict[str, Any] = {"runtime": runtime}
     if code is not None:
         b["code"] = code
@@ -81,7 +83,7 @@ def body(
             for path, content in files.items()
         ]
     if limits:
-        b["limits"] = {k.replace("_", "-"): v for k, v in limits.items()}
+        b["limits"] = LimitsType.of(limits).to_json()
     if policy is not None:
         b["policy"] = policy
     if return_files is not None:
