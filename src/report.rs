@@ -57,6 +57,28 @@ pub enum Status {
     OutputLimit,
 }
 
+impl Status {
+    /// The status's name, as the report and the metrics write it (`exited-nonzero`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::ExitedNonzero => "exited-nonzero",
+            Status::Signaled => "signaled",
+            Status::Timeout => "timeout",
+            Status::SetupFailed => "setup-failed",
+            Status::SeccompViolation => "seccomp-violation",
+            Status::Oom => "oom",
+            Status::CpuLimit => "cpu-limit",
+            Status::PidsLimit => "pids-limit",
+            Status::FuelExhausted => "fuel-exhausted",
+            Status::WasmTrap => "wasm-trap",
+            Status::WasmMemoryLimit => "wasm-memory-limit",
+            Status::DiskLimit => "disk-limit",
+            Status::OutputLimit => "output-limit",
+        }
+    }
+}
+
 /// How a guest ended, by the account of the runner the program was (a neutral form the verdict
 /// reads; the Wasm runner's summary is turned into it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -411,6 +433,29 @@ mod tests {
         assert!(json.contains("\"status\": \"timeout\""), "{json}");
         assert!(json.contains("\"schema-version\": 1"), "{json}");
         assert_eq!(Report::from_json(&json).expect("parses"), r);
+    }
+
+    #[test]
+    fn status_names_are_the_serialized_ones() {
+        let all = [
+            Status::Ok,
+            Status::ExitedNonzero,
+            Status::Signaled,
+            Status::Timeout,
+            Status::SetupFailed,
+            Status::SeccompViolation,
+            Status::Oom,
+            Status::CpuLimit,
+            Status::PidsLimit,
+            Status::FuelExhausted,
+            Status::WasmTrap,
+            Status::WasmMemoryLimit,
+            Status::DiskLimit,
+            Status::OutputLimit,
+        ];
+        for s in all {
+            assert_eq!(serde_json::to_value(s).expect("serializes"), serde_json::Value::from(s.as_str()));
+        }
     }
 
     #[test]

@@ -154,7 +154,7 @@ fn a_gated_jail_starts_its_run_at_the_hand_over() {
                     max_bytes: 1000,
                 }),
             }),
-            stdout_max_bytes: Some(10),
+            limits: stockade::policy::Limits { stdout_max_bytes: Some(10), ..Default::default() },
             argv_display: Some(vec!["shown".into()]),
             ..Start::default()
         });

@@ -171,16 +171,41 @@ fn the_operator_s_limits_hold() {
     let out = m.tool("run_python", json!({"code": "print('x' * 100000)"}));
     let r = ran(&out);
     assert_eq!((r["stdout"].as_str().map(str::len), r["stdout_truncated"].as_bool()), (Some(100), Some(true)), "{r}");
-    // A call may tighten further, never loosen: the tighter of the two holds.
+    // A call may tighten further, never loosen: a looser limit is refused, naming the call's
+    // field and the operator's ceiling (as the schema the model reads says), not clamped.
     let out =
         m.tool("run_javascript", json!({"code": "console.log('y'.repeat(50))", "limits": {"output_max_bytes": 10}}));
     assert_eq!(ran(&out)["stdout"], "y".repeat(10));
     let out = m.tool(
         "run_python",
-        json!({"code": "import time; time.sleep(0.5); print('done')", "limits": {"wall_timeout_ms": 60_000}}),
+        json!({"code": "import time; time.sleep(0.3); print('done')", "limits": {"wall_timeout_ms": 60_000}}),
+    );
+    let e = tool_error(&out);
+    assert!(e.contains("limits.wall_timeout_ms") && e.contains("looser than the operator's ceiling's 700"), "{e}");
+    assert!(e.contains("--wall-timeout-ms"), "the operator's flag is named: {e}");
+    let out = m.tool(
+        "run_python",
+        json!({"code": "import time; time.sleep(0.3); print('done')", "limits": {"wall_timeout_ms": 690}}),
     );
     assert_eq!(ran(&out)["stdout"], "done\n", "{out}");
     m.finish();
+}
+
+/// An operator's ceiling looser than the policy would fail every call: `stockade mcp` refuses to
+/// start, naming the flag and the policy's limit.
+#[test]
+fn a_ceiling_looser_than_the_policy_is_refused_at_start() {
+    if !guests() {
+        return;
+    }
+    let out = Command::new(stockade_bin())
+        .args(["mcp", "--wall-timeout-ms", "999999999"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run stockade mcp");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "it started: {stderr}");
+    assert!(stderr.contains("--wall-timeout-ms: 999999999 is looser than policy \"default\"'s 10000"), "{stderr}");
 }
 
 #[test]

@@ -1,6 +1,10 @@
 //! `stockade`: parse the command line, call the library, map the outcome to an exit code.
 
 mod args;
+#[cfg(feature = "serve")]
+mod config;
+#[cfg(feature = "serve")]
+mod engine;
 #[cfg(feature = "wasm")]
 mod guest;
 #[cfg(feature = "serve")]

@@ -1,13 +1,15 @@
 //! `stockade mcp`: a Model Context Protocol server on stdio (the `rmcp` crate speaks the
 //! protocol) with two tools, `run_python` and `run_javascript`. Each call is a request of API v1
-//! (`src/api.rs`), checked the same way: the model may send code, stdin, files and *tighter*
-//! limits; the policy and the ceiling of every limit come from the operator's flags or
-//! configuration, never from the model.
+//! (`src/api/`), checked the same way: the model may send code, stdin, files and *tighter*
+//! limits (a looser one is refused, naming the field and the ceiling, as the HTTP API does); the
+//! policy and the ceiling of every limit come from the operator's flags or configuration, never
+//! from the model. The operator's ceiling is checked against the policy when the server starts.
 //!
 //! By default the runs happen in this process, through the same engine `stockade serve` uses
 //! (its configuration file, warm pools included): no daemon needed. With `--serve SOCKET` the
 //! tools are a front for a running server instead, over its unix socket.
 
+use crate::engine::Engine;
 use crate::serve;
 use clap::Args;
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -16,12 +18,13 @@ use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
 use rmcp::{Json, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use stockade::api::ApiError;
+use stockade::Report;
+use stockade::api::{self, ApiError, ErrorBody, FileBody, RunBody};
+use stockade::policy::Limits;
 
 /// `stockade mcp`'s arguments: what every tool call runs under.
 #[derive(Debug, Args)]
@@ -101,10 +104,10 @@ pub struct RunOutput {
 }
 
 impl RunOutput {
-    fn from_report(r: &Value) -> RunOutput {
+    fn from_report(r: Report) -> RunOutput {
         // Text as the program wrote it; bytes that are not UTF-8 (sent base64) as lossy text.
-        let text = |k: &str| match (r[k]["text"].as_str(), r[k]["base64"].as_str()) {
-            (Some(t), _) => t.to_string(),
+        let text = |s: stockade::report::StreamReport| match (s.text, s.base64) {
+            (Some(t), _) => t,
             (None, Some(b)) => {
                 use base64::Engine as _;
                 let bytes = base64::engine::general_purpose::STANDARD.decode(b).unwrap_or_default();
@@ -112,26 +115,47 @@ impl RunOutput {
             }
             (None, None) => String::new(),
         };
-        let ms = |k: &str| r[k].as_f64().unwrap_or(0.0);
         RunOutput {
-            status: r["status"].as_str().unwrap_or("unknown").to_string(),
-            exit_code: r["exit-code"].as_i64(),
-            stdout: text("stdout"),
-            stderr: text("stderr"),
-            stdout_truncated: r["stdout"]["truncated"].as_bool().unwrap_or(false),
-            stderr_truncated: r["stderr"]["truncated"].as_bool().unwrap_or(false),
-            wall_ms: ms("wall-ms"),
-            cpu_ms: ms("cpu-user-ms") + ms("cpu-sys-ms"),
-            memory_peak_bytes: r["memory-peak-bytes"].as_u64(),
-            error: r["error"].as_str().map(String::from),
+            status: r.status.as_str().to_string(),
+            exit_code: r.exit_code.map(i64::from),
+            stdout_truncated: r.stdout.truncated,
+            stderr_truncated: r.stderr.truncated,
+            stdout: text(r.stdout),
+            stderr: text(r.stderr),
+            wall_ms: r.wall_ms,
+            cpu_ms: r.cpu_user_ms + r.cpu_sys_ms,
+            memory_peak_bytes: r.memory_peak_bytes,
+            error: r.error,
         }
+    }
+}
+
+impl ToolLimits {
+    /// As a run's limits (the output cap is stdout's and stderr's).
+    fn limits(&self) -> Limits {
+        Limits {
+            wall_timeout_ms: self.wall_timeout_ms,
+            memory_max_bytes: self.memory_max_bytes,
+            stdout_max_bytes: self.output_max_bytes,
+            stderr_max_bytes: self.output_max_bytes,
+            ..Limits::default()
+        }
+    }
+}
+
+/// A limit's name as a tool call writes it, and as the operator's flag.
+fn tool_names(key: &str) -> (&'static str, &'static str) {
+    match key {
+        "wall-timeout-ms" => ("limits.wall_timeout_ms", "--wall-timeout-ms"),
+        "memory-max-bytes" => ("limits.memory_max_bytes", "--memory-max-bytes"),
+        _ => ("limits.output_max_bytes", "--output-max-bytes"),
     }
 }
 
 /// Where the runs happen.
 enum Backend {
     /// In this process, through `stockade serve`'s engine.
-    Here(Arc<serve::engine::Engine>),
+    Here(Arc<Engine>),
     /// A running server's unix socket.
     Server(PathBuf),
 }
@@ -140,28 +164,14 @@ enum Backend {
 struct Tools {
     backend: Arc<Backend>,
     policy: Option<String>,
-    ceiling: ToolCeiling,
+    /// The operator's limits: every call runs with these, or tighter ones it asks for.
+    ceiling: Limits,
     tool_router: ToolRouter<Tools>,
-}
-
-/// The operator's limits: every call runs at most with these.
-#[derive(Clone, Copy, Debug, Default)]
-struct ToolCeiling {
-    wall_timeout_ms: Option<u64>,
-    memory_max_bytes: Option<u64>,
-    output_max_bytes: Option<u64>,
-}
-
-fn tighter(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.min(y)),
-        (x, y) => x.or(y),
-    }
 }
 
 #[tool_router(router = tool_router)]
 impl Tools {
-    fn new(backend: Backend, policy: Option<String>, ceiling: ToolCeiling) -> Tools {
+    fn new(backend: Backend, policy: Option<String>, ceiling: Limits) -> Tools {
         Tools { backend: Arc::new(backend), policy, ceiling, tool_router: Self::tool_router() }
     }
 
@@ -183,71 +193,57 @@ impl Tools {
 }
 
 impl Tools {
-    /// The request of API v1 for a call, the operator's ceiling applied.
-    fn body(&self, runtime: &str, args: RunArgs) -> Value {
+    /// The request of API v1 for a call: its limits within the operator's ceiling (a looser one
+    /// is refused, naming the call's field and the ceiling).
+    fn body(&self, runtime: &str, args: RunArgs) -> Result<RunBody, String> {
         use base64::Engine as _;
-        let asked = args.limits.unwrap_or_default();
-        let c = self.ceiling;
-        let output = tighter(asked.output_max_bytes, c.output_max_bytes);
-        let mut limits = serde_json::Map::new();
-        for (key, v) in [
-            ("wall-timeout-ms", tighter(asked.wall_timeout_ms, c.wall_timeout_ms)),
-            ("memory-max-bytes", tighter(asked.memory_max_bytes, c.memory_max_bytes)),
-            ("stdout-max-bytes", output),
-            ("stderr-max-bytes", output),
-        ] {
-            if let Some(v) = v {
-                limits.insert(key.into(), v.into());
-            }
-        }
-        let files: Vec<Value> = args
+        let asked = args.limits.as_ref().map(ToolLimits::limits).unwrap_or_default();
+        let limits = asked.within(&self.ceiling, "the operator's ceiling").map_err(|e| {
+            let (field, flag) = tool_names(e.key);
+            format!("{}: {} ({flag}) ({field})", api::ErrorCode::BadRequest, e.message)
+        })?;
+        let files = args
             .files
-            .iter()
-            .map(|(path, content)| {
-                json!({"path": path, "content": base64::engine::general_purpose::STANDARD.encode(content)})
+            .into_iter()
+            .map(|(path, content)| FileBody {
+                path,
+                content: base64::engine::general_purpose::STANDARD.encode(content),
             })
             .collect();
-        let mut body = json!({"runtime": runtime, "code": args.code, "files": files, "limits": limits});
-        if let Some(s) = args.stdin {
-            body["stdin"] = s.into();
-        }
-        if let Some(p) = &self.policy {
-            body["policy"] = p.clone().into();
-        }
-        body
+        Ok(RunBody {
+            runtime: runtime.to_string(),
+            code: Some(args.code),
+            module: None,
+            argv: Vec::new(),
+            stdin: args.stdin,
+            stdin_base64: None,
+            files,
+            policy: self.policy.clone(),
+            limits,
+            return_files: Vec::new(),
+        })
     }
 
     async fn run(&self, runtime: &str, args: RunArgs) -> Result<RunOutput, String> {
-        let body = self.body(runtime, args);
+        let body = self.body(runtime, args)?;
         let report = match &*self.backend {
-            Backend::Here(engine) => here(engine, &body).await.map_err(|e| refused(&e))?,
+            Backend::Here(engine) => here(engine, body).await.map_err(|e| e.to_string())?,
             Backend::Server(socket) => remote(socket, &body).await?,
         };
-        Ok(RunOutput::from_report(&report))
-    }
-}
-
-/// A refusal, as the tool's error: the code, the message, the field.
-fn refused(e: &ApiError) -> String {
-    match &e.field {
-        Some(f) => format!("{}: {} ({f})", e.code, e.message),
-        None => format!("{}: {}", e.code, e.message),
+        Ok(RunOutput::from_report(report))
     }
 }
 
 /// One run through the engine in this process: the same checks as a request to the server.
-async fn here(engine: &Arc<serve::engine::Engine>, body: &Value) -> Result<Value, ApiError> {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
-    let parsed = stockade::api::decode(&bytes, &engine.catalog.caps)?;
-    let request = stockade::api::check(parsed, &engine.catalog)?;
+async fn here(engine: &Arc<Engine>, body: RunBody) -> Result<Report, ApiError> {
+    let request = api::check(body, engine.catalog())?;
     engine.available(&request)?;
     let permit = engine.admit().await?;
-    let ran = engine.execute(permit, request, None).await?;
-    Ok(serde_json::to_value(&ran.report).unwrap_or_default())
+    Ok(engine.execute(permit, request, None).await?.report)
 }
 
 /// One run through a server's unix socket (hyper's client).
-async fn remote(socket: &std::path::Path, body: &Value) -> Result<Value, String> {
+async fn remote(socket: &std::path::Path, body: &RunBody) -> Result<Report, String> {
     use http_body_util::{BodyExt, Full};
     let unreachable = |e: &dyn std::fmt::Display| format!("unavailable: cannot reach {}: {e}", socket.display());
     let io = tokio::net::UnixStream::connect(socket).await.map_err(|e| unreachable(&e))?;
@@ -264,17 +260,30 @@ async fn remote(socket: &std::path::Path, body: &Value) -> Result<Value, String>
     let response = sender.send_request(request).await.map_err(|e| unreachable(&e))?;
     let status = response.status();
     let bytes = response.into_body().collect().await.map_err(|e| unreachable(&e))?.to_bytes();
-    let answer: Value = serde_json::from_slice(&bytes).map_err(|e| unreachable(&e))?;
     if status.is_success() {
-        return Ok(answer);
+        // No files were asked back: the answer is the report.
+        return serde_json::from_slice::<Report>(&bytes).map_err(|e| unreachable(&e));
     }
-    let e = &answer["error"];
-    let code = e["code"].as_str().unwrap_or("error");
-    let message = e["message"].as_str().unwrap_or("the server refused the run");
-    Err(match e["field"].as_str() {
-        Some(f) => format!("{code}: {message} ({f})"),
-        None => format!("{code}: {message}"),
-    })
+    match serde_json::from_slice::<ErrorBody>(&bytes) {
+        Ok(refused) => Err(refused.error.to_string()),
+        Err(_) => Err(format!("the server refused the run ({status})")),
+    }
+}
+
+/// The operator's ceiling against the policy every tool's runs get: a ceiling looser than its
+/// policy would fail every call, so the server does not start.
+fn check_ceiling(engine: &Engine, policy: Option<&str>, ceiling: &Limits) -> Result<(), String> {
+    let catalog = engine.catalog();
+    for runtime in ["python", "javascript"] {
+        let Some(spec) = catalog.runtimes.get(runtime) else { continue };
+        let Some(name) = policy.or(spec.policies.first().map(String::as_str)) else { continue };
+        let Some(p) = catalog.policies.get(name) else { continue };
+        ceiling.within(&Limits::of(p), &format!("policy {name:?}")).map_err(|e| {
+            let (_, flag) = tool_names(e.key);
+            format!("mcp: {flag}: {} (the policy of runtime {runtime})", e.message)
+        })?;
+    }
+    Ok(())
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -291,11 +300,12 @@ impl ServerHandler for Tools {
 }
 
 pub fn command(args: McpArgs) -> ExitCode {
-    let ceiling = ToolCeiling {
+    let ceiling = ToolLimits {
         wall_timeout_ms: args.wall_timeout_ms,
         memory_max_bytes: args.memory_max_bytes,
         output_max_bytes: args.output_max_bytes,
-    };
+    }
+    .limits();
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("stockade-mcp").build() {
         Ok(rt) => rt,
         Err(e) => return serve::fail(format!("mcp: cannot start the async runtime: {e}")),
@@ -305,7 +315,13 @@ pub fn command(args: McpArgs) -> ExitCode {
             Some(socket) => Backend::Server(socket.clone()),
             None => match serve::start_engine(args.config.as_deref(), args.policy.as_deref()).await {
                 // A policy the calls cannot get was said by the configuration's check.
-                Ok(engine) => Backend::Here(engine),
+                Ok(engine) => {
+                    if let Err(e) = check_ceiling(&engine, args.policy.as_deref(), &ceiling) {
+                        engine.drain().await;
+                        return serve::fail(e);
+                    }
+                    Backend::Here(engine)
+                }
                 Err(e) => return serve::fail(e),
             },
         };

@@ -1,6 +1,10 @@
-//! One module per isolation layer. Each has a parent-side `prepare` (may allocate, touches the host
-//! read-only) and a child-side `apply` (raw system calls on prepared data only). The order in which
-//! the child applies them is in `child::enter` and in ARCHITECTURE.md.
+//! One module per isolation layer. A layer with something to compute has a parent-side `prepare`
+//! (may allocate, touches the host read-only); a layer the child applies has a child-side
+//! `apply` (raw system calls on prepared data only). Most have both (cgroup, filesystem,
+//! identity, landlock, privileges, rlimit, seccomp, uts); `namespaces` is prepared only (the
+//! flags `clone3` takes: the kernel applies them); `fds` and `session` are applied only (nothing
+//! to compute); `bpf` is neither, the seccomp programs' assembler that `seccomp::prepare` uses.
+//! The order in which the child applies them is in `child::enter` and in ARCHITECTURE.md.
 
 pub mod bpf;
 pub mod cgroup;

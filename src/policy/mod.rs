@@ -2,6 +2,7 @@
 //! beyond reading the policy file.
 
 mod file;
+mod limits;
 mod validate;
 
 pub use file::{
@@ -9,6 +10,7 @@ pub use file::{
     OrderedStrings, OutputFile, OverCap, PolicyFile, ProcMode, ProcessFile, RlimitKey, RlimitsFile, SeccompFile,
     StdinMode, SyscallGroup,
 };
+pub use limits::{LimitError, Limits};
 pub use validate::{
     CgroupPolicy, Filesystem, Grant, Identity, LandlockPolicy, MAX_WALL_TIMEOUT_MS, MEMORY_MAX_FLOOR, PIDS_MAX_FLOOR,
     Policy, Problem, SeccompPolicy, WASM_MEMORY_FLOOR, check_grant_path, check_inside_path, check_wall_timeout_ms,

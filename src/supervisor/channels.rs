@@ -173,6 +173,59 @@ impl Stream {
     }
 }
 
+/// A run's output streams, by name: the program's stdout and stderr, then its extra channels
+/// (fds 3.., each under its own cap; an announcing program's account is the first).
+pub(super) struct Streams {
+    pub(super) stdout: Stream,
+    pub(super) stderr: Stream,
+    pub(super) channels: Vec<Stream>,
+}
+
+/// Which of a run's streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum StreamId {
+    Stdout,
+    Stderr,
+    Channel(usize),
+}
+
+impl Streams {
+    /// None at all (a pump that only waits for the program's end).
+    pub(super) fn none() -> Streams {
+        Streams {
+            stdout: Stream::new(None, Sink::new(None, None)),
+            stderr: Stream::new(None, Sink::new(None, None)),
+            channels: Vec::new(),
+        }
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = (StreamId, &Stream)> {
+        [(StreamId::Stdout, &self.stdout), (StreamId::Stderr, &self.stderr)]
+            .into_iter()
+            .chain(self.channels.iter().enumerate().map(|(i, s)| (StreamId::Channel(i), s)))
+    }
+
+    pub(super) fn get_mut(&mut self, id: StreamId) -> Option<&mut Stream> {
+        match id {
+            StreamId::Stdout => Some(&mut self.stdout),
+            StreamId::Stderr => Some(&mut self.stderr),
+            StreamId::Channel(i) => self.channels.get_mut(i),
+        }
+    }
+
+    /// The channel an announcing program gives its account on.
+    pub(super) fn account(&self) -> Option<&Stream> {
+        self.channels.first()
+    }
+}
+
+impl StreamId {
+    /// The program's own output (past its cap, with `output.over-cap = "end"`, the run ends).
+    pub(super) fn is_output(self) -> bool {
+        matches!(self, StreamId::Stdout | StreamId::Stderr)
+    }
+}
+
 /// After a read of less than `SMALL_READ` bytes, a stream is left alone for `BATCH` so that a
 /// program writing a byte at a time costs the supervisor one wakeup per `BATCH` (at most 500 a
 /// second per stream), not one per write: the supervisor is outside the run's cgroup and its

@@ -7,12 +7,13 @@ use crate::error::Error;
 use crate::layers::cgroup::Leaf;
 use crate::layers::filesystem::exchange::{Pick, PutFile, Taken};
 use crate::layers::identity::OwnerLease;
+use crate::policy::Limits;
 use crate::report::Report;
 use crate::sys;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// What a run brings to a jail waiting at its gate.
 #[derive(Debug, Default)]
@@ -22,11 +23,11 @@ pub struct Start {
     pub stdin: Vec<u8>,
     /// Files for the run's writable directory, and files to take back from it afterwards.
     pub files: Option<Exchange>,
-    /// A tighter wall-clock limit than the policy's (a looser one is not taken).
-    pub wall_timeout: Option<Duration>,
-    /// Tighter output caps than the policy's.
-    pub stdout_max_bytes: Option<u64>,
-    pub stderr_max_bytes: Option<u64>,
+    /// The run's limits. The wall clock and the output caps are taken, each the tighter of the
+    /// jail's and these ([`Limits::tighter`]); the ones a jail holds from its build (memory,
+    /// processes, a guest's memory and fuel) must be its own, or the run is refused: a jail
+    /// built ahead cannot tighten them.
+    pub limits: Limits,
     /// Where stdout and stderr go as they come (pipes the caller reads; closed when the run is
     /// over), instead of into the report.
     pub stdout_to: Option<OwnedFd>,

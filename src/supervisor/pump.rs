@@ -3,7 +3,7 @@
 //! fds; the deadline is its timeout. A jail released ahead of its run is pumped in two phases:
 //! waiting at its gate (no output read, no stdin, no deadline), then running.
 
-use super::channels::{BATCH, CHUNK, Feed, PIPE_BUF, SMALL_READ, Stream};
+use super::channels::{BATCH, CHUNK, Feed, PIPE_BUF, SMALL_READ, StreamId, Streams};
 use crate::child;
 use crate::error::Error;
 use crate::layers::cgroup::Leaf;
@@ -48,9 +48,9 @@ pub(super) struct Run<'a> {
     pub(super) pid_namespace: bool,
     /// The run's cgroup leaves: `cgroup.kill` takes the whole tree.
     pub(super) leaf: Option<&'a Leaf>,
-    /// The program announces its end on the first extra output (streams[2]).
+    /// The program announces its end on its first extra channel (`Streams::account`).
     pub(super) announces_end: bool,
-    /// Writing past the cap of stdout or stderr (streams[0] and [1]) ends the run.
+    /// Writing past the cap of stdout or stderr ends the run.
     pub(super) end_over_cap: bool,
 }
 
@@ -131,7 +131,7 @@ impl<'a> Pump<'a> {
     /// readable. `deadline`: when the run is killed (`None`: not while waiting at a gate).
     pub(super) fn go(
         &mut self,
-        streams: &mut [Stream],
+        streams: &mut Streams,
         mut feed: Option<Feed>,
         deadline: Option<Instant>,
         gate: Option<BorrowedFd<'_>>,
@@ -154,8 +154,8 @@ impl<'a> Pump<'a> {
                 let stand_in = sys::Reaped { code: libc::CLD_EXITED, ..sys::Reaped::default() };
                 return Ok(Stop::Ended(self.outcome((stand_in, Instant::now()), true)));
             }
-            announcing |= self.run.announces_end && streams.get(2).is_some_and(|s| s.fd.is_none());
-            let inputs_open = self.report.is_some() || streams.iter().any(|s| s.fd.is_some());
+            announcing |= self.run.announces_end && streams.account().is_some_and(|s| s.fd.is_none());
+            let inputs_open = self.report.is_some() || streams.iter().any(|(_, s)| s.fd.is_some());
             if self.reaped.is_some() && !inputs_open {
                 break;
             }
@@ -194,8 +194,12 @@ impl<'a> Pump<'a> {
                         self.reaped = Some((r, Instant::now()));
                     }
                     Role::Report => self.read_report(),
-                    Role::Read(i) => self.read_stream(streams, i),
-                    Role::Write(i) => streams[i].sink.write_some(PIPE_BUF),
+                    Role::Read(id) => self.read_stream(streams, id),
+                    Role::Write(id) => {
+                        if let Some(s) = streams.get_mut(id) {
+                            s.sink.write_some(PIPE_BUF);
+                        }
+                    }
                     Role::Feed => {
                         if feed.as_mut().is_some_and(Feed::write_some) {
                             // Closing the pipe is the program's end of file.
@@ -239,7 +243,7 @@ impl<'a> Pump<'a> {
     /// end of a stream's quiet spell).
     fn poll_set(
         &self,
-        streams: &[Stream],
+        streams: &Streams,
         feed: Option<&Feed>,
         gate: Option<BorrowedFd<'_>>,
         kill_at: Option<Instant>,
@@ -268,16 +272,16 @@ impl<'a> Pump<'a> {
             add(g.as_raw_fd(), libc::POLLIN, Role::Gate);
         }
         let mut wake: Option<Instant> = kill_at.filter(|_| !self.killed);
-        for (i, s) in streams.iter().enumerate() {
+        for (id, s) in streams.iter() {
             if let Some(fd) = &s.fd {
                 // Once the run is reaped (or said it is over), drain at once.
                 match s.quiet_until.filter(|t| *t > now && self.reaped.is_none() && !announcing) {
                     Some(t) => wake = Some(wake.map_or(t, |w| w.min(t))),
-                    None => add(fd.as_raw_fd(), libc::POLLIN, Role::Read(i)),
+                    None => add(fd.as_raw_fd(), libc::POLLIN, Role::Read(id)),
                 }
             }
             if let Some(fd) = s.sink.wants_write() {
-                add(fd, libc::POLLOUT, Role::Write(i));
+                add(fd, libc::POLLOUT, Role::Write(id));
             }
         }
         if let Some(f) = feed {
@@ -306,30 +310,30 @@ impl<'a> Pump<'a> {
         }
     }
 
-    /// What stream `i` has now, into its sink; past stdout's or stderr's cap (with
+    /// What stream `id` has now, into its sink; past stdout's or stderr's cap (with
     /// `output.over-cap = "end"`) the run ends at once.
-    fn read_stream(&mut self, streams: &mut [Stream], i: usize) {
-        let s = &mut streams[i];
+    fn read_stream(&mut self, streams: &mut Streams, id: StreamId) {
+        let Some(s) = streams.get_mut(id) else { return };
         let fd = s.fd.as_ref().map(AsRawFd::as_raw_fd).unwrap_or(-1);
         match sys::read(fd, &mut self.buf) {
             Ok(0) | Err(_) => s.fd = None,
             Ok(k) => {
                 s.sink.push(&self.buf[..k]);
-                if i < 2 && self.run.end_over_cap && s.sink.over_cap() && !self.output_limit {
+                if id.is_output() && self.run.end_over_cap && s.sink.over_cap() && !self.output_limit {
                     // Past its cap: the run ends now, and nobody reads the rest.
                     self.output_limit = true;
                     self.kill();
                 }
                 // An announced end's account is watched for its end of file.
-                let account = i == 2 && self.run.announces_end;
-                streams[i].quiet_until = (k < SMALL_READ && !account).then(|| Instant::now() + BATCH);
+                let account = id == StreamId::Channel(0) && self.run.announces_end;
+                s.quiet_until = (k < SMALL_READ && !account).then(|| Instant::now() + BATCH);
             }
         }
     }
 
-    /// The program said its run is over: an account on its first extra output, every output at
+    /// The program said its run is over: an account on its first extra channel, every output at
     /// end of file, before any deadline, kill or violation, in a pid namespace with a cgroup.
-    fn announced(&self, streams: &[Stream]) -> bool {
+    fn announced(&self, streams: &Streams) -> bool {
         let r = &self.run;
         r.announces_end
             && r.pid_namespace
@@ -339,9 +343,8 @@ impl<'a> Pump<'a> {
             && !self.timed_out
             && self.violation.is_none()
             && self.failure.is_none()
-            && streams.len() > 2
-            && streams.iter().all(|s| s.fd.is_none())
-            && streams[2].sink.seen() > 0
+            && streams.iter().all(|(_, s)| s.fd.is_none())
+            && streams.account().is_some_and(|a| a.sink.seen() > 0)
     }
 
     /// The child's stage failures and the program's wait status.
@@ -450,8 +453,8 @@ enum Role {
     Listener,
     Pidfd,
     Report,
-    Read(usize),
-    Write(usize),
+    Read(StreamId),
+    Write(StreamId),
     Feed,
     Gate,
 }

@@ -3,7 +3,7 @@
 //! over, what it leaves collected (output, channels, the cgroup's figures, files taken back,
 //! writable directories written back), the verdict and the report.
 
-use super::channels::{Feed, Pipes, Sink, Stream};
+use super::channels::{Feed, Pipes, Sink, Stream, Streams};
 use super::gate::{Cleanup, Exchange, Finished, Gate, Gated, Opening, Reaper};
 use super::pump::{Outcome, Pump, Run, Stop};
 use super::verdict::{Accounting, Ending, verdict};
@@ -11,6 +11,7 @@ use super::{Output, PipesHeld, Prepared, ms, words};
 use crate::error::Error;
 use crate::layers::cgroup::{CgroupStats, Leaf};
 use crate::layers::filesystem::{FsError, exchange, staging};
+use crate::policy::{Limits, PolicyError};
 use crate::report::{GuestEnd, Report, StreamReport, WarmStart, WritableDir, signal_name};
 use crate::sys::{self, Errno};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
@@ -137,21 +138,22 @@ impl Prepared<'_> {
 
     /// The program's stdout and stderr (kept, or passed on to the caller's fds) under the
     /// policy's caps, then its extra output channels under theirs.
-    fn streams(&self, output: Output<'_>, stdout: OwnedFd, stderr: OwnedFd, extra: Vec<OwnedFd>) -> Vec<Stream> {
+    fn streams(&self, output: Output<'_>, stdout: OwnedFd, stderr: OwnedFd, extra: Vec<OwnedFd>) -> Streams {
         let plan = self.plan;
         let forward = |fd: BorrowedFd<'_>| Some(fd.as_raw_fd());
         let (fwd_out, fwd_err) = match output {
             Output::Capture => (None, None),
             Output::Forward { stdout, stderr } => (forward(stdout), forward(stderr)),
         };
-        let mut streams = vec![
-            Stream::new(Some(stdout), Sink::new(plan.policy.stdout_max_bytes, fwd_out)),
-            Stream::new(Some(stderr), Sink::new(plan.policy.stderr_max_bytes, fwd_err)),
-        ];
-        for (fd, cap) in extra.into_iter().zip(&plan.extra_outputs) {
-            streams.push(Stream::new(Some(fd), Sink::new(Some(*cap), None)));
+        Streams {
+            stdout: Stream::new(Some(stdout), Sink::new(plan.policy.stdout_max_bytes, fwd_out)),
+            stderr: Stream::new(Some(stderr), Sink::new(plan.policy.stderr_max_bytes, fwd_err)),
+            channels: extra
+                .into_iter()
+                .zip(&plan.extra_outputs)
+                .map(|(fd, cap)| Stream::new(Some(fd), Sink::new(Some(*cap), None)))
+                .collect(),
         }
-        streams
     }
 
     /// Waits at the gate while the program gets ready (nothing of the run is counted yet), then
@@ -163,7 +165,7 @@ impl Prepared<'_> {
         gate: &Gate,
         pump: &mut Pump<'_>,
         stdin_feed: Option<&OwnedFd>,
-        streams: &mut [Stream],
+        streams: &mut Streams,
         begun: &mut Begun,
         create_as: staging::CreateAs,
     ) -> Result<Option<Gated>, Error> {
@@ -173,7 +175,7 @@ impl Prepared<'_> {
         {
             gate.arm(fd);
         }
-        let stop = pump.go(&mut [], None, None, Some(gate.fd()))?;
+        let stop = pump.go(&mut Streams::none(), None, None, Some(gate.fd()))?;
         // A jail whose setup failed never ran anything. A program that ended after an opening
         // fed it its code ran, and so did one built for the run it died waiting for: those runs
         // are reported.
@@ -188,7 +190,7 @@ impl Prepared<'_> {
             if matches!(stop, Stop::Gate) {
                 pump.kill();
             }
-            let ended = pump.go(&mut [], None, None, None)?;
+            let ended = pump.go(&mut Streams::none(), None, None, None)?;
             return Ok(Some(Gated::NotStarted(match ended {
                 Stop::Ended(o) if matches!(stop, Stop::Died) || o.failure.is_some() => self.died_waiting(&o),
                 _ => "cancelled".into(),
@@ -198,23 +200,22 @@ impl Prepared<'_> {
             begun.start = opened_at;
             begun.cpu_before = self.leaf.as_ref().map(Leaf::cpu_used).unwrap_or_default();
         }
-        if let Some(x) = &s.files
-            && let Err(e) = self.put_files(x, create_as)
-        {
+        let jail = Limits::of(&self.plan.policy);
+        let limits = s.limits.tighter(&jail);
+        let refused = refuse_built_with(&limits, &jail);
+        if let Some(e) = refused.or_else(|| s.files.as_ref().and_then(|x| self.put_files(x, create_as).err())) {
             pump.kill();
-            let _ = pump.go(&mut [], None, None, None)?;
+            let _ = pump.go(&mut Streams::none(), None, None, None)?;
             return Err(e);
         }
         // The start's bytes follow the plan's own (a module the runner compiles, say).
         let mut bytes = begun.stdin.take().map(|d| d.to_vec()).unwrap_or_default();
         bytes.extend_from_slice(s.stdin.get(fed..).unwrap_or_default());
         begun.stdin = Some(Arc::from(bytes));
-        begun.wall_timeout = s.wall_timeout.map_or(begun.wall_timeout, |w| w.min(begun.wall_timeout));
-        let [out, err, ..] = streams else {
-            return Err(Error::Supervisor { what: "hand a run its streams", errno: Errno(libc::EINVAL) });
-        };
-        out.sink.tighten(s.stdout_max_bytes);
-        err.sink.tighten(s.stderr_max_bytes);
+        begun.wall_timeout = limits.wall_timeout().unwrap_or(begun.wall_timeout);
+        let (out, err) = (&mut streams.stdout, &mut streams.stderr);
+        out.sink.tighten(limits.stdout_max_bytes);
+        err.sink.tighten(limits.stderr_max_bytes);
         if let Some(fd) = s.stdout_to {
             out.sink.forward_to(fd);
         }
@@ -236,22 +237,18 @@ impl Prepared<'_> {
     /// directories written back to the host.
     fn collect(
         &mut self,
-        mut streams: Vec<Stream>,
+        streams: Streams,
         begun: &Begun,
         copied: Vec<(staging::Manifest, staging::Summary)>,
         host_owner: staging::CreateAs,
     ) -> Result<Collected, Error> {
         let plan = self.plan;
-        for s in &mut streams {
-            s.sink.flush();
-        }
-        let mut streams = streams.into_iter();
-        let (Some(out), Some(err)) = (streams.next(), streams.next()) else {
-            return Err(Error::Supervisor { what: "collect output", errno: Errno(libc::EINVAL) });
-        };
+        let Streams { stdout: mut out, stderr: mut err, channels } = streams;
+        out.sink.flush();
+        err.sink.flush();
         let unsent = [out.sink.unsent(), err.sink.unsent()];
         let (out, err) = (out.sink.report(), err.sink.report());
-        let channels: Vec<Vec<u8>> = streams.map(|s| s.sink.captured()).collect();
+        let channels: Vec<Vec<u8>> = channels.into_iter().map(|s| s.sink.captured()).collect();
         let leaf = self.leaf.take();
         let mut stats = leaf.as_ref().map(Leaf::stats).unwrap_or_default();
         let minus = |now: Option<u64>, before: Option<u64>| now.map(|n| n.saturating_sub(before.unwrap_or(0)));
@@ -385,4 +382,21 @@ fn write_back(
         }
         Err(e) => (dir, Some(e.to_string())),
     }
+}
+
+/// A jail built ahead holds the limits it was built with: a start asking tighter ones of it is
+/// refused (they need a jail of their own), never run under looser ones.
+fn refuse_built_with(asked: &Limits, jail: &Limits) -> Option<Error> {
+    let keys = ["memory-max-bytes", "pids-max", "wasm-memory-max-bytes", "fuel"];
+    let (a, j) = (asked.built_with(), jail.built_with());
+    let i = (0..keys.len()).find(|&i| a[i] != j[i])?;
+    let shown = |v: Option<u64>| v.map_or("none".to_string(), |v| v.to_string());
+    Some(Error::Policy(PolicyError::Override {
+        flag: format!("limits.{}", keys[i]),
+        message: format!(
+            "{} asked of a jail built with {}: a jail built ahead holds the limits it was built with (build one for this run)",
+            shown(a[i]),
+            shown(j[i])
+        ),
+    }))
 }

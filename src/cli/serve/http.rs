@@ -3,7 +3,8 @@
 //! it is parsed, and parsed into typed values whose errors name the field.
 
 use super::answer::{self, Piece, Which};
-use super::engine::{Engine, Ran};
+use crate::config::Bounds;
+use crate::engine::{Engine, Readiness};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -11,10 +12,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use base64::Engine as _;
 use http_body_util::BodyExt;
 use std::sync::Arc;
-use stockade::api::{self, ApiError, status};
+use std::time::Duration;
+use stockade::api::{self, ApiError, ErrorCode, LastEvent};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 /// What the routes share.
@@ -23,12 +24,34 @@ pub struct App {
     pub engine: Arc<Engine>,
     /// Bearer tokens this listener requires (`None`: the unix socket, guarded by its mode).
     pub tokens: Option<Arc<[String]>>,
-    /// Bytes of request bodies in memory at once, in KiB (`requests.in-flight-max-bytes`).
-    pub body_budget: Arc<Semaphore>,
-    /// The part of it (KiB) that only bodies up to [`SMALL_BODY`] may use.
-    pub body_reserve_kib: usize,
+    /// How request bodies are read, and the bytes of them in memory at once.
+    pub bodies: Bodies,
     /// Bytes of answers in memory at once (`requests.answers-in-flight-max-bytes`).
     pub answers: answer::Budget,
+}
+
+/// The bounds of a request body ([`Bounds`]): its size, its time, its rate, and the server-wide
+/// budget of bodies in memory (in KiB), of which bodies over [`SMALL_BODY`] leave a quarter.
+#[derive(Debug, Clone)]
+pub struct Bodies {
+    budget: Arc<Semaphore>,
+    reserve_kib: usize,
+    max_bytes: u64,
+    timeout: Duration,
+    min_rate: u64,
+}
+
+impl Bodies {
+    pub fn new(b: &Bounds) -> Bodies {
+        let kib = usize::try_from(b.bodies_in_flight_max_bytes / 1024).unwrap_or(usize::MAX).max(1);
+        Bodies {
+            budget: Arc::new(Semaphore::new(kib.min(Semaphore::MAX_PERMITS))),
+            reserve_kib: kib / 4,
+            max_bytes: b.body_max_bytes,
+            timeout: b.body_timeout,
+            min_rate: b.body_min_rate,
+        }
+    }
 }
 
 pub fn router(app: App) -> Router {
@@ -47,7 +70,7 @@ pub fn router(app: App) -> Router {
 
 /// A refusal as an HTTP response: its status, `Retry-After` when it has one, the JSON body.
 pub fn respond(e: ApiError) -> Response {
-    let code = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let code = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut r = (code, axum::Json(e.body())).into_response();
     if let Some(s) = e.retry_after
         && let Ok(v) = HeaderValue::from_str(&s.to_string())
@@ -61,11 +84,11 @@ pub fn respond(e: ApiError) -> Response {
 }
 
 async fn not_found() -> Response {
-    respond(ApiError::new(status::NOT_FOUND, "not-found", "no such endpoint (see docs/api.md)"))
+    respond(ApiError::new(ErrorCode::NotFound, "no such endpoint (see docs/api.md)"))
 }
 
 async fn method_not_allowed() -> Response {
-    respond(ApiError::new(status::METHOD_NOT_ALLOWED, "method-not-allowed", "this endpoint does not take that method"))
+    respond(ApiError::new(ErrorCode::MethodNotAllowed, "this endpoint does not take that method"))
 }
 
 /// Bearer tokens, compared in constant time; the health endpoints are open (probes).
@@ -81,8 +104,8 @@ async fn auth(State(app): State<App>, req: Request, next: Next) -> Response {
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
     let Some(given) = given else {
-        app.engine.metrics.refused("unauthorized");
-        return respond(ApiError::new(status::UNAUTHORIZED, "unauthorized", "send Authorization: Bearer <token>"));
+        app.engine.metrics().refused(ErrorCode::Unauthorized.as_str());
+        return respond(ApiError::new(ErrorCode::Unauthorized, "send Authorization: Bearer <token>"));
     };
     use subtle::ConstantTimeEq;
     let mut ok = subtle::Choice::from(0u8);
@@ -92,8 +115,8 @@ async fn auth(State(app): State<App>, req: Request, next: Next) -> Response {
     if bool::from(ok) {
         next.run(req).await
     } else {
-        app.engine.metrics.refused("forbidden");
-        respond(ApiError::new(status::FORBIDDEN, "forbidden", "this token is not accepted"))
+        app.engine.metrics().refused(ErrorCode::Forbidden.as_str());
+        respond(ApiError::new(ErrorCode::Forbidden, "this token is not accepted"))
     }
 }
 
@@ -102,52 +125,24 @@ async fn auth(State(app): State<App>, req: Request, next: Next) -> Response {
 /// jail is not built yet) or "unavailable" (a runtime's last jails failed), naming each runtime
 /// and why; 503 "draining" while draining. For balancers and readiness probes.
 async fn ready(State(app): State<App>) -> Response {
-    let e = &app.engine;
-    let mut unavailable = serde_json::Map::new();
-    let mut failing = false;
-    let warm: serde_json::Map<String, serde_json::Value> = e
-        .pools
-        .iter()
-        .map(|(n, p)| {
-            if let Err(why) = p.ready() {
-                failing |= p.available().is_err();
-                unavailable.insert(n.clone(), why.into());
-            }
-            (n.clone(), serde_json::json!({"ready": p.fill(), "target": p.target}))
-        })
-        .collect();
-    let state = match (e.draining(), unavailable.is_empty(), failing) {
-        (true, _, _) => "draining",
-        (false, true, _) => "ok",
-        (false, false, true) => "unavailable",
-        (false, false, false) => "starting",
-    };
-    let mut body = serde_json::json!({
-        "status": state,
-        "running": e.running(),
-        "queued": e.queued(),
-        "warm": warm,
-    });
-    if !unavailable.is_empty() {
-        body["unavailable"] = unavailable.into();
-    }
-    let status = if state == "ok" { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    (status, axum::Json(body)).into_response()
+    let health = app.engine.health();
+    let status = if health.status == Readiness::Ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (status, axum::Json(health)).into_response()
 }
 
 /// Liveness (`/v1/health/live`): the server answers (also while draining, or while a runtime is
 /// unavailable: restarting it would not help). For liveness probes.
 async fn live(State(app): State<App>) -> Response {
-    let body = serde_json::json!({"status": "alive", "uptime-s": app.engine.started.elapsed().as_secs()});
+    let body = serde_json::json!({"status": "alive", "uptime-s": app.engine.uptime_s()});
     (StatusCode::OK, axum::Json(body)).into_response()
 }
 
 async fn info(State(app): State<App>) -> Response {
-    axum::Json(super::info::info(&app.engine)).into_response()
+    axum::Json(app.engine.info()).into_response()
 }
 
 async fn metrics(State(app): State<App>) -> Response {
-    let mut r = app.engine.metrics.encode().into_response();
+    let mut r = app.engine.metrics().encode().into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
@@ -160,8 +155,8 @@ async fn runs(State(app): State<App>, req: Request) -> Response {
     match accept_run(&app, req).await {
         Ok(r) => r,
         Err(e) => {
-            if (400..500).contains(&e.status) {
-                app.engine.metrics.refused(e.code);
+            if (400..500).contains(&e.status()) {
+                app.engine.metrics().refused(e.code.as_str());
             }
             respond(e)
         }
@@ -173,26 +168,27 @@ async fn accept_run(app: &App, req: Request) -> Result<Response, ApiError> {
     check_content_type(req.headers())?;
     let (body, _budget) = read_body(app, req).await?;
     // A large body is decoded off the async workers (they answer health probes meanwhile).
-    let caps = app.engine.catalog.caps.clone();
+    let caps = app.engine.catalog().caps.clone();
     let parsed = if body.len() > DECODE_INLINE_MAX {
         tokio::task::spawn_blocking(move || api::decode(&body, &caps))
             .await
-            .map_err(|_| ApiError::new(status::INTERNAL, "internal", "the request's decoder ended abnormally"))??
+            .map_err(|_| ApiError::new(ErrorCode::Internal, "the request's decoder ended abnormally"))??
     } else {
         let parsed = api::decode(&body, &caps);
         drop(body);
         parsed?
     };
-    let request = api::check(parsed, &app.engine.catalog)?;
+    let request = api::check(parsed, app.engine.catalog())?;
     app.engine.available(&request)?;
     let permit = app.engine.admit().await?;
     // The answer's room, before its run: a run whose answer could not be held is not started.
-    let reserved = app.answers.reserve(&request).inspect_err(|_| app.engine.metrics.refused("busy"))?;
+    let reserved =
+        app.answers.reserve(&request).inspect_err(|_| app.engine.metrics().refused(ErrorCode::Busy.as_str()))?;
     if stream {
         return streamed(app.engine.clone(), permit, request, reserved);
     }
     let ran = app.engine.execute(permit, request, None).await?;
-    let mut r = Response::new(Body::from_stream(answer::Held::new(result_json(&ran), reserved)));
+    let mut r = Response::new(Body::from_stream(answer::Held::new(ran.to_json(), reserved)));
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     Ok(r)
 }
@@ -221,11 +217,7 @@ fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     if mime.eq_ignore_ascii_case("application/json") {
         return Ok(());
     }
-    Err(ApiError::new(
-        status::UNSUPPORTED_MEDIA_TYPE,
-        "unsupported-media-type",
-        format!("send Content-Type: application/json (got {:?})", ct),
-    ))
+    Err(ApiError::new(ErrorCode::UnsupportedMediaType, format!("send Content-Type: application/json (got {:?})", ct)))
 }
 
 /// Bodies larger than this are decoded on the blocking pool.
@@ -239,15 +231,10 @@ const SMALL_BODY: usize = 1 << 20;
 /// `server.body-min-bytes-per-second` every second after the first, its bytes counted against
 /// the server's in-flight budget (held by the returned permit).
 async fn read_body(app: &App, req: Request) -> Result<(Vec<u8>, Option<OwnedSemaphorePermit>), ApiError> {
-    let cfg = &app.engine.config;
-    let max = cfg.requests.body_max_bytes;
-    let too_large = || {
-        ApiError::new(
-            status::PAYLOAD_TOO_LARGE,
-            "payload-too-large",
-            format!("the body is over {max} bytes (requests.body-max-bytes)"),
-        )
-    };
+    let b = &app.bodies;
+    let max = b.max_bytes;
+    let too_large =
+        || ApiError::new(ErrorCode::PayloadTooLarge, format!("the body is over {max} bytes (requests.body-max-bytes)"));
     let declared =
         req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max) {
@@ -255,19 +242,17 @@ async fn read_body(app: &App, req: Request) -> Result<(Vec<u8>, Option<OwnedSema
     }
     let busy = || {
         ApiError::new(
-            status::UNAVAILABLE,
-            "busy",
+            ErrorCode::Busy,
             "too many request bodies in memory at once (requests.in-flight-max-bytes): try again shortly",
         )
         .retry_after(1)
     };
     let too_slow = |got: u64| {
         ApiError::new(
-            status::REQUEST_TIMEOUT,
-            "body-timeout",
+            ErrorCode::BodyTimeout,
             format!(
                 "the body came at {got} bytes in a second, less than {} (server.body-min-bytes-per-second)",
-                cfg.body_min_rate
+                b.min_rate
             ),
         )
     };
@@ -287,7 +272,7 @@ async fn read_body(app: &App, req: Request) -> Result<(Vec<u8>, Option<OwnedSema
                     // nearly all here).
                     let got = (out.len() - at_check) as u64;
                     let left = declared.map_or(u64::MAX, |d| d.saturating_sub(out.len() as u64));
-                    if got < cfg.body_min_rate.min(left) {
+                    if got < b.min_rate.min(left) {
                         return Err(too_slow(got));
                     }
                     at_check = out.len();
@@ -295,8 +280,7 @@ async fn read_body(app: &App, req: Request) -> Result<(Vec<u8>, Option<OwnedSema
                     continue;
                 }
             };
-            let frame = frame
-                .map_err(|e| ApiError::new(status::BAD_REQUEST, "bad-request", format!("reading the body: {e}")))?;
+            let frame = frame.map_err(|e| ApiError::new(ErrorCode::BadRequest, format!("reading the body: {e}")))?;
             let Some(data) = frame.data_ref() else { continue };
             if (out.len() + data.len()) as u64 > max {
                 return Err(too_large());
@@ -305,11 +289,10 @@ async fn read_body(app: &App, req: Request) -> Result<(Vec<u8>, Option<OwnedSema
             let want = u32::try_from(out.len().div_ceil(1024)).unwrap_or(u32::MAX);
             if want > held_kib {
                 let more = want - held_kib;
-                if out.len() > SMALL_BODY && app.body_budget.available_permits() < more as usize + app.body_reserve_kib
-                {
+                if out.len() > SMALL_BODY && b.budget.available_permits() < more as usize + b.reserve_kib {
                     return Err(busy());
                 }
-                let more = app.body_budget.clone().try_acquire_many_owned(more).map_err(|_| busy())?;
+                let more = b.budget.clone().try_acquire_many_owned(more).map_err(|_| busy())?;
                 held_kib = want;
                 match &mut budget {
                     Some(b) => b.merge(more),
@@ -319,49 +302,14 @@ async fn read_body(app: &App, req: Request) -> Result<(Vec<u8>, Option<OwnedSema
         }
         Ok(())
     };
-    match tokio::time::timeout(cfg.body_timeout, read).await {
+    match tokio::time::timeout(b.timeout, read).await {
         Ok(Ok(())) => Ok((out, budget)),
         Ok(Err(e)) => Err(e),
         Err(_) => Err(ApiError::new(
-            status::REQUEST_TIMEOUT,
-            "body-timeout",
-            format!("the body did not arrive within {} ms", cfg.body_timeout.as_millis()),
+            ErrorCode::BodyTimeout,
+            format!("the body did not arrive within {} ms", b.timeout.as_millis()),
         )),
     }
-}
-
-/// The report as JSON (written straight from the type, in its order), with the files given
-/// back when the request asked for some.
-fn result_json(ran: &Ran) -> Vec<u8> {
-    let mut out = serde_json::to_vec(&ran.report).unwrap_or_default();
-    if let Some(t) = &ran.files
-        && out.last() == Some(&b'}')
-    {
-        out.pop();
-        let files: Vec<serde_json::Value> = t
-            .files
-            .iter()
-            .map(|(path, bytes)| {
-                serde_json::json!({
-                    "path": path,
-                    "bytes": bytes.len(),
-                    "content": base64::engine::general_purpose::STANDARD.encode(bytes),
-                })
-            })
-            .collect();
-        let mut more = serde_json::json!({ "files": files, "files-capped": t.capped });
-        if t.skipped_count > 0 {
-            let skipped: Vec<serde_json::Value> =
-                t.skipped.iter().map(|s| serde_json::json!({"path": s.path, "reason": s.reason})).collect();
-            more["files-skipped"] = skipped.into();
-            more["files-skipped-count"] = t.skipped_count.into();
-        }
-        let more = serde_json::to_vec(&more).unwrap_or_default();
-        // `{...report` + `,` + `"files": ...}`.
-        out.push(b',');
-        out.extend_from_slice(more.get(1..).unwrap_or_default());
-    }
-    out
 }
 
 /// The run as NDJSON events, as its output happens: `{"stdout": TEXT}` (or `"stdout-base64"`
@@ -374,8 +322,7 @@ fn streamed(
     request: api::RunRequest,
     reserved: answer::Reserved,
 ) -> Result<Response, ApiError> {
-    let pipe =
-        || std::io::pipe().map_err(|e| ApiError::new(status::INTERNAL, "internal", format!("cannot make a pipe: {e}")));
+    let pipe = || std::io::pipe().map_err(|e| ApiError::new(ErrorCode::Internal, format!("cannot make a pipe: {e}")));
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
     let (tx, rx) = mpsc::unbounded_channel::<Piece>();
@@ -401,10 +348,11 @@ fn streamed(
         let result = engine.execute(permit, request, Some((out_w.into(), err_w.into()))).await;
         let _ = out_task.await;
         let _ = err_task.await;
-        let mut line = match result {
-            Ok(ran) => [&b"{\"report\":"[..], &result_json(&ran), b"}"].concat(),
-            Err(e) => serde_json::to_vec(&e.body()).unwrap_or_default(),
+        let last = match result {
+            Ok(ran) => LastEvent::Report(Box::new(ran)),
+            Err(e) => LastEvent::Error(e),
         };
+        let mut line = serde_json::to_vec(&last).unwrap_or_default();
         line.push(b'\n');
         let _ = tx.send(Piece::Last(line));
     });

@@ -2,7 +2,7 @@
 //! read timeout, a bound on connections at once, and a graceful stop (no new connection; those
 //! open finish what they are doing).
 
-use super::config::Listen;
+use crate::config::Listen;
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};

@@ -9,13 +9,11 @@
 //! within the drain timeout, and exit.
 
 mod answer;
-mod config;
-pub(crate) mod engine;
 mod http;
-mod info;
 mod listen;
-mod metrics;
-mod pool;
+
+use crate::config;
+use crate::engine::{Engine, metrics::Metrics};
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -74,8 +72,8 @@ pub fn command(args: ServeArgs) -> ExitCode {
         return fail(e);
     }
     // Sockets systemd passed in: taken before any thread starts.
-    let passed = if !args.check && cfg.listen.contains(&config::Listen::Systemd) {
-        match listen::passed_in(!cfg.tokens.is_empty()) {
+    let passed = if !args.check && cfg.listeners.listen.contains(&config::Listen::Systemd) {
+        match listen::passed_in(!cfg.listeners.tokens.is_empty()) {
             Ok(p) => p,
             Err(e) => return fail(format!("serve: {e}")),
         }
@@ -95,9 +93,9 @@ fn delegate(cfg: &mut config::Config) -> Result<(), String> {
     match service::take_delegated(&Host::current()).map_err(|e| e.to_string())? {
         Delegation::Taken { runs, controllers } => {
             eprintln!("stockade: cgroup v2: runs go below {runs} ({})", controllers.join(", "));
-            for named in cfg.policies.values_mut() {
-                if named.policy.cgroups.parent.is_none() {
-                    named.policy.cgroups.parent = Some(runs.clone());
+            for policy in cfg.catalog.policies.values_mut() {
+                if policy.cgroups.parent.is_none() {
+                    policy.cgroups.parent = Some(runs.clone());
                 }
             }
         }
@@ -115,43 +113,46 @@ fn delegate(cfg: &mut config::Config) -> Result<(), String> {
 pub(crate) async fn start_engine(
     config: Option<&std::path::Path>,
     policy: Option<&str>,
-) -> Result<Arc<engine::Engine>, String> {
+) -> Result<Arc<Engine>, String> {
     let mut cfg = config::load(config, &[], policy).map_err(|e| e.to_string())?;
     raise_fd_limit();
     delegate(&mut cfg)?;
-    let metrics = Arc::new(metrics::Metrics::new());
-    let engine = tokio::task::spawn_blocking(move || engine::Engine::new(cfg, metrics))
-        .await
-        .map_err(|_| "the engine's builder ended abnormally".to_string())??;
-    let engine = Arc::new(engine);
+    let engine = build_engine(cfg).await?;
     engine.fill_pools();
     Ok(engine)
 }
 
+/// The engine, built off the async workers (it opens every runtime's grants).
+async fn build_engine(cfg: config::Config) -> Result<Arc<Engine>, String> {
+    let metrics = Arc::new(Metrics::new());
+    let engine = tokio::task::spawn_blocking(move || Engine::new(&cfg, metrics))
+        .await
+        .map_err(|_| "the engine's builder ended abnormally".to_string())??;
+    Ok(Arc::new(engine))
+}
+
 async fn serve(cfg: config::Config, check: bool, mut passed: Vec<listen::Passed>) -> ExitCode {
-    let metrics = Arc::new(metrics::Metrics::new());
-    let origin = cfg.origin.clone();
-    let engine = match tokio::task::spawn_blocking(move || engine::Engine::new(cfg, metrics)).await {
-        Ok(Ok(e)) => Arc::new(e),
-        Ok(Err(e)) => return fail(e),
-        Err(_) => return fail("serve: the engine's builder ended abnormally"),
-    };
-    let c = &engine.config;
+    let (origin, listening, bounds) = (cfg.origin.clone(), cfg.listeners.clone(), cfg.bounds.clone());
     let runtimes: Vec<String> =
-        c.runtimes.values().map(|r| format!("{} ({} warm, policy {})", r.name, r.warm, r.policy)).collect();
+        cfg.runtimes.values().map(|r| format!("{} ({} warm, policy {})", r.name, r.warm, r.policy)).collect();
+    let policies: Vec<String> = cfg.catalog.policies.keys().cloned().collect();
+    let engine = match build_engine(cfg).await {
+        Ok(e) => e,
+        Err(e) => return fail(e),
+    };
     if check {
-        let listeners: Vec<String> = c.listen.iter().map(ToString::to_string).collect();
+        let shown: Vec<String> = listening.listen.iter().map(ToString::to_string).collect();
         println!("{origin}: ok");
-        println!("listen: {}", listeners.join(", "));
+        println!("listen: {}", shown.join(", "));
         println!("runtimes: {}", runtimes.join(", "));
-        println!("policies: {}", c.policies.keys().cloned().collect::<Vec<_>>().join(", "));
-        println!("concurrency {}, queue {}", c.concurrency, c.queue);
+        println!("policies: {}", policies.join(", "));
+        println!("concurrency {}, queue {}", bounds.concurrency, bounds.queue);
         return ExitCode::SUCCESS;
     }
     let mut bound = Vec::new();
     let mut listeners = Vec::new();
-    for l in &c.listen {
-        match listen::bind(l, c.socket_mode, c.socket_gid, &mut passed) {
+    for l in &listening.listen {
+        match listen::bind(l, listening.socket_mode, listening.socket_gid, &mut passed) {
             Ok(b) => {
                 listeners.extend(b.iter().map(listen::Bound::describe));
                 bound.extend(b);
@@ -162,24 +163,17 @@ async fn serve(cfg: config::Config, check: bool, mut passed: Vec<listen::Passed>
     engine.fill_pools();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let graceful = Arc::new(hyper_util::server::graceful::GracefulShutdown::new());
-    let conns = Arc::new(tokio::sync::Semaphore::new(c.max_connections));
-    let budget_kib = usize::try_from(c.requests.in_flight_max_bytes / 1024).unwrap_or(usize::MAX).max(1);
-    let body_budget = Arc::new(tokio::sync::Semaphore::new(budget_kib.min(tokio::sync::Semaphore::MAX_PERMITS)));
-    let answers = answer::Budget::new(c.requests.answers_in_flight_max_bytes);
+    let conns = Arc::new(tokio::sync::Semaphore::new(bounds.max_connections));
+    let bodies = http::Bodies::new(&bounds);
+    let answers = answer::Budget::new(bounds.answers_in_flight_max_bytes);
     let mut loops = Vec::new();
     for b in bound {
         let tokens = match b {
-            listen::Bound::Tcp(_) => Some(Arc::from(c.tokens.clone())),
+            listen::Bound::Tcp(_) => Some(Arc::from(listening.tokens.clone())),
             listen::Bound::Unix(..) => None,
         };
-        let app = http::App {
-            engine: engine.clone(),
-            tokens,
-            body_budget: body_budget.clone(),
-            body_reserve_kib: budget_kib / 4,
-            answers: answers.clone(),
-        };
-        let timeouts = listen::Timeouts { header: c.header_timeout, write: c.write_timeout };
+        let app = http::App { engine: engine.clone(), tokens, bodies: bodies.clone(), answers: answers.clone() };
+        let timeouts = listen::Timeouts { header: bounds.header_timeout, write: bounds.write_timeout };
         loops.push(tokio::spawn(listen::serve(
             b,
             http::router(app),
@@ -200,13 +194,13 @@ async fn serve(cfg: config::Config, check: bool, mut passed: Vec<listen::Passed>
         Ok(s) => s,
         Err(e) => return fail(format!("serve: cannot wait for signals: {e}")),
     };
-    eprintln!("stockade serve: {signal}: draining (at most {} ms)", c.drain_timeout.as_millis());
+    eprintln!("stockade serve: {signal}: draining (at most {} ms)", bounds.drain_timeout.as_millis());
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     let _ = stop_tx.send(true);
     for l in loops {
         let _ = l.await;
     }
-    let drained = tokio::time::timeout(c.drain_timeout, async {
+    let drained = tokio::time::timeout(bounds.drain_timeout, async {
         engine.drain().await;
         // The accept loops are done: this is the last holder.
         if let Ok(g) = Arc::try_unwrap(graceful) {

@@ -1,47 +1,55 @@
-//! Running requests: admission (a bounded number of runs at once, a bounded queue behind them),
-//! a warm jail when one waits and the request's limits allow, else a jail built for the request,
-//! the hand-over, and the result. The jail work is synchronous and stays on the jail's own
-//! thread; only the waiting is async.
+//! The engine: runs requests in jails, for any front (`stockade serve`'s HTTP, `stockade mcp`).
+//! Admission (a bounded number of runs at once, a bounded queue behind them), a warm jail when
+//! one waits and the request's limits allow, else a jail built for the request, the hand-over,
+//! and the result. The jail work is synchronous and stays on the jail's own thread; only the
+//! waiting is async. Its door: [`Engine::new`], [`Engine::catalog`], [`Engine::available`],
+//! [`Engine::admit`], [`Engine::execute`], [`Engine::health`], [`Engine::info`],
+//! [`Engine::metrics`], [`Engine::drain`].
 
-use super::config::Config;
-use super::metrics::Metrics;
-use super::pool::{self, Code, Pool, Recipe, Slot, SlotError, WORK_DIR};
+mod health;
+pub mod metrics;
+mod pool;
+mod slot;
+
+pub use health::Readiness;
+
+use crate::config::{Bounds, Config, Runtime};
+use metrics::Metrics;
+use pool::Pool;
+use slot::{Slot, SlotError, Tracked, Tracker};
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
-use stockade::api::{ApiError, Catalog, RunRequest, Target, status};
-use stockade::layers::filesystem::exchange::Taken;
-use stockade::{Exchange, Gated, JailLimit, Report, Start, handover};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use stockade::api::{ApiError, Catalog, ErrorCode, RunRequest, RunResult, Target};
+use stockade::policy::Limits;
+use stockade::runtime::{Code, Recipe, WORK_DIR};
+use stockade::{Exchange, Gated, JailLimit, Start, handover};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The server's state.
 #[derive(Debug)]
 pub struct Engine {
-    pub config: Config,
-    /// What requests are checked against (from `config`).
-    pub catalog: Catalog,
-    pub metrics: Arc<Metrics>,
+    /// What requests are checked against: the runtimes, every named policy (once), the caps.
+    catalog: Catalog,
+    /// How each runtime's jails are built.
+    runtimes: BTreeMap<String, Runtime>,
+    bounds: Bounds,
+    metrics: Arc<Metrics>,
     /// Warm jails, by runtime (for its own policy).
-    pub pools: BTreeMap<String, Arc<Pool>>,
+    pools: BTreeMap<String, Arc<Pool>>,
     /// One permit per run at once.
     slots: Arc<Semaphore>,
     queued: AtomicUsize,
-    running: AtomicUsize,
-    idle: Notify,
+    /// Runs in progress, and jail threads alive: a draining engine waits for both to be none.
+    running: Tracker,
+    jails: Tracker,
     draining: AtomicBool,
     /// This binary: the Wasm runner inside the jails.
     runner: PathBuf,
-    pub started: Instant,
-}
-
-/// A run that ended, and what it gave back.
-#[derive(Debug)]
-pub struct Ran {
-    pub report: Report,
-    pub files: Option<Taken>,
+    started: Instant,
 }
 
 /// Where a run's output goes: into its report, or to pipes a streaming response reads.
@@ -51,29 +59,45 @@ impl Engine {
     /// Builds every runtime's recipe (the same checks a run does: guests installed, programs
     /// present, cgroups available) and its pool; refuses with the first runtime that cannot run
     /// here.
-    pub fn new(config: Config, metrics: Arc<Metrics>) -> Result<Engine, String> {
-        let runner = pool::runner().map_err(|e| format!("cannot find stockade's own binary: {e}"))?;
+    pub fn new(config: &Config, metrics: Arc<Metrics>) -> Result<Engine, String> {
+        let runner = std::env::current_exe().map_err(|e| format!("cannot find stockade's own binary: {e}"))?;
+        let jails = Tracker::new();
         let mut pools = BTreeMap::new();
         for rt in config.runtimes.values() {
-            let Some(named) = config.policies.get(&rt.policy) else { continue };
-            let pool = Pool::new(rt, &named.policy, &runner, metrics.clone())
+            let Some(policy) = config.catalog.policies.get(&rt.policy) else { continue };
+            let pool = Pool::new(rt, policy, &runner, metrics.clone(), jails.clone())
                 .map_err(|e| format!("{}: runtimes.{}: {e}", config.origin, rt.name))?;
             metrics.warm_target(&rt.name, rt.warm);
             pools.insert(rt.name.clone(), Arc::new(pool));
         }
         Ok(Engine {
-            slots: Arc::new(Semaphore::new(config.concurrency)),
-            catalog: config.catalog(),
-            config,
+            slots: Arc::new(Semaphore::new(config.bounds.concurrency)),
+            catalog: config.catalog.clone(),
+            runtimes: config.runtimes.clone(),
+            bounds: config.bounds.clone(),
             metrics,
             pools,
             queued: AtomicUsize::new(0),
-            running: AtomicUsize::new(0),
-            idle: Notify::new(),
+            running: Tracker::new(),
+            jails,
             draining: AtomicBool::new(false),
             runner,
             started: Instant::now(),
         })
+    }
+
+    /// What requests are checked against.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Seconds since the engine was built.
+    pub fn uptime_s(&self) -> u64 {
+        self.started.elapsed().as_secs()
     }
 
     /// Starts filling the warm pools, and proving the runtimes without any (in the background).
@@ -88,9 +112,8 @@ impl Engine {
         let Target::Runtime(name) = &req.target else { return Ok(()) };
         let Some(pool) = self.pools.get(name) else { return Ok(()) };
         pool.available().map_err(|why| {
-            self.metrics.refused("runtime-unavailable");
-            ApiError::new(status::UNAVAILABLE, "runtime-unavailable", format!("runtime {name} is unavailable: {why}"))
-                .retry_after(5)
+            self.metrics.refused(ErrorCode::RuntimeUnavailable.as_str());
+            ApiError::new(ErrorCode::RuntimeUnavailable, format!("runtime {name} is unavailable: {why}")).retry_after(5)
         })
     }
 
@@ -103,7 +126,7 @@ impl Engine {
     }
 
     pub fn running(&self) -> usize {
-        self.running.load(Ordering::SeqCst)
+        self.running.count()
     }
 
     /// Stops taking runs: queued requests get 503, warm jails are taken down. Returns when no
@@ -114,38 +137,27 @@ impl Engine {
         for p in self.pools.values() {
             p.stop();
         }
-        loop {
-            let notified = self.idle.notified();
-            if self.running() == 0 {
-                break;
-            }
-            notified.await;
-        }
-        while pool::live_jails() > 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
+        self.running.idle().await;
+        self.jails.idle().await;
     }
 
     /// A place to run: at once when one is free, else in the queue (bounded in length and time).
     pub async fn admit(&self) -> Result<OwnedSemaphorePermit, ApiError> {
-        let draining = || ApiError::new(status::UNAVAILABLE, "draining", "the server is shutting down");
+        let draining = || ApiError::new(ErrorCode::Draining, "the server is shutting down");
         if self.draining() {
-            self.metrics.refused("draining");
+            self.metrics.refused(ErrorCode::Draining.as_str());
             return Err(draining());
         }
         if let Ok(p) = self.slots.clone().try_acquire_owned() {
             return Ok(p);
         }
-        if self.queued.fetch_add(1, Ordering::SeqCst) >= self.config.queue {
+        let b = &self.bounds;
+        if self.queued.fetch_add(1, Ordering::SeqCst) >= b.queue {
             self.queued.fetch_sub(1, Ordering::SeqCst);
-            self.metrics.refused("queue-full");
+            self.metrics.refused(ErrorCode::QueueFull.as_str());
             return Err(ApiError::new(
-                status::TOO_MANY_REQUESTS,
-                "queue-full",
-                format!(
-                    "{} runs are running and {} waiting: try again shortly",
-                    self.config.concurrency, self.config.queue
-                ),
+                ErrorCode::QueueFull,
+                format!("{} runs are running and {} waiting: try again shortly", b.concurrency, b.queue),
             )
             .retry_after(1));
         }
@@ -153,20 +165,19 @@ impl Engine {
         // Counted out however the wait ends: a client that hangs up while queued drops this
         // future mid-wait, and only a guard's `Drop` runs then.
         let in_queue = InQueue(self);
-        let waited = tokio::time::timeout(self.config.queue_timeout, self.slots.clone().acquire_owned()).await;
+        let waited = tokio::time::timeout(b.queue_timeout, self.slots.clone().acquire_owned()).await;
         drop(in_queue);
         match waited {
             Ok(Ok(p)) => Ok(p),
             Ok(Err(_)) => {
-                self.metrics.refused("draining");
+                self.metrics.refused(ErrorCode::Draining.as_str());
                 Err(draining())
             }
             Err(_) => {
-                self.metrics.refused("queue-timeout");
+                self.metrics.refused(ErrorCode::QueueTimeout.as_str());
                 Err(ApiError::new(
-                    status::UNAVAILABLE,
-                    "queue-timeout",
-                    format!("no run slot came free within {} ms", self.config.queue_timeout.as_millis()),
+                    ErrorCode::QueueTimeout,
+                    format!("no run slot came free within {} ms", b.queue_timeout.as_millis()),
                 )
                 .retry_after(1))
             }
@@ -180,7 +191,7 @@ impl Engine {
         permit: OwnedSemaphorePermit,
         req: RunRequest,
         streams: Streams,
-    ) -> Result<Ran, ApiError> {
+    ) -> Result<RunResult, ApiError> {
         let t0 = Instant::now();
         let req = Arc::new(req);
         let warm_pool = match &req.target {
@@ -196,21 +207,20 @@ impl Engine {
             let result = engine.run_once(&req, warm_pool, streams).await;
             drop(running);
             let (status, warm) = match &result {
-                Ok((ran, warm)) => (serde_json::to_value(ran.report.status).ok(), *warm),
-                Err(_) => (None, false),
+                Ok((ran, warm)) => (ran.report.status.as_str(), *warm),
+                Err(_) => ("refused", false),
             };
-            let status = status.and_then(|v| v.as_str().map(String::from)).unwrap_or_else(|| "refused".into());
-            if status == "setup-failed" {
+            if status == stockade::Status::SetupFailed.as_str() {
                 engine.metrics.setup_failed(&req.runtime_name);
             }
-            engine.metrics.run_done(&req.runtime_name, &status, warm, t0.elapsed().as_secs_f64());
+            engine.metrics.run_done(&req.runtime_name, status, warm, t0.elapsed().as_secs_f64());
             result.map(|(ran, _)| ran)
         });
         task.await.unwrap_or_else(|_| Err(internal("the run's task ended abnormally")))
     }
 
     fn runtime_policy(&self, runtime: &str) -> &str {
-        self.config.runtimes.get(runtime).map_or("", |r| r.policy.as_str())
+        self.runtimes.get(runtime).map_or("", |r| r.policy.as_str())
     }
 
     /// One run: a warm slot (a second, cold, try when it died just before its start), or a cold
@@ -220,7 +230,7 @@ impl Engine {
         req: &Arc<RunRequest>,
         pool: Option<Arc<Pool>>,
         streams: Streams,
-    ) -> Result<(Ran, bool), ApiError> {
+    ) -> Result<(RunResult, bool), ApiError> {
         if let Some(pool) = &pool
             && let Some(slot) = pool.take()
         {
@@ -245,21 +255,25 @@ impl Engine {
     async fn cold_slot(&self, req: &Arc<RunRequest>) -> Result<Slot, ApiError> {
         let runner = self.runner.clone();
         let rt = match &req.target {
-            Target::Runtime(name) => self.config.runtimes.get(name).cloned(),
+            Target::Runtime(name) => self.runtimes.get(name).cloned(),
             Target::Wasm(_) => None,
         };
-        let request = req.clone();
+        let policy = req.policy(&self.catalog);
+        let (request, jails) = (req.clone(), self.jails.clone());
         let built = tokio::task::spawn_blocking(move || {
             let req = request;
             let code = match (&req.target, &rt) {
                 (Target::Wasm(bytes), _) => Code::Module { bytes: bytes.clone(), args: &req.argv },
-                (Target::Runtime(_), Some(rt)) => Code::Runtime(rt),
+                (Target::Runtime(_), Some(rt)) => rt.code(),
                 (Target::Runtime(name), None) => {
                     return Err(SlotError::Thread(format!("runtime {name} is gone")));
                 }
             };
-            let recipe = Recipe::build(code, &req.policy, &runner).map_err(SlotError::Jail)?;
-            Slot::start(Arc::new(recipe), true)
+            let Some(policy) = policy else {
+                return Err(SlotError::Thread(format!("policy {} is gone", req.policy_name)));
+            };
+            let recipe = Recipe::build(code, &policy, &runner).map_err(SlotError::Jail)?;
+            Slot::start(Arc::new(recipe), true, &jails)
         })
         .await
         .map_err(|_| internal("the jail's builder ended abnormally"))?;
@@ -270,16 +284,11 @@ impl Engine {
     /// build the jail (400, naming it), else the host's failure (500, counted).
     fn cold_refusal(&self, req: &RunRequest, e: SlotError) -> ApiError {
         if let SlotError::Jail(stockade::Error::JailDied { limit: Some(limit), why }) = &e {
-            let named = self.catalog.policies.get(&req.policy_name);
+            let named = self.catalog.policies.get(&req.policy_name).map(Limits::of).unwrap_or_default();
+            let l = &req.limits;
             let (field, asked, theirs) = match limit {
-                JailLimit::Pids => {
-                    ("limits.pids-max", req.policy.cgroups.pids_max, named.and_then(|p| p.cgroups.pids_max))
-                }
-                JailLimit::Memory => (
-                    "limits.memory-max-bytes",
-                    req.policy.cgroups.memory_max_bytes,
-                    named.and_then(|p| p.cgroups.memory_max_bytes),
-                ),
+                JailLimit::Pids => ("limits.pids-max", l.pids_max, named.pids_max),
+                JailLimit::Memory => ("limits.memory-max-bytes", l.memory_max_bytes, named.memory_max_bytes),
             };
             if asked != theirs {
                 return ApiError::field(
@@ -289,7 +298,7 @@ impl Engine {
             }
         }
         self.metrics.setup_failed("cold");
-        incident("jail-setup-failed", "the server could not build a jail for this run", &e.to_string())
+        incident(ErrorCode::JailSetupFailed, "the server could not build a jail for this run", &e.to_string())
     }
 }
 
@@ -303,28 +312,28 @@ impl Drop for InQueue<'_> {
     }
 }
 
-/// One run in progress: counted in when made, out (and a draining server told) when dropped,
-/// however the run's task ends.
-struct Running<'a>(&'a Engine);
+/// One run in progress: counted in when made, out when dropped, however the run's task ends
+/// (a draining engine waits for none to be left).
+struct Running<'a> {
+    metrics: &'a Metrics,
+    _tracked: Tracked,
+}
 
 impl Running<'_> {
     fn new(engine: &Engine) -> Running<'_> {
-        engine.running.fetch_add(1, Ordering::SeqCst);
         engine.metrics.running(1);
-        Running(engine)
+        Running { metrics: &engine.metrics, _tracked: engine.running.track() }
     }
 }
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        self.0.running.fetch_sub(1, Ordering::SeqCst);
-        self.0.metrics.running(-1);
-        self.0.idle.notify_waiters();
+        self.metrics.running(-1);
     }
 }
 
 fn internal(message: &str) -> ApiError {
-    incident("internal", "internal error", message)
+    incident(ErrorCode::Internal, "internal error", message)
 }
 
 fn dup(streams: &Streams) -> Result<Streams, ApiError> {
@@ -353,9 +362,7 @@ fn start_of(req: &RunRequest, streams: Streams, cold: bool) -> Start {
     Start {
         stdin,
         files: Some(Exchange { dir: WORK_DIR.into(), put: req.files.clone(), take: req.return_files.clone() }),
-        wall_timeout: req.wall_timeout,
-        stdout_max_bytes: req.stdout_max_bytes,
-        stderr_max_bytes: req.stderr_max_bytes,
+        limits: req.limits,
         stdout_to,
         stderr_to,
         argv_display: Some(shown_argv(req)),
@@ -373,20 +380,20 @@ fn shown_argv(req: &RunRequest) -> Vec<String> {
     v
 }
 
-fn finished(gated: Result<Gated, SlotError>) -> Result<Ran, ApiError> {
+fn finished(gated: Result<Gated, SlotError>) -> Result<RunResult, ApiError> {
     match gated {
-        Ok(Gated::Ran(f)) => Ok(Ran { report: f.report, files: f.files }),
+        Ok(Gated::Ran(f)) => Ok(RunResult::new(f.report, f.files.as_ref())),
         Ok(Gated::NotStarted(why)) => Err(incident(
-            "jail-setup-failed",
+            ErrorCode::JailSetupFailed,
             "the run's jail ended before the run started",
             &format!("the jail ended before the run: {why}"),
         )),
         Err(SlotError::Jail(stockade::Error::Filesystem(e))) => Err(ApiError::field("files", e.to_string())),
         Err(e @ (SlotError::Jail(_) | SlotError::Thread(_))) => {
-            Err(incident("jail-setup-failed", "the server could not run this run's jail", &e.to_string()))
+            Err(incident(ErrorCode::JailSetupFailed, "the server could not run this run's jail", &e.to_string()))
         }
         Err(e @ SlotError::Panicked(_)) => Err(incident(
-            "internal",
+            ErrorCode::Internal,
             "internal error: the run's supervising thread panicked; the run was taken down, the server goes on",
             &e.to_string(),
         )),
@@ -396,7 +403,7 @@ fn finished(gated: Result<Gated, SlotError>) -> Result<Ran, ApiError> {
 /// A failure of the server's own (never of the request): the client gets `summary` and an
 /// incident number, and the server's log gets `detail` under that number. The details (host
 /// paths, the server's pid in cgroup names, errnos) are the operator's, not every client's.
-pub fn incident(code: &'static str, summary: &str, detail: &str) -> ApiError {
+pub fn incident(code: ErrorCode, summary: &str, detail: &str) -> ApiError {
     use std::sync::atomic::AtomicU64;
     static NEXT: AtomicU64 = AtomicU64::new(1);
     static SINCE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
@@ -404,5 +411,5 @@ pub fn incident(code: &'static str, summary: &str, detail: &str) -> ApiError {
         .get_or_init(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()));
     let id = format!("{since}-{}", NEXT.fetch_add(1, Ordering::Relaxed));
     eprintln!("stockade serve: incident {id} ({code}): {detail}");
-    ApiError::new(status::INTERNAL, code, format!("{summary} (incident {id} in the server's log)"))
+    ApiError::new(code, format!("{summary} (incident {id} in the server's log)"))
 }

@@ -1,0 +1,115 @@
+//! The OpenAPI 3.1 description of API v1: the request, result and error schemas come from the
+//! types themselves (schemars); the paths are written here.
+
+use super::{ErrorBody, LastEvent, RunBody, RunResult};
+
+/// The OpenAPI 3.1 description of API v1 (`docs/openapi.json` is this, checked by a test; `stockade
+/// serve --openapi` prints it). The request and report schemas come from the types themselves.
+pub fn openapi() -> serde_json::Value {
+    use serde_json::json;
+    let mut generator = schemars::generate::SchemaSettings::draft2020_12()
+        .with(|s| s.definitions_path = "/components/schemas/".into())
+        .into_generator();
+    let run = generator.subschema_for::<RunBody>();
+    generator.subschema_for::<crate::Report>();
+    generator.subschema_for::<RunResult>();
+    generator.subschema_for::<ErrorBody>();
+    generator.subschema_for::<LastEvent>();
+    let mut schemas = serde_json::Map::new();
+    for (name, schema) in generator.take_definitions(true) {
+        schemas.insert(name, schema);
+    }
+    schemas.insert(
+        "Readiness".into(),
+        json!({
+            "type": "object",
+            "required": ["status", "running", "queued", "warm"],
+            "properties": {
+                "status": {"type": "string", "enum": ["ok", "starting", "unavailable", "draining"]},
+                "running": {"type": "integer"},
+                "queued": {"type": "integer"},
+                "warm": {"type": "object", "additionalProperties": {"type": "object", "properties": {
+                    "ready": {"type": "integer"}, "target": {"type": "integer"}
+                }}},
+                "unavailable": {"type": "object", "additionalProperties": {"type": "string"}, "description": "each runtime that cannot run (or not yet), and why"}
+            }
+        }),
+    );
+    let err = |d: &str| json!({"description": d, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}});
+    let busy = |d: &str| {
+        let mut e = err(d);
+        e["headers"] = json!({"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}});
+        e
+    };
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "stockade service API",
+            "version": "1",
+            "description": "Runs code in stockade jails: `stockade serve`. See docs/api.md."
+        },
+        "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+        "paths": {
+            "/v1/runs": {"post": {
+                "summary": "Run code (or a Wasm module) in a jail and report what happened",
+                "parameters": [{
+                    "name": "stream", "in": "query", "required": false,
+                    "schema": {"type": "string", "enum": ["ndjson"]},
+                    "description": "answer as NDJSON events as output happens: {\"stdout\": TEXT}, {\"stderr\": TEXT} (or stdout-base64/stderr-base64), then the last event, a LastEvent: {\"report\": RunResult} or {\"error\": ...}"
+                }],
+                "requestBody": {"required": true, "content": {"application/json": {"schema": run}}},
+                "responses": {
+                    "200": {"description": "the run happened (whatever its status)", "content": {
+                        "application/json": {"schema": {"$ref": "#/components/schemas/RunResult"}},
+                        "application/x-ndjson": {"schema": {"type": "string", "description": "lines of JSON: output events, then a LastEvent (#/components/schemas/LastEvent)"}}
+                    }},
+                    "400": err("a bad request: the field is named"),
+                    "401": err("TCP without a bearer token"),
+                    "403": err("a token that is not accepted"),
+                    "404": err("no such policy"),
+                    "408": err("the body did not arrive in time"),
+                    "413": err("the body is over requests.body-max-bytes"),
+                    "415": err("not application/json"),
+                    "429": busy("the queue is full"),
+                    "500": err("the jail could not be built, or a bug of the server's: never bad input; the message has an incident number for the server's log"),
+                    "503": busy("the server is draining, the queue wait timed out, too many bodies or answers are in memory, or the runtime is unavailable")
+                }
+            }},
+            "/v1/health": {"get": {
+                "summary": "Readiness, as /v1/health/ready (no token needed)",
+                "responses": {
+                    "200": {"description": "every runtime can run", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Readiness"}}}},
+                    "503": {"description": "starting, a runtime unavailable, or draining", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Readiness"}}}}
+                }
+            }},
+            "/v1/health/ready": {"get": {
+                "summary": "Readiness: a jail of every runtime was built and none is failing (no token needed; for balancers and readiness probes)",
+                "responses": {
+                    "200": {"description": "every runtime can run", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Readiness"}}}},
+                    "503": {"description": "starting, a runtime unavailable (named, with the reason), or draining", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Readiness"}}}}
+                }
+            }},
+            "/v1/health/live": {"get": {
+                "summary": "Liveness: the server answers (no token needed; for liveness probes)",
+                "responses": {
+                    "200": {"description": "alive", "content": {"application/json": {"schema": {"type": "object", "properties": {
+                        "status": {"type": "string", "enum": ["alive"]},
+                        "uptime-s": {"type": "integer"}
+                    }}}}}
+                }
+            }},
+            "/v1/info": {"get": {
+                "summary": "Version, runtimes, policies with their limits, request caps, and what this host enforces of each runtime's jail",
+                "responses": {"200": {"description": "what this server serves", "content": {"application/json": {"schema": {"type": "object"}}}}}
+            }},
+            "/metrics": {"get": {
+                "summary": "Prometheus metrics (OpenMetrics text)",
+                "responses": {"200": {"description": "metrics", "content": {"application/openmetrics-text": {"schema": {"type": "string"}}}}}
+            }}
+        },
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "TCP listeners: a token from server.tokens-file; the unix socket is guarded by its mode and group"}}
+        }
+    })
+}

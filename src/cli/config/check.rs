@@ -1,0 +1,350 @@
+//! The checks of a configuration file: every problem said with its key (and its line), then a
+//! [`Config`] made of what was checked.
+
+use super::file::{ConfigFile, PoliciesFile, RuntimeFile, ServerFile};
+use super::{Bounds, Config, Kind, Listen, Listeners, Runtime};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+use stockade::api::{Catalog, RequestCaps, RuntimeSpec};
+use stockade::policy::{self, LocatedProblem, Policy, PolicyError};
+
+/// Names a runtime or policy may have.
+fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+    if ok { Ok(()) } else { Err(format!("{name:?}: a name is 1 to 64 of a-z, 0-9, '-', '_'")) }
+}
+
+pub(super) fn check(
+    file: ConfigFile,
+    text: &str,
+    origin: &str,
+    builtin: bool,
+    flags: bool,
+    also: Option<&str>,
+) -> Result<Config, PolicyError> {
+    let mut problems: Vec<LocatedProblem> = Vec::new();
+    let mut bad = |key: &str, message: String| {
+        // What --listen gave is said as the flag's.
+        let (file, key) = match key.strip_prefix("server.listen") {
+            Some(_) if flags => ("stockade".to_string(), "--listen".to_string()),
+            _ if key.starts_with("--") => ("stockade".to_string(), key.to_string()),
+            _ => (origin.to_string(), key.to_string()),
+        };
+        problems.push(LocatedProblem { position: policy::locate_key(text, &key), file, key, message });
+    };
+    if file.version != 1 {
+        bad("version", format!("unsupported version {} (this stockade reads version 1)", file.version));
+    }
+    let s = &file.server;
+    let (listen, socket_gid, tokens) = check_listeners(s, &mut bad);
+    check_bounds(s, &file.requests, &mut bad);
+    let mut policies = named_policies(&file.policies, &mut bad);
+    if let Some(p) = also
+        && !policies.contains_key(p)
+    {
+        bad("--policy", format!("{p:?}: no such policy ({})", names(&policies)));
+    }
+    let mut runtimes = BTreeMap::new();
+    for (name, rt) in &file.runtimes {
+        if let Some(r) = check_runtime(name, rt, &policies, also, builtin, &mut bad) {
+            runtimes.insert(name.clone(), r);
+        }
+    }
+    // Only the policies the configuration names are offered (a request's module runs under
+    // "default"): a shipped example nobody named is not there to be asked for.
+    let named: std::collections::BTreeSet<&String> = runtimes.values().flat_map(|r| &r.policies).collect();
+    policies.retain(|name, _| named.contains(name) || (s.wasm_modules && name == "default"));
+    if !problems.is_empty() {
+        problems.sort_by_key(|p| p.position.unwrap_or((usize::MAX, 0)));
+        return Err(PolicyError::Invalid { problems });
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let r = &file.requests;
+    let bounds = Bounds {
+        concurrency: if s.concurrency == 0 { cpus } else { s.concurrency as usize },
+        queue: s.queue as usize,
+        queue_timeout: Duration::from_millis(s.queue_timeout_ms),
+        max_connections: s.max_connections as usize,
+        header_timeout: Duration::from_millis(s.header_timeout_ms),
+        write_timeout: Duration::from_millis(s.write_timeout_ms),
+        body_max_bytes: r.body_max_bytes,
+        body_timeout: Duration::from_millis(s.body_timeout_ms),
+        body_min_rate: s.body_min_bytes_per_second,
+        bodies_in_flight_max_bytes: r.in_flight_max_bytes,
+        answers_in_flight_max_bytes: r.answers_in_flight_max_bytes,
+        drain_timeout: Duration::from_millis(s.drain_timeout_ms),
+    };
+    let catalog = Catalog {
+        runtimes: runtimes
+            .values()
+            .map(|r: &Runtime| {
+                let framed = !matches!(r.kind, Kind::Program { framed: false, .. });
+                (r.name.clone(), RuntimeSpec { framed, policies: r.policies.clone() })
+            })
+            .collect(),
+        policies,
+        caps: file.requests.clone(),
+        wasm_modules: s.wasm_modules,
+    };
+    Ok(Config {
+        origin: origin.to_string(),
+        listeners: Listeners { listen, socket_mode: s.socket_mode, socket_gid, tokens },
+        bounds,
+        catalog,
+        runtimes,
+    })
+}
+
+/// `[server]`'s listeners, socket group and tokens (a TCP listener only with tokens).
+fn check_listeners(s: &ServerFile, bad: &mut dyn FnMut(&str, String)) -> (Vec<Listen>, Option<u32>, Vec<String>) {
+    let mut listen = Vec::new();
+    for (i, l) in s.listen.iter().enumerate() {
+        match Listen::parse(l) {
+            Ok(x) => listen.push(x),
+            Err(e) => bad(&format!("server.listen[{i}]"), e),
+        }
+    }
+    if s.listen.is_empty() {
+        bad("server.listen", "no listener: give at least one".into());
+    }
+    if s.socket_mode & !0o777 != 0 || s.socket_mode & 0o600 != 0o600 {
+        bad(
+            "server.socket-mode",
+            format!("{:#o}: give permission bits with 0o600 for the server (0o660)", s.socket_mode),
+        );
+    }
+    let socket_gid = match s.socket_group.as_str() {
+        "" => None,
+        g => match group_id(g) {
+            Some(gid) => Some(gid),
+            None => {
+                bad("server.socket-group", format!("{g:?}: no such group"));
+                None
+            }
+        },
+    };
+    let tokens = match s.tokens_file.as_str() {
+        "" => Vec::new(),
+        f => match read_tokens(Path::new(f)) {
+            Ok(t) => t,
+            Err(e) => {
+                bad("server.tokens-file", e);
+                Vec::new()
+            }
+        },
+    };
+    for (i, l) in listen.iter().enumerate() {
+        if let Listen::Tcp(a) = l
+            && tokens.is_empty()
+            && s.tokens_file.is_empty()
+        {
+            let why = if a.ip().is_loopback() {
+                "a TCP listener needs bearer tokens (server.tokens-file): any local user can reach it"
+            } else {
+                "refusing a non-loopback TCP listener without bearer tokens (server.tokens-file)"
+            };
+            bad(&format!("server.listen[{i}]"), format!("{l}: {why}"));
+        }
+    }
+    (listen, socket_gid, tokens)
+}
+
+/// The bounds that must be more than 0, and the body's most.
+fn check_bounds(s: &ServerFile, r: &RequestCaps, bad: &mut dyn FnMut(&str, String)) {
+    let positive = |key: &str, v: u64, bad: &mut dyn FnMut(&str, String)| {
+        if v == 0 {
+            bad(key, "must be more than 0".into());
+        }
+    };
+    positive("server.queue-timeout-ms", s.queue_timeout_ms, bad);
+    positive("server.max-connections", u64::from(s.max_connections), bad);
+    positive("server.header-timeout-ms", s.header_timeout_ms, bad);
+    positive("server.body-timeout-ms", s.body_timeout_ms, bad);
+    positive("server.write-timeout-ms", s.write_timeout_ms, bad);
+    positive("requests.answers-in-flight-max-bytes", r.answers_in_flight_max_bytes, bad);
+    positive("requests.body-max-bytes", r.body_max_bytes, bad);
+    positive("requests.code-max-bytes", r.code_max_bytes, bad);
+    if r.body_max_bytes > 1 << 30 {
+        bad("requests.body-max-bytes", "at most 1 GiB".into());
+    }
+}
+
+/// The named policies: the shipped ones, then the directory's (a name of a shipped one
+/// replaces it).
+fn named_policies(dir: &PoliciesFile, bad: &mut dyn FnMut(&str, String)) -> BTreeMap<String, Policy> {
+    let mut policies = BTreeMap::new();
+    for (name, text) in policy::SHIPPED {
+        match Policy::from_toml(text, &format!("builtin:{name}")) {
+            Ok(p) => {
+                policies.insert(name.to_string(), p);
+            }
+            Err(e) => bad("policies", e.to_string()),
+        }
+    }
+    if !dir.dir.is_empty() {
+        match read_policy_dir(Path::new(&dir.dir)) {
+            Ok(found) => {
+                for (name, named) in found {
+                    policies.insert(name, named);
+                }
+            }
+            Err(e) => bad("policies.dir", e),
+        }
+    }
+    policies
+}
+
+/// One `[runtimes.NAME]`, checked; `None` when it is not served (its problems said through
+/// `bad`, or the built-in `python3` without a python3 here).
+fn check_runtime(
+    name: &str,
+    rt: &RuntimeFile,
+    policies: &BTreeMap<String, Policy>,
+    also: Option<&str>,
+    builtin: bool,
+    bad: &mut dyn FnMut(&str, String),
+) -> Option<Runtime> {
+    let key = format!("runtimes.{name}");
+    if let Err(e) = check_name(name) {
+        bad(&key, e);
+        return None;
+    }
+    if name == "wasm" {
+        bad(&key, "\"wasm\" is the runtime of requests that send a module: name this one otherwise".into());
+        return None;
+    }
+    if !policies.contains_key(&rt.policy) {
+        bad(&format!("{key}.policy"), format!("{:?}: no such policy ({})", rt.policy, names(policies)));
+    }
+    for (i, p) in rt.policies.iter().enumerate() {
+        if !policies.contains_key(p) {
+            bad(&format!("{key}.policies[{i}]"), format!("{p:?}: no such policy ({})", names(policies)));
+        }
+    }
+    let kind = match (&rt.guest, &rt.program) {
+        (Some(g), None) => {
+            if !rt.args.is_empty() || rt.bootstrap.is_some() {
+                bad(&key, "args and bootstrap are for programs, not guests".into());
+            }
+            match g.as_str() {
+                "python" => Kind::Guest { python: true },
+                "javascript" => Kind::Guest { python: false },
+                other => {
+                    bad(&format!("{key}.guest"), format!("{other:?}: the guests are \"python\" and \"javascript\""));
+                    return None;
+                }
+            }
+        }
+        (None, Some(p)) => {
+            if !p.starts_with('/') {
+                bad(&format!("{key}.program"), format!("{p:?}: give an absolute path"));
+                return None;
+            }
+            if builtin && !Path::new(p).exists() {
+                // The built-in python3 runtime is there only where python3 is.
+                return None;
+            }
+            let framed = match rt.bootstrap.as_deref() {
+                Some("python") => true,
+                Some("stdin") | None => false,
+                Some(other) => {
+                    bad(&format!("{key}.bootstrap"), format!("{other:?}: say \"python\" or \"stdin\""));
+                    return None;
+                }
+            };
+            Kind::Program { path: p.clone(), args: rt.args.clone(), framed }
+        }
+        _ => {
+            bad(&key, "give either guest = \"python\" | \"javascript\" or program = \"/PATH\"".into());
+            return None;
+        }
+    };
+    let mut allowed = vec![rt.policy.clone()];
+    for p in rt.policies.iter().map(String::as_str).chain(also) {
+        if !allowed.iter().any(|a| a == p) {
+            allowed.push(p.to_string());
+        }
+    }
+    Some(Runtime { name: name.to_string(), kind, policy: rt.policy.clone(), policies: allowed, warm: rt.warm as usize })
+}
+
+fn names(policies: &BTreeMap<String, Policy>) -> String {
+    let list: Vec<&str> = policies.keys().map(String::as_str).collect();
+    format!("known: {}", list.join(", "))
+}
+
+/// `NAME.toml` files of a directory, each a valid policy.
+fn read_policy_dir(dir: &Path) -> Result<Vec<(String, Policy)>, String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for e in entries.flatten() {
+        let path = e.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".toml")) else {
+            continue;
+        };
+        if let Err(why) = check_name(name) {
+            errors.push(format!("{}: {why}", path.display()));
+            continue;
+        }
+        match Policy::load(&path) {
+            Ok(p) => out.push((name.to_string(), p)),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    if errors.is_empty() {
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+/// Bearer tokens: one per line, `#` comments; the file readable by its owner only.
+fn read_tokens(path: &Path) -> Result<Vec<String>, String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "{}: mode {:o} lets others read the tokens: chmod 600 it",
+            path.display(),
+            meta.mode() & 0o777
+        ));
+    }
+    let text = stockade::input::read_text(path, 1 << 20, "a tokens file").map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if t.is_empty() || t.starts_with('#') {
+            continue;
+        }
+        if t.len() < 16 || t.len() > 512 || !t.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(format!(
+                "{}:{}: a token is 16 to 512 printable characters without spaces",
+                path.display(),
+                i + 1
+            ));
+        }
+        out.push(t.to_string());
+    }
+    if out.is_empty() {
+        return Err(format!("{}: no token in it", path.display()));
+    }
+    Ok(out)
+}
+
+/// A group's id, by name or number (from /etc/group).
+fn group_id(group: &str) -> Option<u32> {
+    if let Ok(n) = group.parse::<u32>() {
+        return Some(n);
+    }
+    let text = std::fs::read_to_string("/etc/group").ok()?;
+    text.lines().find_map(|l| {
+        let mut f = l.split(':');
+        (f.next()? == group).then_some(())?;
+        f.nth(1)?.parse().ok()
+    })
+}

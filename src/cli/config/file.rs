@@ -1,0 +1,169 @@
+//! The server's configuration file as written: `[server]`, `[requests]`, `[policies]`,
+//! `[runtimes.NAME]` (typed, `deny_unknown_fields`), with the built-in defaults.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use stockade::api::RequestCaps;
+
+/// The configuration file, as written.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ConfigFile {
+    /// The format's version: 1.
+    pub version: u32,
+    #[serde(default)]
+    pub server: ServerFile,
+    #[serde(default)]
+    pub requests: RequestCaps,
+    #[serde(default)]
+    pub policies: PoliciesFile,
+    /// Runtimes by name. A file that lists any lists all of them.
+    #[serde(default = "default_runtimes")]
+    pub runtimes: BTreeMap<String, RuntimeFile>,
+}
+
+/// `[server]`: where it listens, who may call it, how much it runs at once.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct ServerFile {
+    /// `unix:/PATH`, `tcp:ADDRESS:PORT` (an IP address; IPv6 in brackets), or `systemd`: the
+    /// sockets a systemd socket unit passes in (their mode and group are the unit's).
+    pub listen: Vec<String>,
+    /// The unix socket's mode (TOML octal: `0o660`).
+    pub socket_mode: u32,
+    /// The unix socket's group (a name or a number); `""`: the server's own.
+    pub socket_group: String,
+    /// A file of bearer tokens, one per line (`#` comments), readable by its owner only. TCP
+    /// listeners require one of them; the unix socket is guarded by its mode and group.
+    pub tokens_file: String,
+    /// How many runs at once; 0: one per CPU.
+    pub concurrency: u32,
+    /// How many requests may wait for a free slot; past it, 429 with `Retry-After`.
+    pub queue: u32,
+    /// How long a request may wait in the queue before a 503.
+    pub queue_timeout_ms: u64,
+    /// How many connections at once (each beyond waits to be accepted).
+    pub max_connections: u32,
+    /// A client has this long to send a request's headers, and this long for its body.
+    pub header_timeout_ms: u64,
+    pub body_timeout_ms: u64,
+    /// A body must come at least this fast, every second after the first (bytes per second).
+    pub body_min_bytes_per_second: u64,
+    /// A client that takes no byte of its answer for this long is cut off (its answer dropped).
+    pub write_timeout_ms: u64,
+    /// On SIGTERM: how long running jobs may take to finish before the server exits.
+    pub drain_timeout_ms: u64,
+    /// Whether requests may send their own Wasm modules (runtime `wasm`).
+    pub wasm_modules: bool,
+}
+
+impl Default for ServerFile {
+    fn default() -> Self {
+        ServerFile {
+            listen: vec![format!("unix:{DEFAULT_SOCKET}")],
+            socket_mode: 0o660,
+            socket_group: String::new(),
+            tokens_file: String::new(),
+            concurrency: 0,
+            queue: 64,
+            queue_timeout_ms: 30_000,
+            max_connections: 512,
+            header_timeout_ms: 10_000,
+            body_timeout_ms: 30_000,
+            body_min_bytes_per_second: 16 * 1024,
+            write_timeout_ms: 30_000,
+            drain_timeout_ms: 30_000,
+            wasm_modules: true,
+        }
+    }
+}
+
+/// Where the server listens when nothing else is said.
+pub const DEFAULT_SOCKET: &str = "/run/stockade/api.sock";
+
+/// `[policies]`: named policies besides the shipped ones.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct PoliciesFile {
+    /// A directory of `NAME.toml` policy files (a name of a shipped one replaces it); `""`: none.
+    pub dir: String,
+}
+
+/// `[runtimes.NAME]`: a Wasm guest, or a program that gets its code on stdin.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RuntimeFile {
+    /// `python` or `javascript`: the embedded Wasm runner's guest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guest: Option<String>,
+    /// A host program (absolute path) instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
+    /// Its arguments, before the bootstrap's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// How a program gets its code: `python` (stockade's bootstrap with `-c`: the code, its
+    /// arguments and the request's stdin come framed on stdin, and the interpreter can start
+    /// ahead of the request) or `stdin` (the code is the program's whole stdin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<String>,
+    /// The named policy its runs get unless the request names another.
+    #[serde(default = "default_policy_name")]
+    pub policy: String,
+    /// Other named policies a request may ask for its runs (`"policy"`); none by default: a
+    /// runtime runs only under the policies its configuration names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<String>,
+    /// How many jails to keep started ahead, waiting for a request (0: none).
+    #[serde(default = "default_warm")]
+    pub warm: u32,
+}
+
+fn default_policy_name() -> String {
+    "default".into()
+}
+
+fn default_warm() -> u32 {
+    2
+}
+
+/// The runtimes of a server without a configuration file.
+pub fn default_runtimes() -> BTreeMap<String, RuntimeFile> {
+    let guest = |g: &str| RuntimeFile {
+        guest: Some(g.into()),
+        program: None,
+        args: Vec::new(),
+        bootstrap: None,
+        policy: default_policy_name(),
+        policies: Vec::new(),
+        warm: 2,
+    };
+    let mut out = BTreeMap::new();
+    out.insert("python".into(), guest("python"));
+    out.insert("javascript".into(), guest("javascript"));
+    out.insert(
+        "python3".into(),
+        RuntimeFile {
+            guest: None,
+            program: Some("/usr/bin/python3".into()),
+            args: Vec::new(),
+            bootstrap: Some("python".into()),
+            policy: "wrap-python".into(),
+            policies: Vec::new(),
+            warm: 1,
+        },
+    );
+    out
+}
+
+/// The defaults as a configuration file, for `stockade serve --print-config`.
+pub fn default_file_text() -> String {
+    let file = ConfigFile {
+        version: 1,
+        server: ServerFile::default(),
+        requests: RequestCaps::default(),
+        policies: PoliciesFile::default(),
+        runtimes: default_runtimes(),
+    };
+    toml::to_string_pretty(&file).unwrap_or_default()
+}

@@ -1,0 +1,207 @@
+//! One jail released ahead of its run ([`Slot`]), on a thread of its own: the thread that made
+//! the jail stays with it (the jail's parent-death signal follows it), waiting at its gate. A
+//! slot serves exactly one run and is then gone: runs never share a jail. Every jail thread is
+//! counted by its engine's [`Tracker`], which a draining engine waits on.
+
+use std::sync::Arc;
+use std::time::Duration;
+use stockade::runtime::Recipe;
+use stockade::{Error, Gate, Gated};
+use tokio::sync::{oneshot, watch};
+
+/// How many of something are alive (jail threads, runs), and a way to wait until none is: a
+/// count in a watch channel, so that a waiter is woken by the last one's end (never polled).
+#[derive(Debug, Clone)]
+pub struct Tracker(Arc<watch::Sender<usize>>);
+
+/// One counted thing: counted out when dropped.
+#[derive(Debug)]
+pub struct Tracked(Arc<watch::Sender<usize>>);
+
+impl Tracker {
+    pub fn new() -> Tracker {
+        Tracker(Arc::new(watch::Sender::new(0)))
+    }
+
+    /// Counts one in, until the returned guard drops.
+    pub fn track(&self) -> Tracked {
+        self.0.send_modify(|n| *n += 1);
+        Tracked(self.0.clone())
+    }
+
+    pub fn count(&self) -> usize {
+        *self.0.borrow()
+    }
+
+    /// Returns when none is alive.
+    pub async fn idle(&self) {
+        let mut rx = self.0.subscribe();
+        let _ = rx.wait_for(|n| *n == 0).await;
+    }
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n = n.saturating_sub(1));
+    }
+}
+
+/// How long work that is not the answer (a run's clean-up, a refill) waits after the answer is
+/// sent: on a small host, the CPU the answer's last steps need.
+pub(super) const AFTER_ANSWER: Duration = Duration::from_millis(5);
+
+/// One jail released ahead of its run, waiting at its gate.
+#[derive(Debug)]
+pub struct Slot {
+    pub gate: Arc<Gate>,
+    done: Option<oneshot::Receiver<Result<Gated, SlotError>>>,
+}
+
+/// Why a slot was not built, or its run did not end with a report.
+#[derive(Debug, thiserror::Error)]
+pub enum SlotError {
+    /// The library refused or failed (a jail that could not be built, files that could not be
+    /// put, a supervisor resource).
+    #[error(transparent)]
+    Jail(Error),
+    /// The jail's thread could not start, or ended before it said anything.
+    #[error("supervisor: a jail's thread: {0}")]
+    Thread(String),
+    /// The jail's thread panicked: a bug. That run is lost (its jail taken down as the thread
+    /// unwound); the server goes on.
+    #[error("internal error: a jail's thread panicked ({0})")]
+    Panicked(String),
+}
+
+impl Slot {
+    /// Builds a jail on a thread of its own and waits until it is released (blocking). `Err`
+    /// says why in words. `one_run`: the jail is built for the run about to open it (a death
+    /// before the opening is that run's).
+    pub fn start(recipe: Arc<Recipe>, one_run: bool, jails: &Tracker) -> Result<Slot, SlotError> {
+        let gate = if one_run { Gate::for_one_run() } else { Gate::new() };
+        let gate = Arc::new(gate.map_err(SlotError::Jail)?);
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Result<(), SlotError>>(1);
+        let (done_tx, done) = oneshot::channel();
+        let g = gate.clone();
+        let live = jails.track();
+        let spawned = std::thread::Builder::new().name("stockade-jail".into()).spawn(move || {
+            // Counted out when this thread ends, however it ends (a draining server waits).
+            let _live = live;
+            // A panic here is a bug of ours: it ends this run (its jail is taken down as the
+            // thread unwinds: `Prepared` and its cgroup leaf clean up when dropped), never the
+            // server and the other runs in flight.
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| jail_thread(&recipe, &g, &ready_tx)));
+            let mut gated = match ran {
+                Ok(Some(gated)) => gated.map_err(SlotError::Jail),
+                Ok(None) => return,
+                Err(payload) => {
+                    let why = panic_words(payload.as_ref());
+                    eprintln!("stockade serve: internal error: a jail's thread panicked ({why}); its run is lost");
+                    let _ = ready_tx.try_send(Err(SlotError::Panicked(why.clone())));
+                    Err(SlotError::Panicked(why))
+                }
+            };
+            // The answer first; then the run's cgroup goes.
+            let cleanup = match &mut gated {
+                Ok(Gated::Ran(f)) => f.cleanup.take(),
+                _ => None,
+            };
+            let _ = done_tx.send(gated);
+            // The answer goes out first: this thread's clean-up waits a moment rather than take
+            // the CPU the answer needs.
+            if cleanup.is_some() {
+                std::thread::sleep(AFTER_ANSWER);
+            }
+            if let Some(note) = cleanup.and_then(stockade::Cleanup::done) {
+                eprintln!("stockade serve: {note}");
+            }
+        });
+        if let Err(e) = spawned {
+            return Err(SlotError::Thread(e.to_string()));
+        }
+        match ready_rx.recv() {
+            Ok(Ok(())) => Ok(Slot { gate, done: Some(done) }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(SlotError::Thread("it ended before the jail was built".into())),
+        }
+    }
+
+    /// Whether the jail is still waiting; `Err`: why it is not (it died, or was cancelled).
+    pub(super) fn alive(&mut self) -> Result<(), String> {
+        let Some(done) = self.done.as_mut() else { return Err("it was used".into()) };
+        match done.try_recv() {
+            Err(oneshot::error::TryRecvError::Empty) => Ok(()),
+            Ok(Ok(Gated::NotStarted(why))) => Err(why),
+            Ok(Err(e)) => Err(e.to_string()),
+            _ => Err("its thread ended".into()),
+        }
+    }
+
+    /// Starts the run and waits for its end.
+    pub async fn run(mut self, start: stockade::Start) -> Result<Gated, SlotError> {
+        self.gate.open(start);
+        let ended = || Ok(Gated::NotStarted("the jail's thread ended".into()));
+        match self.done.take() {
+            Some(done) => done.await.unwrap_or_else(|_| ended()),
+            None => ended(),
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        // An unused slot: its jail is taken down (a used one's gate is already open).
+        self.gate.cancel();
+    }
+}
+
+/// A jail's thread: builds the jail, says whether it is ready, and runs it through its gate.
+/// `None`: it could not be built (said on `ready`).
+fn jail_thread(
+    recipe: &Recipe,
+    gate: &Gate,
+    ready: &std::sync::mpsc::SyncSender<Result<(), SlotError>>,
+) -> Option<Result<Gated, Error>> {
+    let gated = said(recipe.prestart(), ready)?.run_gated(gate);
+    inject_panic(&gated);
+    Some(gated)
+}
+
+/// Says on `ready` whether the jail was built.
+fn said<T>(built: Result<T, Error>, ready: &std::sync::mpsc::SyncSender<Result<(), SlotError>>) -> Option<T> {
+    match built {
+        Ok(t) => {
+            let _ = ready.send(Ok(()));
+            Some(t)
+        }
+        Err(e) => {
+            let _ = ready.send(Err(SlotError::Jail(e)));
+            None
+        }
+    }
+}
+
+/// Test builds only: a panic on the jail's thread after a run whose stdout holds
+/// `$STOCKADE_TEST_PANIC` (how `tests/serve.rs` proves that a panic ends one run, not the server).
+#[cfg(debug_assertions)]
+fn inject_panic(gated: &Result<Gated, Error>) {
+    if let (Some(marker), Ok(Gated::Ran(f))) = (std::env::var_os("STOCKADE_TEST_PANIC"), gated)
+        && let (Some(out), Some(marker)) = (f.report.stdout.text.as_deref(), marker.to_str())
+        && !marker.is_empty()
+        && out.contains(marker)
+    {
+        panic!("injected by STOCKADE_TEST_PANIC");
+    }
+}
+
+#[cfg(not(debug_assertions))]
+fn inject_panic(_: &Result<Gated, Error>) {}
+
+/// A panic's message, when it has one.
+fn panic_words(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
+}
