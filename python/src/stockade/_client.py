@@ -102,7 +102,8 @@ class Client(_Base):
 
         ``files`` maps a path relative to the run's ``/app`` to bytes or text; ``return_files``
         names patterns of files to bring back (``result.files`` maps their paths to bytes);
-        ``limits`` may only tighten the policy (``{"wall_timeout_ms": 2000}``).
+        ``limits`` may only tighten the policy (``Limits(wall_timeout_ms=2000)``, or the same
+        as a dict).
         """
         b = _wire.body(
             runtime, code=code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
