@@ -27,10 +27,13 @@ pub struct Check {
     pub name: &'static str,
     pub verdict: Verdict,
     pub detail: String,
+    /// What fixes it on this host, when it is not ok: the commands, with this user's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
 }
 
 fn check(name: &'static str, verdict: Verdict, detail: impl Into<String>) -> Check {
-    Check { name, verdict, detail: detail.into() }
+    Check { name, verdict, detail: detail.into(), fix: None }
 }
 
 /// What the host gives, check by check. `probe` allows the one active test: a `clone3` into
@@ -114,9 +117,14 @@ pub fn host_checks(probe: bool, guest_dir: Option<&Path>) -> Vec<Check> {
                 crate::Enforcement::NotEnforced => Verdict::Fail,
             };
             let missing = r.reason.map(|m| format!("; {m}")).unwrap_or_default();
-            check("cgroups", verdict, format!("{}{missing}", r.applied).replace(" (cgroups.best-effort = true)", ""))
+            let c = check(
+                "cgroups",
+                verdict,
+                format!("{}{missing}", r.applied).replace(" (cgroups.best-effort = true)", ""),
+            );
+            Check { fix: (verdict != Verdict::Ok).then(|| cgroup_fix(&host, root)), ..c }
         }
-        Err(e) => check("cgroups", Verdict::Fail, e.to_string()),
+        Err(e) => Check { fix: Some(cgroup_fix(&host, root)), ..check("cgroups", Verdict::Fail, e.to_string()) },
     });
 
     #[cfg(feature = "wasm")]
@@ -124,6 +132,54 @@ pub fn host_checks(probe: bool, guest_dir: Option<&Path>) -> Vec<Check> {
     #[cfg(not(feature = "wasm"))]
     let _ = guest_dir;
     out
+}
+
+/// What gives this user cgroups to limit its runs in, for this host's shape: a delegated systemd
+/// scope on cgroup v2, a cgroup root hands the user on v1 (systemd delegates no v1 controller),
+/// or runs without cgroup limits.
+pub fn cgroup_fix(host: &Host, root: bool) -> String {
+    use cgroup::host::Shape;
+    let without =
+        "or run without cgroup limits: --cgroups-best-effort (cgroups.best-effort = true; every report says so)";
+    if root {
+        return format!(
+            "root makes its cgroups below its own: mount the cgroup filesystem writable (in a container: docs/deploy.md), {without}"
+        );
+    }
+    let user = user_name(crate::sys::geteuid());
+    match host.shape() {
+        Shape::V2 => format!(
+            "run it in a scope of your own with the controllers delegated: systemd-run --user --scope -p Delegate=yes stockade ...; {without}"
+        ),
+        Shape::Hybrid | Shape::V1 => {
+            let mut mounts: Vec<String> = Vec::new();
+            for c in ["memory", "pids", "cpu"] {
+                if let Some(h) = host.v1.get(c) {
+                    let m = h.mount.display().to_string();
+                    if !mounts.contains(&m) {
+                        mounts.push(m);
+                    }
+                }
+            }
+            format!(
+                "as root, once: for d in {}; do mkdir -p $d/stockade-{user} && chown {user} $d/stockade-{user} $d/stockade-{user}/cgroup.procs $d/stockade-{user}/tasks; done; then: stockade run --cgroup-parent /stockade-{user} ... (or cgroups.parent = \"/stockade-{user}\"); {without}",
+                mounts.join(" ")
+            )
+        }
+        Shape::None => format!("mount cgroup2 on /sys/fs/cgroup, {without}"),
+    }
+}
+
+/// A user's name (from /etc/passwd), or the uid as a number (which chown takes too).
+fn user_name(uid: u32) -> String {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    passwd
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(':').collect();
+            (f.get(2)?.parse::<u32>().ok()? == uid).then(|| f[0].to_string())
+        })
+        .unwrap_or_else(|| uid.to_string())
 }
 
 /// Whether the namespaces can be created here (`probe`: tried, in a child that exits at

@@ -79,6 +79,35 @@ impl Status {
     }
 }
 
+impl Report {
+    /// How the run ended, in one line, when a limit or the jail ended it (a timeout, the memory
+    /// or process limit, an output cap, a forbidden system call...); `None` when the program
+    /// ended by itself. `stockade run` says it on stderr.
+    pub fn ending_words(&self) -> Option<String> {
+        let why = match self.status {
+            Status::Timeout => format!("passed its wall-clock limit ({} ms) and was killed", self.wall_timeout_ms),
+            Status::Oom => "reached its memory limit (cgroups.memory-max-bytes) and was OOM-killed".into(),
+            Status::PidsLimit => "was refused a process or thread at its limit (cgroups.pids-max)".into(),
+            Status::CpuLimit => "reached its CPU-time limit (rlimits.cpu-seconds)".into(),
+            Status::OutputLimit => {
+                "wrote past an output cap (output.stdout-max-bytes or stderr-max-bytes) and was ended".into()
+            }
+            Status::DiskLimit => "filled a writable directory (filesystem.writable-max-bytes or -files)".into(),
+            Status::SeccompViolation => format!(
+                "made a forbidden system call{} and was killed",
+                self.seccomp_violation
+                    .as_ref()
+                    .map(|v| format!(" ({}, group {})", v.syscall, v.group))
+                    .unwrap_or_default()
+            ),
+            Status::FuelExhausted => "burned all its fuel (wasm.fuel)".into(),
+            Status::WasmMemoryLimit => "was refused memory past its limit (wasm.memory-max-bytes)".into(),
+            _ => return None,
+        };
+        Some(format!("the run {why}: {}", self.status.as_str()))
+    }
+}
+
 /// How a guest ended, by the account of the runner the program was (a neutral form the verdict
 /// reads; the Wasm runner's summary is turned into it).
 #[derive(Debug, Clone, PartialEq, Eq)]

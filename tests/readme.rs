@@ -16,7 +16,7 @@ use common::*;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use stockade::layers::cgroup::host::Host;
+use stockade::layers::cgroup::host::{self as cgroup_host, Host};
 
 /// The normal user the commands also run as: no passwd entry, no files anywhere else.
 const USER: u32 = 64_123;
@@ -79,7 +79,11 @@ fn shell(bin: &Path, home: &Path, prefix: &str, script: &str) -> std::process::O
         .expect("sh")
 }
 
+/// The README's blocks run one user at a time: its TCP example listens on one port.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn check(who: &str, bin: &Path, home: &Path, prefix: &str) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     for (_, body, expected) in blocks() {
         let out = shell(bin, home, prefix, &body);
         let stdout = String::from_utf8_lossy(&out.stdout);
@@ -212,4 +216,117 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         out.push(p);
     }
     out
+}
+
+/// Another uid with no other use: it gets no delegated cgroup.
+const UNDELEGATED: u32 = 64_124;
+
+/// A normal user with no cgroup of their own, as `useradd` makes one: every run is refused,
+/// saying why and how to fix it; `stockade doctor` prints the commands for this host; the fix
+/// (a cgroup root hands the user, here below this process's own) makes the same run work, and
+/// `--cgroups-best-effort` runs without the limits, every report saying so. The same for
+/// `stockade serve` (its `--check` builds every runtime's jail plan).
+#[test]
+fn a_user_without_delegation_is_refused_with_the_fix() {
+    if !is_root() {
+        eprintln!("skip: becomes another user; needs root");
+        return;
+    }
+    if !system_guests() {
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skip: setpriv (util-linux) is not installed");
+        return;
+    }
+    let host = Host::current();
+    if host.v1.is_empty() {
+        eprintln!("skip: no cgroup v1 hierarchy here (on cgroup v2 the fix is a systemd scope, not tried here)");
+        return;
+    }
+    let bin = bin_dir();
+    let home = home(UNDELEGATED);
+    let prefix = format!("exec setpriv --reuid={UNDELEGATED} --regid={UNDELEGATED} --clear-groups ");
+    let as_user = |script: &str| shell(bin.path(), home.path(), &prefix, script);
+
+    let out = as_user("stockade run --python 'print(1)'");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
+    assert!(stderr.contains("not delegated") && stderr.contains("--cgroups-best-effort"), "{stderr}");
+    assert!(stderr.contains("`stockade doctor` prints the commands for this host"), "{stderr}");
+
+    let out = as_user("stockade doctor || true");
+    let doctor = String::from_utf8_lossy(&out.stdout);
+    let fix = doctor.lines().find(|l| l.contains("fix: as root, once:")).unwrap_or_default();
+    assert!(fix.contains(&format!("--cgroup-parent /stockade-{UNDELEGATED}")), "{doctor}");
+    assert!(fix.contains("chown") && fix.contains("--cgroups-best-effort"), "{doctor}");
+
+    let out = as_user("stockade serve --check --listen unix:$HOME/api.sock");
+    assert!(!out.status.success(), "serve --check passed without cgroups: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not delegated"), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // Without the limits, said in every report.
+    let out = as_user("stockade run --cgroups-best-effort --report - -- /bin/true");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a report");
+    let cgroup = report["enforcement"].as_array().and_then(|l| l.iter().find(|l| l["layer"] == "cgroup")).cloned();
+    assert_eq!(cgroup.as_ref().map(|c| c["status"].clone()), Some(serde_json::json!("not-enforced")), "{report}");
+    let out = as_user("stockade serve --check --cgroups-best-effort --listen unix:$HOME/api.sock");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    // The fix doctor printed, below this process's own cgroups (this machine's rule), and the
+    // parent it names: the run works, limited.
+    let handed = Handed::new(UNDELEGATED, &host).expect("a cgroup to hand over");
+    let out = as_user(&format!("stockade run --cgroup-parent {} --python 'print(6 * 7)'", handed.parent));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "42");
+}
+
+/// What `stockade doctor`'s fix does on a v1 host: a cgroup in each hierarchy, the user's, with
+/// its `cgroup.procs` and `tasks` — here below this process's own. Removed when dropped.
+struct Handed {
+    parent: String,
+    dirs: Vec<PathBuf>,
+}
+
+impl Handed {
+    /// One path (`--cgroup-parent` names one for every hierarchy): below the deepest of this
+    /// process's own cgroups, made in each hierarchy (with the levels missing there).
+    fn new(uid: u32, host: &Host) -> Option<Handed> {
+        let controllers: Vec<&cgroup_host::Hierarchy> =
+            ["memory", "pids", "cpu"].iter().filter_map(|c| host.v1.get(*c)).collect();
+        let deepest = controllers.iter().map(|h| h.own.as_str()).max_by_key(|o| o.len())?;
+        let parent = format!("{}/stockade-{uid}-{}", deepest.trim_end_matches('/'), std::process::id());
+        let mut dirs: Vec<PathBuf> = Vec::new();
+        for h in controllers {
+            let own = h.dir(&h.own)?;
+            let target = h.dir(&parent)?;
+            let mut at = own.clone();
+            for part in target.strip_prefix(&own).ok()?.components() {
+                at = at.join(part);
+                if !at.exists() {
+                    std::fs::create_dir(&at).ok()?;
+                    dirs.push(at.clone());
+                }
+            }
+            for f in [target.clone(), target.join("cgroup.procs"), target.join("tasks")] {
+                let _ = std::os::unix::fs::chown(&f, Some(uid), Some(uid));
+            }
+        }
+        Some(Handed { parent, dirs })
+    }
+}
+
+impl Drop for Handed {
+    fn drop(&mut self) {
+        // The deepest first.
+        for d in self.dirs.iter().rev() {
+            if let Ok(entries) = std::fs::read_dir(d) {
+                for e in entries.flatten().filter(|e| e.path().is_dir()) {
+                    let _ = std::fs::remove_dir(e.path());
+                }
+            }
+            let _ = std::fs::remove_dir(d);
+        }
+    }
 }

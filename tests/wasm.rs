@@ -350,3 +350,28 @@ fn a_waiting_interpreter_runs_the_code_it_is_handed_as_a_cold_one_would() {
         }
     }
 }
+
+/// A network attempt from Wasm Python says that the network is off (the WASI build has no
+/// resolver: it used to fail with `AttributeError: module '_socket' has no attribute
+/// 'getaddrinfo'`), and the host sees no connection.
+#[test]
+fn a_python_network_attempt_says_the_network_is_off() {
+    let Some(g) = guest_dir() else { return };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let port = listener.local_addr().expect("addr").port();
+    let code = format!(
+        "import socket, urllib.request\n\
+         for f in (lambda: socket.create_connection(('127.0.0.1', {port}), 1), lambda: urllib.request.urlopen('http://example.com', timeout=1)):\n\
+         \x20   try:\n\
+         \x20       f()\n\
+         \x20   except Exception as e:\n\
+         \x20       print(type(e).__name__, e)"
+    );
+    let (r, out) = wasm(&g, &["--python", &code]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(r.status, Status::Ok, "{r:?} {stdout}");
+    assert_eq!(stdout.matches("the network is off in this stockade jail").count(), 2, "{stdout}");
+    assert!(!stdout.contains("AttributeError"), "{stdout}");
+    assert!(listener.accept().is_err(), "the host got a connection");
+}

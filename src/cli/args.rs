@@ -114,6 +114,33 @@ pub enum GuestCommand {
     },
 }
 
+/// Where runs get their cgroups, for `run`, `serve` and `mcp` alike.
+#[derive(Debug, Clone, Default, Args)]
+pub struct CgroupArgs {
+    /// The cgroup (a path as in /proc/self/cgroup) under which each run's cgroup is made: one
+    /// delegated to this user (`stockade doctor` prints how to get one). Overrides cgroups.parent.
+    #[arg(long, value_name = "CGROUP")]
+    pub cgroup_parent: Option<String>,
+    /// Run without the cgroup limits this host cannot give (cgroups.best-effort = true): the
+    /// memory, process and CPU limits are then not enforced, and every report says so. Off by
+    /// default: a run that needs them is refused.
+    #[arg(long)]
+    pub cgroups_best_effort: bool,
+}
+
+impl CgroupArgs {
+    /// Applies the flags to a policy.
+    pub fn apply(&self, policy: &mut stockade::Policy) -> Result<(), stockade::PolicyError> {
+        if let Some(parent) = &self.cgroup_parent {
+            policy.set_cgroup_parent(parent, "--cgroup-parent")?;
+        }
+        if self.cgroups_best_effort {
+            policy.cgroups.best_effort = true;
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Policy file (TOML, version 1). Default: the shipped strict policy (policies/default.toml).
@@ -131,12 +158,15 @@ pub struct RunArgs {
     /// Working directory inside the jail (a relative one is the caller's path, as for --rw).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
-    /// The cgroup (a path as in /proc/self/cgroup) under which the run's cgroup is made.
-    #[arg(long, value_name = "CGROUP")]
-    pub cgroup_parent: Option<String>,
+    #[command(flatten)]
+    pub cgroups: CgroupArgs,
     /// Give the program the caller's stdin (default: /dev/null).
     #[arg(long)]
     pub stdin: bool,
+    /// Say nothing on stderr when a limit ends the run (the exit status and the report still
+    /// say it).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
     /// Write the JSON report to FILE; with `-`, print it on stdout and embed the program's
     /// output in it instead of passing it on.
     #[arg(long, value_name = "FILE|-")]
@@ -253,6 +283,14 @@ pub enum PolicyCommand {
     /// Print the shipped default policy (a starting point for your own).
     #[command(after_help = "Example:\n  stockade policy default > my-policy.toml")]
     Default,
+    /// Print a shipped example policy (without NAME: list them).
+    #[command(
+        after_help = "Examples:\n  stockade policy example\n  stockade policy example wrap-python > wrap-python.toml"
+    )]
+    Example {
+        #[arg(value_name = "NAME")]
+        name: Option<String>,
+    },
 }
 
 const DOCTOR_EXAMPLES: &str = "\

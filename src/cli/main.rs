@@ -51,6 +51,7 @@ fn main() -> ExitCode {
             print!("{}", stockade::policy::DEFAULT_POLICY_TOML);
             ExitCode::SUCCESS
         }
+        Command::Policy(PolicyCommand::Example { name }) => review::example(name.as_deref()),
         Command::Doctor { policy, json, guest_dir } => review::doctor(policy.as_deref(), json, guest_dir.as_deref()),
         Command::Completions { shell } => {
             use clap::CommandFactory;
@@ -118,9 +119,7 @@ fn policy_for(args: &RunArgs) -> Result<Policy, PolicyError> {
         };
         policy.set_cwd(&cwd, "--cwd")?;
     }
-    if let Some(parent) = &args.cgroup_parent {
-        policy.set_cgroup_parent(parent, "--cgroup-parent")?;
-    }
+    args.cgroups.apply(&mut policy)?;
     Ok(policy)
 }
 
@@ -184,6 +183,9 @@ fn run(args: RunArgs) -> ExitCode {
         Ok(report) => {
             if let Some(error) = &report.error {
                 eprintln!("stockade: {error}");
+            }
+            if let Some(words) = report.ending_words().filter(|_| !args.quiet) {
+                eprintln!("stockade: {words}");
             }
             report
         }

@@ -50,6 +50,8 @@ pub struct McpArgs {
     /// How much of stdout (and of stderr) a call gets back, bytes (at most the policy's).
     #[arg(long, value_name = "BYTES")]
     pub output_max_bytes: Option<u64>,
+    #[command(flatten)]
+    pub cgroups: crate::args::CgroupArgs,
 }
 
 /// A tool call: what the model may send.
@@ -158,6 +160,9 @@ enum Backend {
     Here(Arc<Engine>),
     /// A running server's unix socket.
     Server(PathBuf),
+    /// No jail can be built here: every call says why (the MCP client still gets its answers,
+    /// not a server that vanished before `initialize`).
+    Unavailable(String),
 }
 
 #[derive(Clone)]
@@ -229,6 +234,7 @@ impl Tools {
         let report = match &*self.backend {
             Backend::Here(engine) => here(engine, body).await.map_err(|e| e.to_string())?,
             Backend::Server(socket) => remote(socket, &body).await?,
+            Backend::Unavailable(why) => return Err(format!("unavailable: this host cannot run jails: {why}")),
         };
         Ok(RunOutput::from_report(report))
     }
@@ -272,8 +278,7 @@ async fn remote(socket: &std::path::Path, body: &RunBody) -> Result<Report, Stri
 
 /// The operator's ceiling against the policy every tool's runs get: a ceiling looser than its
 /// policy would fail every call, so the server does not start.
-fn check_ceiling(engine: &Engine, policy: Option<&str>, ceiling: &Limits) -> Result<(), String> {
-    let catalog = engine.catalog();
+fn check_ceiling(catalog: &api::Catalog, policy: Option<&str>, ceiling: &Limits) -> Result<(), String> {
     for runtime in ["python", "javascript"] {
         let Some(spec) = catalog.runtimes.get(runtime) else { continue };
         let Some(name) = policy.or(spec.policies.first().map(String::as_str)) else { continue };
@@ -310,24 +315,35 @@ pub fn command(args: McpArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return serve::fail(format!("mcp: cannot start the async runtime: {e}")),
     };
+    // The operator's configuration and ceiling are checked first: a mistake there stops the
+    // server, said. A host that cannot build jails does not: every call says why.
+    let cfg = match &args.serve {
+        Some(_) => None,
+        None => match serve::front_config(args.config.as_deref(), args.policy.as_deref(), &args.cgroups) {
+            Ok(c) => Some(c),
+            Err(e) => return serve::fail(e),
+        },
+    };
+    if let Some(c) = &cfg
+        && let Err(e) = check_ceiling(&c.catalog, args.policy.as_deref(), &ceiling)
+    {
+        return serve::fail(e);
+    }
     rt.block_on(async move {
-        let backend = match &args.serve {
-            Some(socket) => Backend::Server(socket.clone()),
-            None => match serve::start_engine(args.config.as_deref(), args.policy.as_deref()).await {
-                // A policy the calls cannot get was said by the configuration's check.
-                Ok(engine) => {
-                    if let Err(e) = check_ceiling(&engine, args.policy.as_deref(), &ceiling) {
-                        engine.drain().await;
-                        return serve::fail(e);
-                    }
-                    Backend::Here(engine)
+        let backend = match (&args.serve, cfg) {
+            (Some(socket), _) => Backend::Server(socket.clone()),
+            (None, None) => Backend::Unavailable("no configuration".into()),
+            (None, Some(cfg)) => match serve::start_engine(cfg).await {
+                Ok(engine) => Backend::Here(engine),
+                Err(e) => {
+                    eprintln!("stockade: mcp: no jail can be built here, every call will say why: {e}");
+                    Backend::Unavailable(e)
                 }
-                Err(e) => return serve::fail(e),
             },
         };
         let engine = match &backend {
             Backend::Here(e) => Some(e.clone()),
-            Backend::Server(_) => None,
+            Backend::Server(_) | Backend::Unavailable(_) => None,
         };
         let tools = Tools::new(backend, args.policy.clone(), ceiling);
         let served = match tools.serve(rmcp::transport::stdio()).await {

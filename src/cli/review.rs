@@ -250,6 +250,9 @@ pub fn doctor(policy: Option<&Path>, as_json: bool, guest_dir: Option<&Path>) ->
                 Verdict::Fail => "FAIL",
             };
             println!("{v}  {:<11} {}", c.name, c.detail);
+            if let Some(fix) = &c.fix {
+                println!("      {:<11} fix: {fix}", "");
+            }
         }
         if let Some((name, r)) = &trial {
             println!();
@@ -271,4 +274,26 @@ pub fn doctor(policy: Option<&Path>, as_json: bool, guest_dir: Option<&Path>) ->
         }
     }
     exit(runs.unwrap_or(host_ok))
+}
+
+/// `stockade policy example [NAME]`: a shipped example policy, or the list of them.
+pub fn example(name: Option<&str>) -> ExitCode {
+    let examples = stockade::policy::EXAMPLES;
+    let Some(name) = name else {
+        for (n, what, _) in examples {
+            println!("{n:<12} {what}");
+        }
+        return ExitCode::SUCCESS;
+    };
+    match examples.iter().find(|(n, _, _)| *n == name) {
+        Some((_, _, text)) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        None => {
+            let names: Vec<&str> = examples.iter().map(|(n, _, _)| *n).collect();
+            eprintln!("stockade: policy example: no example {name:?} (there are: {})", names.join(", "));
+            ExitCode::from(2)
+        }
+    }
 }

@@ -31,6 +31,26 @@ pub const SHIPPED: [(&str, &str); 3] = [
     ("wrap-node", include_str!("../../policies/examples/wrap-node.toml")),
 ];
 
+/// The example policies shipped in `policies/examples/`, by name, with what each is for
+/// (`stockade policy example NAME` prints one).
+pub const EXAMPLES: [(&str, &str, &str); 3] = [
+    (
+        "wrap-python",
+        "the host's python3 and its packages (numpy, multiprocessing): stockade run --policy wrap-python.toml -- /usr/bin/python3 ...",
+        include_str!("../../policies/examples/wrap-python.toml"),
+    ),
+    (
+        "wrap-node",
+        "the host's node and its packages: stockade run --policy wrap-node.toml -- /usr/bin/node ...",
+        include_str!("../../policies/examples/wrap-node.toml"),
+    ),
+    (
+        "wide-open",
+        "every wall off: a reference for policy score and diff, never for running untrusted code",
+        include_str!("../../policies/examples/wide-open.toml"),
+    ),
+];
+
 /// The largest policy file stockade reads (the shipped ones are a few KiB).
 pub const MAX_POLICY_BYTES: u64 = 1 << 20;
 

@@ -203,6 +203,11 @@ pub fn check_installed(python: bool, dir: &Path) -> Result<(), GuestError> {
             return Err(GuestError::NotPrecompiled { name: g.name.into(), path, why });
         }
     }
+    let lib = stdlib::path(dir);
+    if python && !lib.exists() {
+        let why = "its standard library is not extracted (or is of an older stockade)".to_string();
+        return Err(GuestError::NotPrecompiled { name: g.name.into(), path: lib, why });
+    }
     Ok(())
 }
 

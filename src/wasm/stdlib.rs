@@ -22,9 +22,29 @@ pub const GUEST_LIB: &str = "/usr/lib/python3.12";
 /// Largest memory image rebuilt from a module's data segments.
 const IMAGE_MAX_BYTES: usize = 256 << 20;
 
-/// The extracted library in a guest directory (the hash in the name: a new pin extracts anew).
+/// What stockade adds to the library, and its revision (in the directory's name: a new one
+/// extracts anew). `sitecustomize.py` makes a network attempt say that the network is off: the
+/// WASI build's `_socket` has no resolver, so `socket.create_connection` would otherwise fail
+/// with `AttributeError: module '_socket' has no attribute 'getaddrinfo'`.
+const ADDED_REVISION: u32 = 2;
+const SITECUSTOMIZE: &str = r#"# Added by stockade: in its jails the network is off, and a network attempt says so.
+import _socket
+
+
+def _network_off(*args, **kwargs):
+    raise OSError(101, "Network is unreachable: the network is off in this stockade jail")
+
+
+for _name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr", "getnameinfo"):
+    if not hasattr(_socket, _name):
+        setattr(_socket, _name, _network_off)
+del _socket, _name
+"#;
+
+/// The extracted library in a guest directory (the hash and what stockade adds in the name: a
+/// new pin, or a new addition, extracts anew).
 pub fn path(dir: &Path) -> PathBuf {
-    dir.join(format!("python-stdlib-{}", &ZIP_SHA256[..16]))
+    dir.join(format!("python-stdlib-{}-{ADDED_REVISION}", &ZIP_SHA256[..16]))
 }
 
 /// The extracted library, extracting it from `module` when missing.
@@ -49,7 +69,13 @@ pub fn ensure(module: &Path, dir: &Path) -> Result<PathBuf, GuestError> {
     })?;
     let tmp = dir.join(format!(".python-stdlib.{}.partial", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
-    let result = extract(zip, &tmp).and_then(|()| std::fs::rename(&tmp, &dest).map_err(io(&dest)));
+    let added = |()| {
+        let site = tmp.join("sitecustomize.py");
+        std::fs::write(&site, SITECUSTOMIZE)
+            .and_then(|()| std::fs::set_permissions(&site, std::fs::Permissions::from_mode(0o644)))
+            .map_err(io(&site))
+    };
+    let result = extract(zip, &tmp).and_then(added).and_then(|()| std::fs::rename(&tmp, &dest).map_err(io(&dest)));
     if result.is_err() {
         let _ = std::fs::remove_dir_all(&tmp);
     }

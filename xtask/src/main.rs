@@ -470,6 +470,91 @@ fn scale(args: &[String]) -> Result<(), String> {
     result
 }
 
+/// `cargo xtask wheel [--test]`: the static binary and the Python SDK in one wheel
+/// (`target/wheels/stockade-VERSION-py3-none-manylinux_2_17_x86_64...whl`, see xtask/wheel.py).
+/// `--test`: installs it into a fresh virtual environment and runs the quick start from there
+/// (the binary on the venv's PATH, a jailed Python run, the SDK imported), then checks that
+/// building the SDK from `python/` left nothing in the source tree.
+fn wheel(args: &[String]) -> Result<(), String> {
+    let root = root();
+    let binary = build_static_cli(&root, false)?;
+    let out = root.join("target/wheels");
+    let made = Command::new("python3")
+        .arg(root.join("xtask/wheel.py"))
+        .arg("--binary")
+        .arg(&binary)
+        .arg("--sdk")
+        .arg(root.join("python"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .map_err(|e| format!("python3: {e}"))?;
+    if !made.status.success() {
+        return Err(format!("xtask/wheel.py: {}", String::from_utf8_lossy(&made.stderr)));
+    }
+    let whl = PathBuf::from(String::from_utf8_lossy(&made.stdout).trim());
+    println!("wheel: {}", whl.display());
+    if !args.iter().any(|a| a == "--test") {
+        return Ok(());
+    }
+    let venv = root.join("target/wheel-venv");
+    let _ = std::fs::remove_dir_all(&venv);
+    run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    run(Command::new(venv.join("bin/pip")).args(["install", "--quiet"]).arg(&whl))?;
+    // The quick start, from the venv alone: its bin directory first on a clean PATH.
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", venv.join("bin").display());
+    let sh = |script: &str| -> Result<String, String> {
+        let o = Command::new("/bin/sh")
+            .args(["-ec", script])
+            .env_clear()
+            .env("PATH", &path)
+            .env("HOME", std::env::var_os("HOME").unwrap_or_default())
+            .envs(std::env::var_os("STOCKADE_GUEST_DIR").map(|d| ("STOCKADE_GUEST_DIR", d)))
+            .output()
+            .map_err(|e| format!("sh: {e}"))?;
+        if !o.status.success() {
+            return Err(format!(
+                "{script}: {}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ));
+        }
+        Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let which = sh("command -v stockade")?;
+    if !which.starts_with(&venv.display().to_string()) {
+        return Err(format!("stockade on the PATH is {which}, not the wheel's"));
+    }
+    let ran = sh("stockade run --python 'print(sum(range(10)))'")?;
+    if ran != "45" {
+        return Err(format!("the quick start printed {ran:?}, not 45"));
+    }
+    let sdk = sh("python3 -c 'import stockade; print(stockade.Limits(wall_timeout_ms=1).to_json())'")?;
+    if sdk != "{'wall-timeout-ms': 1}" {
+        return Err(format!("the SDK from the wheel said {sdk:?}"));
+    }
+    println!(
+        "wheel: installed into {}: stockade on the PATH, the quick start printed 45, the SDK imports",
+        venv.display()
+    );
+    // Building the SDK from the source tree leaves nothing in it (a root-owned build/ broke a
+    // later install by a normal user).
+    let sdk_venv = root.join("target/wheel-sdk-venv");
+    let _ = std::fs::remove_dir_all(&sdk_venv);
+    run(Command::new("python3").args(["-m", "venv"]).arg(&sdk_venv))?;
+    run(Command::new(sdk_venv.join("bin/pip")).args(["install", "--quiet"]).arg(root.join("python")))?;
+    let left: Vec<String> = ["python/build", "python/src/stockade.egg-info"]
+        .iter()
+        .filter(|p| root.join(p).exists())
+        .map(|p| p.to_string())
+        .collect();
+    if !left.is_empty() {
+        return Err(format!("installing the SDK from python/ left {left:?} in the source tree"));
+    }
+    println!("wheel: the SDK installs from python/ without writing into it");
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
@@ -485,10 +570,12 @@ fn main() -> ExitCode {
         Some("scale") => scale(&args[1..]),
         Some("k8s-validate") => run(Command::new(root().join("xtask/k8s-validate.sh")).current_dir(root())),
         Some("man") => man(&args[1..]),
+        Some("wheel") => wheel(&args[1..]),
         Some("completions") => completions(&args[1..]),
         _ => Err("usage: cargo xtask bench [--rounds N] [--spaced-ms MS] [--no-serve | --serve-only] | vm-test [--allow-skip] | build-static | \
                   man [DIR] | completions [DIR] | escape | soak [--runs N] [--workers W] [--seed S] [--release] | load [--requests N] [--concurrency C] [--release] | \
-                  fuzz [--secs N] [TARGET...] | seccomp-profiles [--check] | container [--allow-skip] [--context] | scale [--allow-skip] | k8s-validate"
+                  fuzz [--secs N] [TARGET...] | seccomp-profiles [--check] | container [--allow-skip] [--context] | scale [--allow-skip] | k8s-validate | \
+                  wheel [--test]"
             .into()),
     };
     match result {

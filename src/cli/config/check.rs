@@ -17,20 +17,28 @@ fn check_name(name: &str) -> Result<(), String> {
     if ok { Ok(()) } else { Err(format!("{name:?}: a name is 1 to 64 of a-z, 0-9, '-', '_'")) }
 }
 
+/// Which settings came from the command line (their problems are said as the flag's).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Flags {
+    pub(super) listen: bool,
+    pub(super) tokens_file: bool,
+}
+
 pub(super) fn check(
     file: ConfigFile,
     text: &str,
     origin: &str,
     builtin: bool,
-    flags: bool,
+    flags: Flags,
     also: Option<&str>,
 ) -> Result<Config, PolicyError> {
     let mut problems: Vec<LocatedProblem> = Vec::new();
     let mut bad = |key: &str, message: String| {
-        // What --listen gave is said as the flag's.
-        let (file, key) = match key.strip_prefix("server.listen") {
-            Some(_) if flags => ("stockade".to_string(), "--listen".to_string()),
-            _ if key.starts_with("--") => ("stockade".to_string(), key.to_string()),
+        // What --listen or --tokens-file gave is said as the flag's.
+        let (file, key) = match key {
+            k if k.starts_with("server.listen") && flags.listen => ("stockade".to_string(), "--listen".to_string()),
+            "server.tokens-file" if flags.tokens_file => ("stockade".to_string(), "--tokens-file".to_string()),
+            k if k.starts_with("--") => ("stockade".to_string(), key.to_string()),
             _ => (origin.to_string(), key.to_string()),
         };
         problems.push(LocatedProblem { position: policy::locate_key(text, &key), file, key, message });

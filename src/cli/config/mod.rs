@@ -74,6 +74,16 @@ pub struct Runtime {
     pub warm: usize,
 }
 
+impl Config {
+    /// `--cgroup-parent` and `--cgroups-best-effort`, on every policy the server offers.
+    pub fn apply_cgroups(&mut self, flags: &crate::args::CgroupArgs) -> Result<(), PolicyError> {
+        for policy in self.catalog.policies.values_mut() {
+            flags.apply(policy)?;
+        }
+        Ok(())
+    }
+}
+
 impl Runtime {
     /// What its jails run, as the library builds them.
     pub fn code(&self) -> stockade::runtime::Code<'_> {
@@ -145,10 +155,19 @@ pub struct Config {
     pub runtimes: BTreeMap<String, Runtime>,
 }
 
-/// Reads and checks a configuration file (`None`: the built-in defaults); `listen`, when not
-/// empty, replaces its listeners (`--listen`) and is checked the same way; every runtime may
-/// also run under the policy `also` names (`stockade mcp --policy`: the operator's choice).
-pub fn load(path: Option<&Path>, listen: &[String], also: Option<&str>) -> Result<Config, PolicyError> {
+/// What the command line says over a configuration file: `--listen` (replaces its listeners;
+/// checked the same way), `--tokens-file` (replaces `server.tokens-file`), and a policy every
+/// runtime may also run under (`stockade mcp --policy`: the operator's choice).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides<'a> {
+    pub listen: &'a [String],
+    pub tokens_file: Option<&'a Path>,
+    pub also: Option<&'a str>,
+}
+
+/// Reads and checks a configuration file (`None`: the built-in defaults) with the command line's
+/// overrides.
+pub fn load(path: Option<&Path>, over: &Overrides<'_>) -> Result<Config, PolicyError> {
     let (text, origin) = match path {
         Some(p) => (stockade::input::read_text(p, 1 << 20, "a server configuration")?, p.display().to_string()),
         None => (String::new(), "builtin".to_string()),
@@ -167,10 +186,14 @@ pub fn load(path: Option<&Path>, listen: &[String], also: Option<&str>) -> Resul
         },
     };
     let mut file = file;
-    if !listen.is_empty() {
-        file.server.listen = listen.to_vec();
+    if !over.listen.is_empty() {
+        file.server.listen = over.listen.to_vec();
     }
-    check::check(file, &text, &origin, path.is_none(), !listen.is_empty(), also)
+    if let Some(t) = over.tokens_file {
+        file.server.tokens_file = t.display().to_string();
+    }
+    let flags = check::Flags { listen: !over.listen.is_empty(), tokens_file: over.tokens_file.is_some() };
+    check::check(file, &text, &origin, path.is_none(), flags, over.also)
 }
 
 #[cfg(test)]
@@ -183,7 +206,7 @@ mod tests {
             (p, Some(f)) if p.is_empty() => f,
             (p, _) => return Err(PolicyError::Invalid { problems: p }.to_string()),
         };
-        check::check(file, text, "t.toml", false, false, None).map_err(|e| e.to_string())
+        check::check(file, text, "t.toml", false, check::Flags::default(), None).map_err(|e| e.to_string())
     }
 
     #[test]

@@ -34,6 +34,10 @@ pub struct ServeArgs {
     /// (repeatable).
     #[arg(long, value_name = "ADDR")]
     pub listen: Vec<String>,
+    /// Bearer tokens for TCP listeners, one per line (`#` comments), readable by its owner only
+    /// (instead of the configuration's server.tokens-file).
+    #[arg(long, value_name = "FILE")]
+    pub tokens_file: Option<PathBuf>,
     /// Check the configuration, build every runtime's jail plan once, print what would be
     /// served, and exit.
     #[arg(long)]
@@ -44,10 +48,14 @@ pub struct ServeArgs {
     /// Print the API's OpenAPI 3.1 description (docs/openapi.json) and exit.
     #[arg(long)]
     pub openapi: bool,
+    #[command(flatten)]
+    pub cgroups: crate::args::CgroupArgs,
 }
 
 pub(crate) fn fail(message: impl std::fmt::Display) -> ExitCode {
-    eprintln!("stockade: {message}");
+    // A problem of the command line's is already said as `stockade: --flag: ...`.
+    let message = message.to_string();
+    eprintln!("stockade: {}", message.strip_prefix("stockade: ").unwrap_or(&message));
     ExitCode::from(u8::try_from(EXIT_SETUP_FAILED).unwrap_or(1))
 }
 
@@ -60,10 +68,14 @@ pub fn command(args: ServeArgs) -> ExitCode {
         print!("{}", config::default_file_text());
         return ExitCode::SUCCESS;
     }
-    let mut cfg = match config::load(args.config.as_deref(), &args.listen, None) {
+    let over = config::Overrides { listen: &args.listen, tokens_file: args.tokens_file.as_deref(), also: None };
+    let mut cfg = match config::load(args.config.as_deref(), &over) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
+    if let Err(e) = cfg.apply_cgroups(&args.cgroups) {
+        return fail(e);
+    }
     raise_fd_limit();
     // Runs get their cgroups below the delegated subtree, when there is one.
     if !args.check
@@ -107,16 +119,24 @@ fn delegate(cfg: &mut config::Config) -> Result<(), String> {
     Ok(())
 }
 
-/// The engine of `stockade serve` for another front (`stockade mcp`): the configuration (a file
-/// or the built-in one; its listeners unused), the delegated cgroup, the warm pools filling.
-/// `policy`: the one every run of this front uses (each runtime may run under it).
-pub(crate) async fn start_engine(
+/// The configuration of `stockade serve` for another front (`stockade mcp`): a file or the
+/// built-in one (its listeners unused), with the command line's cgroup flags, and the delegated
+/// cgroup taken. `policy`: the one every run of this front uses (each runtime may run under it).
+pub(crate) fn front_config(
     config: Option<&std::path::Path>,
     policy: Option<&str>,
-) -> Result<Arc<Engine>, String> {
-    let mut cfg = config::load(config, &[], policy).map_err(|e| e.to_string())?;
+    cgroups: &crate::args::CgroupArgs,
+) -> Result<config::Config, String> {
+    let over = config::Overrides { also: policy, ..config::Overrides::default() };
+    let mut cfg = config::load(config, &over).map_err(|e| e.to_string())?;
+    cfg.apply_cgroups(cgroups).map_err(|e| e.to_string())?;
     raise_fd_limit();
     delegate(&mut cfg)?;
+    Ok(cfg)
+}
+
+/// The engine for another front, its warm pools filling. `Err`: no jail can be built here.
+pub(crate) async fn start_engine(cfg: config::Config) -> Result<Arc<Engine>, String> {
     let engine = build_engine(cfg).await?;
     engine.fill_pools();
     Ok(engine)

@@ -36,7 +36,8 @@ pub enum CgroupError {
         "cgroups: the {controller} controller is not available to stockade here ({shape}; {detail}), and \
          cgroups.{key} needs it. Delegate it (systemd: Delegate=yes on the unit, or `systemd-run --scope -p \
          Delegate=yes stockade ...`; docker: --cgroupns=private), point --cgroup-parent / cgroups.parent at a \
-         cgroup where it is, or set cgroups.best-effort = true"
+         cgroup where it is, or set cgroups.best-effort = true (--cgroups-best-effort). `stockade doctor` \
+         prints the commands for this host"
     )]
     Missing { controller: &'static str, key: &'static str, shape: &'static str, detail: String },
     #[error("cgroups: the parent cgroup {cgroup} is not visible here (not under {mount})")]
