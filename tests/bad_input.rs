@@ -217,3 +217,19 @@ fn unmapped_owner_uids_refuse_with_the_key() {
     assert!(stderr.contains("the owner uids 2130706432-2130771967 are not all mapped"), "{stderr}");
     assert!(stderr.contains("identity.owner-uid-count = 0"), "{stderr}");
 }
+
+/// A limit that ends a run is said in one line on stderr (the exit status alone says little to a
+/// person), and `--quiet` keeps it silent; a command-line problem is said with one `stockade:`.
+#[test]
+fn a_run_ended_by_a_limit_says_so_once_and_quiet_keeps_it_silent() {
+    let out = run(&["--timeout", "200ms", "--", "/bin/sleep", "5"]);
+    assert_eq!(out.status.code(), Some(124));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.trim(), "stockade: the run passed its wall-clock limit (200 ms) and was killed: timeout");
+    let out = run(&["--quiet", "--timeout", "200ms", "--", "/bin/sleep", "5"]);
+    assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stderr).trim()), (Some(124), ""));
+    let out = stockade().args(["serve", "--check", "--listen", "bogus"]).output().expect("serve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("stockade: --listen: "), "{stderr}");
+    assert!(!stderr.contains("stockade: stockade:"), "{stderr}");
+}

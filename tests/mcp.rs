@@ -26,9 +26,15 @@ struct Mcp {
 impl Mcp {
     /// Starts `stockade mcp ARGS` and initializes the session (checking the server's answer).
     fn start(args: &[&str]) -> Mcp {
+        Mcp::start_with_env(args, &[])
+    }
+
+    /// The same, with these environment variables set.
+    fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Mcp {
         let mut child = Command::new(stockade_bin())
             .arg("mcp")
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -229,5 +235,18 @@ fn a_front_for_a_running_server() {
     let mut m = Mcp::start(&["--serve", &socket]);
     let out = m.tool("run_python", json!({"code": "print(1)"}));
     assert!(tool_error(&out).starts_with("unavailable"), "{out}");
+    m.finish();
+}
+
+/// A host that cannot build a jail (here: no guests where the configuration looks) does not
+/// make `stockade mcp` vanish before `initialize` (an agent's client would only show
+/// "disconnected"): it answers, and every call is a tool error saying why.
+#[test]
+fn a_host_that_cannot_build_jails_still_answers_and_says_why() {
+    let empty = tempfile::tempdir().expect("tempdir");
+    let mut m = Mcp::start_with_env(&[], &[("STOCKADE_GUEST_DIR", empty.path().to_str().expect("utf-8"))]);
+    let out = m.tool("run_python", json!({"code": "print(1)"}));
+    let e = tool_error(&out);
+    assert!(e.starts_with("unavailable: this host cannot run jails:") && e.contains("stockade guest install"), "{e}");
     m.finish();
 }
