@@ -583,9 +583,87 @@ fn scenario(root: &Path, engine: &Engine, ctx: &Path) -> Result<(), String> {
     }
     server.stop()?;
 
+    // 1b. The compose file the host can run, in one command.
+    compose(root, engine, line.iter().any(|a| a.contains("no-cgroups")))?;
+
     // 2. The escape suite's network and filesystem attacks, as runtimes of the same image.
     attacks(root, engine)?;
     engine.docker(&["rmi", ATTACK_IMAGE, IMAGE])?;
+    Ok(())
+}
+
+/// `contrib/container/compose*.yaml`, the one this host can run (`compose.yaml` needs a writable
+/// cgroup: Docker >= 28 on cgroup v2; else `compose.no-cgroups.yaml`), started in one command
+/// from its directory as docs/deploy.md shows: Python and JS answer 42, `down` drains the server
+/// (its socket removed). Both need Compose v2 (`docker compose`): skipped, and said, without it.
+fn compose(root: &Path, engine: &Engine, no_cgroups: bool) -> Result<(), String> {
+    let file = if no_cgroups { "compose.no-cgroups.yaml" } else { "compose.yaml" };
+    // Compose v1 (Debian's docker-compose 1.29) hands `systempaths=unconfined` to the engine as
+    // is, and the engine refuses it (the docker CLI and Compose v2 turn it into unmasked paths).
+    let v2 = engine.command(&["compose", "version"]).stdin(Stdio::null()).output().is_ok_and(|o| o.status.success());
+    if !v2 {
+        println!(
+            "  compose: SKIPPED: {file} needs Compose v2 (the docker compose plugin), not here: Compose v1 cannot unmask /proc"
+        );
+        return Ok(());
+    }
+    let tool = ["docker", "compose"];
+    let socket_dir = engine.dir.join("compose");
+    std::fs::create_dir_all(&socket_dir).map_err(|e| e.to_string())?;
+    let compose = |args: &[&str]| -> Result<String, String> {
+        let mut c = Command::new(tool[0]);
+        c.args(&tool[1..])
+            .args(["-p", "stockade-xtask", "-f", file])
+            .args(args)
+            .current_dir(root.join("contrib/container"))
+            .env("DOCKER_HOST", format!("unix://{}", engine.socket.display()))
+            .env("STOCKADE_SOCKET_DIR", &socket_dir)
+            .stdin(Stdio::null());
+        let out = c.output().map_err(|e| format!("{}: {e}", tool.join(" ")))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{} {}: {}",
+                tool.join(" "),
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    };
+    println!("  cd contrib/container && {} -f {file} up -d", tool.join(" "));
+    compose(&["up", "-d"])?;
+    // Taken down however this ends.
+    struct Down<'a>(&'a dyn Fn(&[&str]) -> Result<String, String>, bool);
+    impl Drop for Down<'_> {
+        fn drop(&mut self) {
+            if !self.1 {
+                let _ = (self.0)(&["down", "-t", "45"]);
+            }
+        }
+    }
+    let mut down = Down(&compose, false);
+    let server = Server { engine, name: String::new(), socket: socket_dir.join("api.sock"), stopped: true };
+    let end = Instant::now() + Duration::from_secs(90);
+    while !(server.socket.exists() && server.request("GET", "/v1/health", None).is_ok_and(|(code, _)| code == 200)) {
+        if Instant::now() > end {
+            let logs = compose(&["logs"]).unwrap_or_default();
+            return Err(format!("the compose service did not come up:\n{logs}"));
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    for (runtime, code) in [("python", "print(6 * 7)"), ("javascript", "console.log(6 * 7)")] {
+        let report = server.run(json!({"runtime": runtime, "code": code}))?;
+        if report["status"] != "ok" || report["stdout"]["text"] != "42\n" {
+            return Err(format!("compose: {runtime}: {report}"));
+        }
+        check_layers(runtime, &report, no_cgroups)?;
+    }
+    down.1 = true;
+    compose(&["down", "-t", "45"])?;
+    if server.socket.exists() {
+        return Err(format!("compose down: the server left its socket {}", server.socket.display()));
+    }
+    println!("  compose: {file}: Python and JS answered, `down` drained the server and its socket is gone");
     Ok(())
 }
 
