@@ -165,15 +165,19 @@ impl Drop for Delegated {
             for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
                 let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
             }
-            // Leaves stockade left (none, if it cleaned up) go first.
-            if let Ok(entries) = std::fs::read_dir(d) {
-                for e in entries.flatten().filter(|e| e.path().is_dir()) {
-                    let _ = std::fs::remove_dir(e.path());
-                }
-            }
-            let _ = std::fs::remove_dir(d);
+            remove_cgroup(d);
         }
     }
+}
+
+/// Removes a cgroup, the leaves stockade left in it first (none, if it cleaned up).
+fn remove_cgroup(d: &Path) {
+    if let Ok(entries) = std::fs::read_dir(d) {
+        for e in entries.flatten().filter(|e| e.path().is_dir()) {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+    let _ = std::fs::remove_dir(d);
 }
 
 #[test]
@@ -321,12 +325,7 @@ impl Drop for Handed {
     fn drop(&mut self) {
         // The deepest first.
         for d in self.dirs.iter().rev() {
-            if let Ok(entries) = std::fs::read_dir(d) {
-                for e in entries.flatten().filter(|e| e.path().is_dir()) {
-                    let _ = std::fs::remove_dir(e.path());
-                }
-            }
-            let _ = std::fs::remove_dir(d);
+            remove_cgroup(d);
         }
     }
 }
