@@ -180,17 +180,26 @@ fn remove_cgroup(d: &Path) {
     let _ = std::fs::remove_dir(d);
 }
 
-#[test]
-fn readme_commands_work_as_a_normal_user_from_their_home() {
+/// Whether this test can run commands as another user with the system's guests (saying why
+/// not, when not).
+fn can_become_a_user() -> bool {
     if !is_root() {
-        eprintln!("skip: runs the README as another user; needs root to become it");
-        return;
+        eprintln!("skip: runs commands as another user; needs root to become it");
+        return false;
     }
     if !system_guests() {
-        return;
+        return false;
     }
     if Command::new("setpriv").arg("--version").output().is_err() {
         eprintln!("skip: setpriv (util-linux) is not installed");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn readme_commands_work_as_a_normal_user_from_their_home() {
+    if !can_become_a_user() {
         return;
     }
     let Some(delegated) = Delegated::new(USER) else {
@@ -232,15 +241,7 @@ const UNDELEGATED: u32 = 64_124;
 /// `stockade serve` (its `--check` builds every runtime's jail plan).
 #[test]
 fn a_user_without_delegation_is_refused_with_the_fix() {
-    if !is_root() {
-        eprintln!("skip: becomes another user; needs root");
-        return;
-    }
-    if !system_guests() {
-        return;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skip: setpriv (util-linux) is not installed");
+    if !can_become_a_user() {
         return;
     }
     let host = Host::current();

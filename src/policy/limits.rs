@@ -65,37 +65,22 @@ impl Limits {
         }
     }
 
-    fn values(&self) -> [Option<u64>; 7] {
+    /// Each limit, in the order of [`Limits::KEYS`].
+    fn fields_mut(&mut self) -> [&mut Option<u64>; 7] {
         [
-            self.wall_timeout_ms,
-            self.memory_max_bytes,
-            self.pids_max,
-            self.stdout_max_bytes,
-            self.stderr_max_bytes,
-            self.wasm_memory_max_bytes,
-            self.fuel,
+            &mut self.wall_timeout_ms,
+            &mut self.memory_max_bytes,
+            &mut self.pids_max,
+            &mut self.stdout_max_bytes,
+            &mut self.stderr_max_bytes,
+            &mut self.wasm_memory_max_bytes,
+            &mut self.fuel,
         ]
     }
 
-    fn from_values(v: [Option<u64>; 7]) -> Limits {
-        let [
-            wall_timeout_ms,
-            memory_max_bytes,
-            pids_max,
-            stdout_max_bytes,
-            stderr_max_bytes,
-            wasm_memory_max_bytes,
-            fuel,
-        ] = v;
-        Limits {
-            wall_timeout_ms,
-            memory_max_bytes,
-            pids_max,
-            stdout_max_bytes,
-            stderr_max_bytes,
-            wasm_memory_max_bytes,
-            fuel,
-        }
+    fn values(&self) -> [Option<u64>; 7] {
+        let mut copy = *self;
+        copy.fields_mut().map(|f| *f)
     }
 
     /// The limits a run gets when it asks for `self` under `ceiling` (`of` names the ceiling in
@@ -103,7 +88,7 @@ impl Limits {
     /// that is no looser than the ceiling and at least the least a jail is built with. Else
     /// refused: the first key asked wrong, with the ceiling or the floor.
     pub fn within(&self, ceiling: &Limits, of: &str) -> Result<Limits, LimitError> {
-        let mut out = ceiling.values();
+        let mut out = *ceiling;
         for (i, (asked, limit)) in self.values().into_iter().zip(ceiling.values()).enumerate() {
             let Some(a) = asked else { continue };
             let (key, floor) = (Self::KEYS[i], Self::FLOORS[i]);
@@ -119,23 +104,23 @@ impl Limits {
             {
                 return refuse(format!("{a} is looser than {of}'s {p}: limits may only tighten it"));
             }
-            out[i] = Some(a);
+            *out.fields_mut()[i] = Some(a);
         }
-        Ok(Limits::from_values(out))
+        Ok(out)
     }
 
     /// Each limit the tighter of the two (a missing one is no limit). For a caller that already
     /// checked what it asks ([`Limits::within`]): a jail's gate takes no looser limit than it
     /// was built with, whoever opens it.
     pub fn tighter(&self, other: &Limits) -> Limits {
-        let mut v = self.values();
-        for (mine, theirs) in v.iter_mut().zip(other.values()) {
+        let mut v = *self;
+        for (mine, theirs) in v.fields_mut().into_iter().zip(other.values()) {
             *mine = match (*mine, theirs) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
         }
-        Limits::from_values(v)
+        v
     }
 
     /// Whether these limits need a jail built for them under `policy`: the ones a jail is built
