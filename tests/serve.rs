@@ -547,8 +547,17 @@ fn socket_activation_serves_on_the_socket_systemd_passes() {
     let accepting = dir.path().join("accept.sock");
     let mut child = activated(&["--accept".into()], &accepting);
     let _reap_accepting = Reap(child.id());
-    assert!(wait_for(Duration::from_secs(10), || accepting.exists()), "the socket is made");
-    let mut conn = std::os::unix::net::UnixStream::connect(&accepting).expect("connect");
+    // Bound before listened on (as above): the first connection that is not refused is the one
+    // systemd-socket-activate accepts and hands to the server.
+    let mut conn = None;
+    assert!(
+        wait_for(Duration::from_secs(10), || {
+            conn = std::os::unix::net::UnixStream::connect(&accepting).ok();
+            conn.is_some()
+        }),
+        "the socket is made and listened on"
+    );
+    let mut conn = conn.expect("connected");
     conn.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
     let mut rest = Vec::new();
     let _ = conn.read_to_end(&mut rest); // closed by the server as it refuses
