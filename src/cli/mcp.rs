@@ -180,7 +180,7 @@ impl Tools {
         Tools { backend: Arc::new(backend), policy, ceiling, tool_router: Self::tool_router() }
     }
 
-    /// Runs Python 3.12 code (CPython for WASI) in a fresh stockade jail: no network, no host
+    /// Runs Python 3.14 code (CPython for WASI) in a fresh stockade jail: no network, no host
     /// files, a private /app working directory, limits on time, memory and output. Returns its
     /// stdout, stderr, status and figures.
     #[tool(name = "run_python")]
@@ -297,7 +297,7 @@ impl ServerHandler for Tools {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("stockade", env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "Runs code in stockade jails: run_python (CPython 3.12) and run_javascript (QuickJS). \
+                "Runs code in stockade jails: run_python (CPython 3.14) and run_javascript (QuickJS). \
                  Each call gets a fresh jail with no network and no host files; files you pass land in \
                  its working directory /app. Limits may only be tightened.",
             )

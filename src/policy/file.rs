@@ -752,7 +752,9 @@ pub struct WasmFile {
     pub fuel: Limit,
     /// Most elements any table may grow to.
     pub table_elements_max: u64,
-    /// Most module instances (and memories) per run.
+    /// Most module instances (and memories) per run of a module. The Python guest is a component
+    /// of a fixed 14 core instances, built by stockade, that its code cannot add to: this does
+    /// not apply to it.
     pub instances_max: u32,
     /// Largest module `--wasm` (or a service request) may bring, bytes. A module is compiled
     /// inside the jail the first time it runs, under the run's limits, and cached by the

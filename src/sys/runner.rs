@@ -46,6 +46,35 @@ pub fn load_artifact(
     unsafe { wasmtime::Module::deserialize_open_file(engine, file) }
 }
 
+/// Loads a precompiled Wasm component (the pre-initialized Python guest) under the same rule as
+/// [`load_artifact`]: the very file the supervisor checked. Wasmtime maps a component only by
+/// path, so the path it is given is the descriptor checked (`/proc/self/fd/N`), never the name.
+#[cfg(feature = "wasm")]
+pub fn load_component(
+    engine: &wasmtime::Engine,
+    path: &std::path::Path,
+    expect: (u64, u64),
+) -> wasmtime::Result<wasmtime::component::Component> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    if (meta.dev(), meta.ino()) != expect {
+        return Err(wasmtime::Error::msg(format!("{} is not the artifact the supervisor checked", path.display())));
+    }
+    let by_fd = std::path::PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    let opened = std::fs::metadata(&by_fd)?;
+    if (opened.dev(), opened.ino()) != expect {
+        return Err(wasmtime::Error::msg(format!("{} cannot be opened by its descriptor", path.display())));
+    }
+    // SAFETY: as in `load_artifact`: the file behind the descriptor is the artifact the
+    // supervisor checked (device and inode, twice), one this binary compiled for this engine
+    // configuration that nobody but its installer (or root) could have written.
+    let component = unsafe { wasmtime::component::Component::deserialize_file(engine, &by_fd) };
+    drop(file);
+    component
+}
+
 /// This process's peak resident set, bytes (`getrusage(RUSAGE_SELF)`).
 pub fn max_rss_bytes() -> u64 {
     // SAFETY: rusage is plain data; all-zero is valid.

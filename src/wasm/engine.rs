@@ -42,9 +42,15 @@ pub fn engine(kind: EngineKind) -> wasmtime::Result<Engine> {
     Engine::new(&config(kind))
 }
 
-/// Compiles a module for `kind` (outside any jail, once per module and key).
+/// Compiles a module, or a component (the pre-initialized Python guest), for `kind` (outside
+/// any jail, once per module and key).
 pub fn precompile(wasm: &[u8], kind: EngineKind) -> wasmtime::Result<Vec<u8>> {
-    engine(kind)?.precompile_module(wasm)
+    let engine = engine(kind)?;
+    if wasmparser::Parser::is_component(wasm) {
+        engine.precompile_component(wasm)
+    } else {
+        engine.precompile_module(wasm)
+    }
 }
 
 /// What this binary's engine of `kind` writes into every artifact it makes: the bytes of the

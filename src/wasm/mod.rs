@@ -5,10 +5,11 @@
 //! is this very binary run as `stockade __runner CONFIG` (stage 2, see `runner.rs`), with the
 //! artifact and the runner bound read-only, the workspace writable, and a report channel on fd 3.
 
+mod component;
 pub mod engine;
 pub mod guests;
 pub mod runner;
-pub mod stdlib;
+pub mod snapshot;
 
 use crate::error::Error;
 use crate::plan::{Job, Plan};
@@ -17,7 +18,7 @@ use crate::report::{GuestEnd, Report, WasmTime};
 use crate::supervisor::{Gate, Gated, Output, Prepared};
 use engine::EngineKind;
 use guests::GuestError;
-use runner::{Outcome, Preopen, RunnerConfig, Summary};
+use runner::{Entry, Outcome, Preopen, RunnerConfig, Summary};
 use std::path::{Path, PathBuf};
 
 /// What to run in the runner.
@@ -108,31 +109,26 @@ fn guest_files(
 ) -> Result<(Code, Option<PathBuf>), GuestError> {
     let code = &job.code;
     match code {
-        GuestCode::Python(_) | GuestCode::Js(_) | GuestCode::PythonFromStdin | GuestCode::JsFromStdin => {
-            let python = matches!(code, GuestCode::Python(_) | GuestCode::PythonFromStdin);
-            let g = if python { guests::PYTHON } else { guests::QUICKJS };
+        GuestCode::Python(_) | GuestCode::PythonFromStdin => python_files(job, dir, kind),
+        GuestCode::Js(_) | GuestCode::JsFromStdin => {
+            let g = guests::QUICKJS;
             guests::check_owner(dir)?;
             let artifact = guests::artifact_path(dir, g.name, kind);
-            let needs_stdlib = g.name == guests::PYTHON.name;
-            let stdlib = stdlib::path(dir);
             // Who may have written it first (it is native code), then which engine made it.
             let usable = match artifact.exists() {
                 true => guests::check_owner(&artifact).map(|()| engine::check_artifact(&artifact, kind))?,
                 false => Err("it is not there".to_string()),
             };
-            if usable.is_ok() && (!needs_stdlib || stdlib.exists()) {
-                if needs_stdlib {
-                    guests::check_owner(&stdlib)?;
+            match usable {
+                Ok(()) => Ok((Code::Artifact(artifact), None)),
+                Err(why) if !job.compile_guests => {
+                    Err(GuestError::NotPrecompiled { name: g.name.into(), path: artifact, why })
                 }
-                return Ok((Code::Artifact(artifact), needs_stdlib.then_some(stdlib)));
+                Err(_) => {
+                    let module = guests::verify(&g, dir)?;
+                    Ok((Code::Artifact(guests::ensure_artifact(&module, &artifact, kind)?), None))
+                }
             }
-            if !job.compile_guests {
-                let why = usable.err().unwrap_or_else(|| "its standard library is not extracted".into());
-                return Err(GuestError::NotPrecompiled { name: g.name.into(), path: artifact, why });
-            }
-            let module = guests::verify(&g, dir)?;
-            let stdlib = if needs_stdlib { Some(stdlib::ensure(&module, dir)?) } else { None };
-            Ok((Code::Artifact(guests::ensure_artifact(&module, &artifact, kind)?), stdlib))
         }
         GuestCode::Module(_) | GuestCode::ModuleBytes(_) => {
             let bytes = match code {
@@ -169,6 +165,31 @@ fn guest_files(
     }
 }
 
+/// The pre-initialized Python guest's artifact and standard library: precompiled here when
+/// missing and the job may (its component is built by `stockade guest install`).
+fn python_files(job: &WasmJob, dir: &Path, kind: EngineKind) -> Result<(Code, Option<PathBuf>), GuestError> {
+    let name = "python";
+    guests::check_owner(dir)?;
+    let artifact = guests::artifact_path(dir, snapshot::STEM, kind);
+    let stdlib = snapshot::stdlib_path(dir);
+    if !stdlib.exists() || !snapshot::component_path(dir).exists() {
+        return Err(GuestError::NotInstalled { name: name.into(), dir: dir.into() });
+    }
+    guests::check_owner(&stdlib)?;
+    let usable = match artifact.exists() {
+        true => guests::check_owner(&artifact).map(|()| engine::check_artifact(&artifact, kind))?,
+        false => Err("it is not there".to_string()),
+    };
+    match usable {
+        Ok(()) => Ok((Code::Artifact(artifact), Some(stdlib))),
+        Err(why) if !job.compile_guests => Err(GuestError::NotPrecompiled { name: name.into(), path: artifact, why }),
+        Err(_) => {
+            let component = snapshot::verify(dir)?;
+            Ok((Code::Artifact(guests::ensure_artifact(&component, &artifact, kind)?), Some(stdlib)))
+        }
+    }
+}
+
 /// The longest piece of the runner's configuration in one argument: the kernel refuses an
 /// exec with an argument over 128 KiB (`MAX_ARG_STRLEN`), and a guest's arguments can be more.
 pub const RUNNER_ARG_MAX: usize = 96 * 1024;
@@ -189,24 +210,25 @@ fn pieces(text: &str) -> Vec<String> {
 }
 
 /// Whether a managed guest (Python, else QuickJS) is installed in `dir` with an artifact for
-/// every engine configuration, each made by this stockade's engine: what a server, which never
-/// compiles a guest, checks when it starts. `Err` names the artifact and `stockade guest install`.
+/// every engine configuration, each made by this stockade's engine (and Python's standard
+/// library beside it): what a server, which never compiles a guest, checks when it starts.
+/// `Err` names what is missing and `stockade guest install`.
 pub fn check_installed(python: bool, dir: &Path) -> Result<(), GuestError> {
-    let g = if python { guests::PYTHON } else { guests::QUICKJS };
+    let (name, stem) = if python { ("python", snapshot::STEM) } else { (guests::QUICKJS.name, guests::QUICKJS.name) };
     for kind in [EngineKind::Epoch, EngineKind::EpochFuel] {
-        let path = guests::artifact_path(dir, g.name, kind);
+        let path = guests::artifact_path(dir, stem, kind);
         let usable = match path.exists() {
             true => guests::check_owner(&path).map(|()| engine::check_artifact(&path, kind))?,
             false => Err("it is not there".to_string()),
         };
         if let Err(why) = usable {
-            return Err(GuestError::NotPrecompiled { name: g.name.into(), path, why });
+            return Err(GuestError::NotPrecompiled { name: name.into(), path, why });
         }
     }
-    let lib = stdlib::path(dir);
+    let lib = snapshot::stdlib_path(dir);
     if python && !lib.exists() {
         let why = "its standard library is not extracted (or is of an older stockade)".to_string();
-        return Err(GuestError::NotPrecompiled { name: g.name.into(), path: lib, why });
+        return Err(GuestError::NotPrecompiled { name: name.into(), path: lib, why });
     }
     Ok(())
 }
@@ -229,11 +251,9 @@ fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(Run
     let dir = job.guest_dir.clone().unwrap_or_else(guests::default_dir);
     let (code, stdlib) = guest_files(policy, job, &dir, kind)?;
     let mut preopens = vec![Preopen { host: workspace.to_path_buf(), guest: "/app".into(), writable: true }];
-    let mut env = policy.env_set.clone();
+    let env = policy.env_set.clone();
     if let Some(lib) = stdlib {
-        preopens.push(Preopen { host: lib, guest: stdlib::GUEST_LIB.into(), writable: false });
-        env.retain(|(k, _)| k != "PYTHONHOME");
-        env.push(("PYTHONHOME".into(), stdlib::GUEST_HOME.into()));
+        preopens.push(Preopen { host: lib, guest: snapshot::GUEST_LIB.into(), writable: false });
     }
     for d in &job.data {
         preopens.push(Preopen { host: d.clone(), guest: d.display().to_string(), writable: false });
@@ -245,7 +265,7 @@ fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(Run
             vec![path.file_name().map_or_else(|| "module".into(), |n| n.to_string_lossy().into_owned())]
         }
         GuestCode::ModuleBytes(_) => vec!["module.wasm".into()],
-        GuestCode::PythonFromStdin => vec!["python".into(), "-c".into(), crate::handover::PYTHON_BOOTSTRAP.into()],
+        GuestCode::PythonFromStdin => vec!["python".into(), "-c".into(), "<code on stdin>".into()],
         GuestCode::JsFromStdin => {
             vec!["qjs".into(), "--std".into(), "-e".into(), crate::handover::JS_BOOTSTRAP.into()]
         }
@@ -277,6 +297,11 @@ fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(Run
         preopens,
         guest_stdin: job.stdin.is_some() || job.code.waits_for_code(),
         clock_from_stdin: job.code.waits_for_code(),
+        entry: match &job.code {
+            GuestCode::Python(code) => Entry::PythonRun { code: Some(code.clone()), args: job.args.clone() },
+            GuestCode::PythonFromStdin => Entry::PythonRun { code: None, args: Vec::new() },
+            _ => Entry::Start,
+        },
     };
     Ok((config, code))
 }
@@ -324,7 +349,7 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
         match (p.writable, p.guest.as_str()) {
             (true, _) if job.workspace.is_none() => policy.add_empty_dir(FRESH_WORKSPACE, "wasm workspace")?,
             (true, _) => policy.add_read_write(&text(&p.host), "--workspace")?,
-            (false, stdlib::GUEST_LIB) => policy.add_read_only(&text(&p.host), "python standard library")?,
+            (false, snapshot::GUEST_LIB) => policy.add_read_only(&text(&p.host), "python standard library")?,
             (false, _) => policy.add_read_only(&text(&p.host), "--data")?,
         }
     }

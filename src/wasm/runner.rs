@@ -13,7 +13,7 @@
 //! compiles, so a run killed while compiling says so; the summary last).
 
 use super::engine::{self, EngineKind};
-use crate::layers::bpf::{self, Action, Entry};
+use crate::layers::bpf::{self, Action};
 use crate::layers::seccomp;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -65,6 +65,22 @@ pub struct RunnerConfig {
     /// started ahead of its run (a warm interpreter) waits for its code there.
     #[serde(default)]
     pub clock_from_stdin: bool,
+    /// What of the guest runs.
+    #[serde(default)]
+    pub entry: Entry,
+}
+
+/// What of the guest the runner calls.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Entry {
+    /// A WASI preview 1 command module's `_start`, with `argv`.
+    #[default]
+    Start,
+    /// The pre-initialized Python guest (a component, see `component.rs`): a fresh instance of
+    /// its snapshot, whose `run` export gets the code and `args` as `sys.argv[1:]` (no code: both
+    /// come framed on stdin). `argv` is only shown.
+    PythonRun { code: Option<String>, args: Vec<String> },
 }
 
 /// How the guest ended, as the runner saw it.
@@ -108,7 +124,7 @@ pub struct Summary {
 }
 
 /// Limits the guest's store and remembers what it asked for.
-struct Limits {
+pub(super) struct Limits {
     memory_max: usize,
     table_elements_max: usize,
     instances_max: usize,
@@ -143,22 +159,82 @@ impl ResourceLimiter for Limits {
     }
 }
 
-struct State {
-    wasi: WasiP1Ctx,
-    limits: Limits,
+pub(super) struct State<W> {
+    pub(super) wasi: W,
+    pub(super) limits: Limits,
+}
+
+/// How a guest's call went, as [`run`] reports it.
+pub(super) struct Ran {
+    /// The guest's exit status, or how it ended otherwise.
+    pub(super) result: wasmtime::Result<i32>,
+    pub(super) times: Times,
+    pub(super) fuel_left: Option<u64>,
+    pub(super) memory_peak: usize,
+    pub(super) memory_limit_hit: bool,
+}
+
+impl Ran {
+    /// What became of a call on `store` begun at `started`. The process ends right after: its
+    /// memory goes with it, so the guest's store, instance and linear memory are not torn down
+    /// piece by piece first (milliseconds for a Python guest).
+    pub(super) fn of<W>(store: Store<State<W>>, result: wasmtime::Result<i32>, times: Times) -> Ran {
+        let limits = &store.data().limits;
+        let ran = Ran {
+            result,
+            times,
+            fuel_left: store.get_fuel().ok(),
+            memory_peak: limits.memory_peak,
+            memory_limit_hit: limits.memory_limit_hit,
+        };
+        std::mem::forget(store);
+        ran
+    }
+}
+
+/// How long loading and instantiating took, and when the guest started.
+pub(super) struct Times {
+    pub(super) load: Duration,
+    pub(super) compile: Option<Duration>,
+    pub(super) instantiate: Duration,
+    pub(super) started: Instant,
+}
+
+/// The store of a guest: its WASI, its limits, its fuel and its deadline.
+/// `instances_max`: the policy's for a module, the guest's own for the Python component.
+pub(super) fn store<W>(
+    engine: &wasmtime::Engine,
+    c: &RunnerConfig,
+    wasi: W,
+    instances_max: u32,
+) -> Result<Store<State<W>>, String> {
+    let limits = Limits {
+        memory_max: usize::try_from(c.memory_max_bytes).unwrap_or(usize::MAX),
+        table_elements_max: usize::try_from(c.table_elements_max).unwrap_or(usize::MAX),
+        instances_max: instances_max as usize,
+        memory_peak: 0,
+        memory_limit_hit: false,
+    };
+    let mut store = Store::new(engine, State { wasi, limits });
+    store.limiter(|s| &mut s.limits);
+    if let Some(fuel) = c.fuel {
+        store.set_fuel(fuel).map_err(|e| one_line(&e))?;
+    }
+    store.set_epoch_deadline(1);
+    Ok(store)
 }
 
 /// The runner's own filter: the jail's groups, plus every exec and every socket.
 fn runner_filter() -> Vec<crate::sys::SockFilter> {
-    let mut entries: Vec<Entry> = seccomp::entries(&[], &[])
+    let mut entries: Vec<bpf::Entry> = seccomp::entries(&[], &[])
         .into_iter()
         .filter(|e| {
             ![libc::SYS_execve, libc::SYS_execveat, libc::SYS_socket, libc::SYS_socketpair].contains(&i64::from(e.nr))
         })
-        .map(|e| Entry { action: if e.action == Action::Notify { Action::Errno(1) } else { e.action }, ..e })
+        .map(|e| bpf::Entry { action: if e.action == Action::Notify { Action::Errno(1) } else { e.action }, ..e })
         .collect();
     for nr in [libc::SYS_execve, libc::SYS_execveat, libc::SYS_socket, libc::SYS_socketpair] {
-        entries.push(Entry { nr: u32::try_from(nr).unwrap_or(u32::MAX), rules: vec![], action: Action::Errno(1) });
+        entries.push(bpf::Entry { nr: u32::try_from(nr).unwrap_or(u32::MAX), rules: vec![], action: Action::Errno(1) });
     }
     bpf::compile(entries)
 }
@@ -194,7 +270,7 @@ pub fn main(config_json: &str) -> i32 {
     crate::sys::exit_now(code)
 }
 
-fn load_error(message: String) -> Summary {
+pub(super) fn load_error(message: String) -> Summary {
     Summary {
         outcome: Outcome::LoadError,
         guest_exit_code: None,
@@ -240,7 +316,7 @@ fn compile(
 }
 
 /// First line of an error chain, without backtraces.
-fn one_line(e: &wasmtime::Error) -> String {
+pub(super) fn one_line(e: &wasmtime::Error) -> String {
     format!("{e:#}").lines().next().unwrap_or("").to_string()
 }
 
@@ -248,7 +324,7 @@ fn one_line(e: &wasmtime::Error) -> String {
 static STDIN_STARTED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
 
 /// This process's stdin as a file of its own (unbuffered, unlike `std::io::stdin`).
-fn stdin_file() -> std::io::Result<std::fs::File> {
+pub(super) fn stdin_file() -> std::io::Result<std::fs::File> {
     use std::os::fd::AsFd;
     Ok(std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?))
 }
@@ -271,94 +347,85 @@ fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i
         Ok(e) => e,
         Err(e) => return (load_error(one_line(&e)), 125),
     };
-    let (module, compile) = match (&c.artifact, c.module_bytes) {
-        (Some(artifact), _) => match crate::sys::load_artifact(&engine, artifact, c.artifact_id) {
-            Ok(m) => (m, None),
-            Err(e) => return (load_error(format!("cannot load {}: {}", artifact.display(), one_line(&e))), 125),
-        },
-        (None, Some(size)) => match compile(&engine, size, summary_out) {
-            Ok((m, took)) => (m, Some(took)),
-            Err(message) => return (load_error(message), 125),
-        },
-        (None, None) => return (load_error("no artifact and no module to compile".into()), 125),
+    let made = t0.elapsed();
+    let ran = match &c.entry {
+        Entry::Start => start(&engine, c, summary_out),
+        Entry::PythonRun { code, args } => super::component::run_python(&engine, c, code.as_deref(), args),
     };
-    let load = t0.elapsed() - compile.unwrap_or_default();
-
-    let wasi = match wasi_ctx(c) {
-        Ok(w) => w,
+    let mut ran = match ran {
+        Ok(r) => r,
         Err(message) => return (load_error(message), 125),
     };
-    let limits = Limits {
-        memory_max: usize::try_from(c.memory_max_bytes).unwrap_or(usize::MAX),
-        table_elements_max: usize::try_from(c.table_elements_max).unwrap_or(usize::MAX),
-        instances_max: c.instances_max as usize,
-        memory_peak: 0,
-        memory_limit_hit: false,
-    };
-    let mut store = Store::new(&engine, State { wasi, limits });
-    store.limiter(|s| &mut s.limits);
-    if let Some(fuel) = c.fuel
-        && let Err(e) = store.set_fuel(fuel)
-    {
-        return (load_error(one_line(&e)), 125);
-    }
-    store.set_epoch_deadline(1);
-    let mut linker: Linker<State> = Linker::new(&engine);
-    if let Err(e) = wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s| &mut s.wasi) {
-        return (load_error(one_line(&e)), 125);
-    }
-    deadline_tick(&engine, c);
-
-    let t1 = Instant::now();
-    let instance = match linker.instantiate(&mut store, &module) {
-        Ok(i) => i,
-        Err(e) => return (load_error(format!("cannot instantiate: {}", one_line(&e))), 125),
-    };
-    let start = match instance.get_typed_func::<(), ()>(&mut store, "_start") {
-        Ok(f) => f,
-        Err(e) => return (load_error(format!("no _start: {}", one_line(&e))), 125),
-    };
-    let instantiate = t1.elapsed();
-    let t2 = Instant::now();
-    let result = start.call(&mut store, ());
+    ran.times.load += made;
+    let t = &ran.times;
     // Counted from the start of the guest's run: its first byte of stdin, when it waited for it.
     let run = match STDIN_STARTED.get() {
-        Some(at) if c.clock_from_stdin => (*at).max(t2).elapsed(),
+        Some(at) if c.clock_from_stdin => (*at).max(t.started).elapsed(),
         _ if c.clock_from_stdin => Duration::ZERO,
-        _ => t2.elapsed(),
+        _ => t.started.elapsed(),
     };
-
-    let fuel_consumed = c.fuel.map(|f| f.saturating_sub(store.get_fuel().unwrap_or(0)));
-    let (outcome, code, message) = ended(result);
-    let limits = &store.data().limits;
+    let fuel_consumed = c.fuel.map(|f| f.saturating_sub(ran.fuel_left.unwrap_or(0)));
+    let (outcome, code, message) = ended(ran.result);
     let summary = Summary {
         outcome,
         guest_exit_code: code,
         message,
         fuel_consumed,
-        memory_peak_bytes: limits.memory_peak as u64,
-        memory_limit_hit: limits.memory_limit_hit,
-        load_ms: ms(load),
-        compile_ms: compile.map(ms),
-        instantiate_ms: ms(instantiate),
+        memory_peak_bytes: ran.memory_peak as u64,
+        memory_limit_hit: ran.memory_limit_hit,
+        load_ms: ms(t.load),
+        compile_ms: t.compile.map(ms),
+        instantiate_ms: ms(t.instantiate),
         run_ms: ms(run),
         max_rss_bytes: crate::sys::max_rss_bytes(),
     };
     let exit = super::guest_end(&summary).exit_code();
-    // The process ends right after: its memory goes with it, so the guest's store, instance and
-    // linear memory are not torn down piece by piece first (milliseconds for a Python guest).
-    std::mem::forget(store);
-    std::mem::forget(linker);
     (summary, exit)
 }
 
+/// A command module's run: loaded (or compiled here), instantiated, its `_start` called.
+fn start(engine: &wasmtime::Engine, c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> Result<Ran, String> {
+    let t0 = Instant::now();
+    let (module, compile) = match (&c.artifact, c.module_bytes) {
+        (Some(artifact), _) => match crate::sys::load_artifact(engine, artifact, c.artifact_id) {
+            Ok(m) => (m, None),
+            Err(e) => return Err(format!("cannot load {}: {}", artifact.display(), one_line(&e))),
+        },
+        (None, Some(size)) => {
+            let (m, took) = compile(engine, size, summary_out)?;
+            (m, Some(took))
+        }
+        (None, None) => return Err("no artifact and no module to compile".into()),
+    };
+    let load = t0.elapsed() - compile.unwrap_or_default();
+    let mut store = store(engine, c, wasi_ctx(c)?.build_p1(), c.instances_max)?;
+    let mut linker: Linker<State<WasiP1Ctx>> = Linker::new(engine);
+    wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s| &mut s.wasi).map_err(|e| one_line(&e))?;
+    deadline_tick(engine, c);
+
+    let t1 = Instant::now();
+    let instance =
+        linker.instantiate(&mut store, &module).map_err(|e| format!("cannot instantiate: {}", one_line(&e)))?;
+    let start =
+        instance.get_typed_func::<(), ()>(&mut store, "_start").map_err(|e| format!("no _start: {}", one_line(&e)))?;
+    let instantiate = t1.elapsed();
+    let started = Instant::now();
+    let result = start.call(&mut store, ()).map(|()| 0);
+    std::mem::forget(linker);
+    Ok(Ran::of(store, result, Times { load, compile, instantiate, started }))
+}
+
 /// The guest's WASI: its argv and environment, stdout and stderr inherited (the supervisor's
-/// capped pipes), its stdin when it reads one, its preopened directories. `Err` in words.
-fn wasi_ctx(c: &RunnerConfig) -> Result<wasmtime_wasi::p1::WasiP1Ctx, String> {
+/// capped pipes), its stdin when it reads one, its preopened directories, to be built for
+/// preview 1 or 2. `Err` in words.
+pub(super) fn wasi_ctx(c: &RunnerConfig) -> Result<WasiCtxBuilder, String> {
     let mut wasi = WasiCtxBuilder::new();
     // Blocking WASI calls (file I/O in /app) run on this thread, not through a tokio
     // blocking pool: no thread hand-off per call, and no extra threads at all.
     wasi.args(&c.argv).envs(&c.env).inherit_stdout().inherit_stderr().allow_blocking_current_thread(true);
+    // No sockets of any kind, no name lookups (WASI preview 2 has both; the jail has no network
+    // and the runner's filter no socket(2) either).
+    wasi.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
     if c.guest_stdin {
         // The guest reads fd 0 itself (no thread between it and its input).
         match stdin_file() {
@@ -374,12 +441,12 @@ fn wasi_ctx(c: &RunnerConfig) -> Result<wasmtime_wasi::p1::WasiP1Ctx, String> {
             return Err(format!("cannot open {} for the guest: {}", p.host.display(), one_line(&e)));
         }
     }
-    Ok(wasi.build_p1())
+    Ok(wasi)
 }
 
 /// The wall-clock limit, as an epoch tick: the guest traps at its next check. It counts from
 /// now, or from when stdin first had something (a waiting guest's code came).
-fn deadline_tick(engine: &wasmtime::Engine, c: &RunnerConfig) {
+pub(super) fn deadline_tick(engine: &wasmtime::Engine, c: &RunnerConfig) {
     let ticker = engine.clone();
     let timeout = Duration::from_millis(c.timeout_ms);
     let clock_from_stdin = c.clock_from_stdin;
@@ -393,9 +460,9 @@ fn deadline_tick(engine: &wasmtime::Engine, c: &RunnerConfig) {
 
 /// How the guest's `_start` ended: returned or exited (with its code), out of fuel,
 /// interrupted at its deadline, or trapped (the trap in one line).
-fn ended(result: wasmtime::Result<()>) -> (Outcome, Option<i32>, Option<String>) {
+fn ended(result: wasmtime::Result<i32>) -> (Outcome, Option<i32>, Option<String>) {
     match result {
-        Ok(()) => (Outcome::Exited, Some(0), None),
+        Ok(code) => (Outcome::Exited, Some(code), None),
         Err(e) => {
             if let Some(exit) = e.downcast_ref::<I32Exit>() {
                 (Outcome::Exited, Some(exit.0), None)

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 /// Whether the Wasm guests are installed (a test that needs them says why it skips).
 pub fn guests() -> bool {
     let d = stockade::wasm::guests::default_dir();
-    let ok = d.join("python.wasm").exists() && d.join("quickjs.wasm").exists();
+    let ok = d.join("python314.wasm").exists() && d.join("quickjs.wasm").exists();
     if !ok {
         eprintln!("skip: guests not installed in {} (stockade guest install)", d.display());
     }

@@ -279,7 +279,7 @@ fn guest_dir(stockade: &Path) -> Option<PathBuf> {
             PathBuf::from(text.lines().next()?.strip_prefix("guest directory: ")?.trim())
         }
     };
-    (dir.join("python.wasm").is_file() && dir.join("quickjs.wasm").is_file()).then_some(dir)
+    (dir.join("python314.wasm").is_file() && dir.join("quickjs.wasm").is_file()).then_some(dir)
 }
 
 /// A venv with llm-wasm-sandbox 0.4.4 from PyPI (the Wasm-only sandbox users pick today), made once.

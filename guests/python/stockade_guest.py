@@ -1,0 +1,118 @@
+"""The entry point of stockade's pre-initialized Python guest.
+
+componentize-py imports this module while it builds the guest, runs CPython's start-up and
+this module's top level, and snapshots the heap: every run starts from that snapshot, in a
+fresh instance, and calls `run`. It behaves as stockade's `python -c` bootstrap does (see
+src/handover.rs): the same frame on stdin, the same exit codes, the same tracebacks.
+"""
+
+import os
+import sys
+
+import wit_world
+
+# Paid at build time: the compiler's first use, and what a traceback needs.
+compile("pass", "<string>", "exec")
+import traceback  # noqa: E402  (sys.excepthook imports it on first use)
+
+# In stockade's jails the network is off, and a network attempt says so (WASI's own answer
+# is an opaque resolver error).
+import _socket  # noqa: E402
+
+
+def _network_off(*args, **kwargs):
+    raise OSError(101, "Network is unreachable: the network is off in this stockade jail")
+
+
+for _name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr", "getnameinfo"):
+    setattr(_socket, _name, _network_off)
+del _socket, _name
+
+
+def _fresh():
+    """What the snapshot fixed at build time and a run must not share with another: the
+    environment and the `random` module's state (drawn again from the run's own entropy)."""
+    import posix
+
+    os.environ.clear()
+    os.environ.update({k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v
+                       for k, v in posix.environ.items()})
+    r = sys.modules.get("random")
+    if r is not None:
+        r.seed()
+
+
+def _exact(n, first=False):
+    b = bytearray()
+    while len(b) < n:
+        c = os.read(0, n - len(b))
+        if not c:
+            raise SystemExit(0 if first and not b else 125)
+        b += c
+    return bytes(b)
+
+
+def _framed():
+    n, argc = map(int, _exact(16, True).split())
+    src = _exact(n).decode("utf-8")
+    args = [_exact(int(_exact(11))).decode("utf-8", "surrogateescape") for _ in range(argc)]
+    return src, args
+
+
+def _status(e):
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code & 0xFF
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+def _finish():
+    t = sys.modules.get("threading")
+    if t is not None and hasattr(t, "_shutdown"):
+        t._shutdown()
+    a = sys.modules.get("atexit")
+    if a is not None:
+        a._run_exitfuncs()
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except BaseException:
+            pass
+
+
+class WitWorld(wit_world.WitWorld):
+    def run(self, code, args):
+        # Everything is caught: an exception escaping an export aborts the instance.
+        status = 0
+        try:
+            _fresh()
+            if os.path.isdir("/app"):
+                os.chdir("/app")
+            if code is None:
+                code, args = _framed()
+            sys.argv = ["-c", *args]
+            g = {"__name__": "__main__", "__builtins__": __builtins__, "__doc__": None}
+            sys.modules["__main__"] = type(sys)("__main__")
+            sys.modules["__main__"].__dict__.update(g)
+            g = sys.modules["__main__"].__dict__
+            try:
+                exec(compile(code, "<string>", "exec"), g)
+            except SystemExit as e:
+                status = _status(e)
+            except BaseException as e:
+                e.__traceback__ = e.__traceback__.tb_next
+                sys.excepthook(type(e), e, e.__traceback__)
+                status = 1
+            _finish()
+            g.clear()
+        except SystemExit as e:
+            status = _status(e)
+        except BaseException:
+            try:
+                traceback.print_exc()
+            except BaseException:
+                pass
+            status = 125
+        return status

@@ -1,0 +1,61 @@
+//! The pre-initialized Python guest, in the runner: a Wasm component (WASI preview 2) holding
+//! CPython whose start-up ran once, when the guest was installed, and was snapshotted (see
+//! `guests/python/`). Each run is a fresh instance of that snapshot: its linear memory mapped
+//! copy-on-write from the artifact, so an instance costs what mapping it costs, not what
+//! CPython's start-up does. Its `run` export gets the code and the arguments.
+
+use super::runner::{self, Ran, RunnerConfig, State, Times};
+use std::time::Instant;
+use wasmtime::component::{Linker, ResourceTable};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+/// The core instances the Python component is made of (CPython, its libc and its extension
+/// libraries, linked once at build time), with room for a rebuild: fixed by the guest, not by
+/// the code it runs (Python code cannot instantiate Wasm), so `wasm.instances-max`, a bound on
+/// what a module may instantiate, does not apply to it.
+pub const PYTHON_INSTANCES: u32 = 32;
+
+/// The guest's WASI (preview 2): its context and the resources it holds.
+pub(super) struct P2 {
+    ctx: WasiCtx,
+    table: ResourceTable,
+}
+
+impl WasiView for State<P2> {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi.ctx, table: &mut self.wasi.table }
+    }
+}
+
+/// Runs the Python guest once: `code` with `args` as `sys.argv[1:]`, or (`code` `None`) the
+/// code framed on stdin. `Err` in words when it cannot be loaded or instantiated.
+pub(super) fn run_python(
+    engine: &wasmtime::Engine,
+    c: &RunnerConfig,
+    code: Option<&str>,
+    args: &[String],
+) -> Result<Ran, String> {
+    let t0 = Instant::now();
+    let artifact = c.artifact.as_ref().ok_or("no artifact of the Python guest")?;
+    let component = crate::sys::load_component(engine, artifact, c.artifact_id)
+        .map_err(|e| format!("cannot load {}: {}", artifact.display(), runner::one_line(&e)))?;
+    let load = t0.elapsed();
+    let wasi = P2 { ctx: runner::wasi_ctx(c)?.build(), table: ResourceTable::new() };
+    let mut store = runner::store(engine, c, wasi, PYTHON_INSTANCES)?;
+    let mut linker = Linker::<State<P2>>::new(engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| runner::one_line(&e))?;
+    runner::deadline_tick(engine, c);
+
+    let t1 = Instant::now();
+    let instance = linker
+        .instantiate(&mut store, &component)
+        .map_err(|e| format!("cannot instantiate: {}", runner::one_line(&e)))?;
+    let run = instance
+        .get_typed_func::<(Option<&str>, &[String]), (i32,)>(&mut store, "run")
+        .map_err(|e| format!("the Python guest has no run export: {}", runner::one_line(&e)))?;
+    let instantiate = t1.elapsed();
+    let started = Instant::now();
+    let result = run.call(&mut store, (code, args)).map(|(status,)| status);
+    std::mem::forget(linker);
+    Ok(Ran::of(store, result, Times { load, compile: None, instantiate, started }))
+}

