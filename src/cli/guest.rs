@@ -148,7 +148,17 @@ fn install_snapshot(dir: &Path, wheels: &Wheels) -> Result<(), guests::GuestErro
     for kind in [EngineKind::Epoch, EngineKind::EpochFuel] {
         let _ = std::fs::remove_file(guests::artifact_path(dir, snapshot::STEM, kind));
     }
-    precompile("python", snapshot::STEM, &component, dir)
+    precompile("python", snapshot::STEM, &component, dir)?;
+    let started = std::time::Instant::now();
+    let runner =
+        std::env::current_exe().map_err(|source| guests::GuestError::Io { path: "/proc/self/exe".into(), source })?;
+    snapshot::compile_stdlib(dir, &runner, &guests::artifact_path(dir, snapshot::STEM, EngineKind::Epoch))?;
+    println!(
+        "python: standard library compiled to bytecode in {:.1} s ({})",
+        started.elapsed().as_secs_f64(),
+        snapshot::stdlib_path(dir).display()
+    );
+    Ok(())
 }
 
 fn install(dir: &Path, wheels: Option<&Path>) -> Result<(), guests::GuestError> {

@@ -195,7 +195,7 @@ fn python_files(job: &WasmJob, dir: &Path, kind: EngineKind) -> Result<(Code, Op
 pub const RUNNER_ARG_MAX: usize = 96 * 1024;
 
 /// `text` in pieces of at most [`RUNNER_ARG_MAX`] bytes, each ending on a character boundary.
-fn pieces(text: &str) -> Vec<String> {
+pub(crate) fn pieces(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {

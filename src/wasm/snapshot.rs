@@ -100,6 +100,67 @@ pub fn build(wheel: &Path, dir: &Path) -> Result<PathBuf, GuestError> {
     Ok(dest)
 }
 
+/// What compiles the standard library in the guest: every module to bytecode, checked by
+/// nothing at import (the library is read-only in every jail and replaced only whole). A WASI
+/// file write may be partial, which `py_compile`'s single write takes for a failure: it gets a
+/// writer that finishes its writes.
+const COMPILE_LIBRARY: &str = r#"import compileall, importlib._bootstrap_external as bx, os, py_compile, sys
+
+
+def _write_whole(path, data, mode=0o666):
+    tmp = "%s.%d.partial" % (path, id(data))
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+bx._write_atomic = _write_whole
+ok = compileall.compile_dir("/python", quiet=1, workers=1,
+                            invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+sys.exit(0 if ok else 1)
+"#;
+
+/// Compiles the installed standard library to bytecode with the guest itself (its own
+/// compiler, its own magic number), run by `runner` (this stockade, as `__runner`, outside any
+/// jail: the code is stockade's own), then makes every file 0644 and directory 0755. Imports
+/// then read bytecode instead of compiling source in each run. `artifact`: the guest's
+/// precompiled artifact without fuel metering.
+pub fn compile_stdlib(dir: &Path, runner: &Path, artifact: &Path) -> Result<(), GuestError> {
+    use super::runner::{Entry, Preopen, RunnerConfig};
+    use std::os::unix::fs::MetadataExt;
+    let lib = stdlib_path(dir);
+    let meta = std::fs::metadata(artifact).map_err(io(artifact))?;
+    let config = RunnerConfig {
+        artifact: Some(artifact.to_path_buf()),
+        artifact_id: (meta.dev(), meta.ino()),
+        module_bytes: None,
+        fuel: None,
+        timeout_ms: 30 * 60 * 1000,
+        memory_max_bytes: 1 << 30,
+        table_elements_max: 1 << 20,
+        instances_max: 1,
+        argv: vec!["python".into()],
+        env: Vec::new(),
+        preopens: vec![Preopen { host: lib.clone(), guest: GUEST_LIB.into(), writable: true }],
+        guest_stdin: false,
+        clock_from_stdin: false,
+        entry: Entry::PythonRun { code: Some(COMPILE_LIBRARY.into()), args: Vec::new() },
+    };
+    let json = serde_json::to_string(&config).map_err(GuestError::Config)?;
+    let fail = |reason: String| GuestError::Build { what: "the Python guest's bytecode".into(), reason };
+    let out = std::process::Command::new(runner)
+        .arg("__runner")
+        .args(super::pieces(&json))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| fail(format!("cannot run {}: {e}", runner.display())))?;
+    if !out.status.success() {
+        let said = String::from_utf8_lossy(&out.stderr);
+        return Err(fail(format!("compileall failed ({}): {}", out.status, said.trim())));
+    }
+    set_modes(&lib)
+}
+
 /// A build's scratch directory, removed with it (whatever the build's end).
 struct Scratch(PathBuf);
 
@@ -229,18 +290,23 @@ fn extract(tar: &[u8], into: &Path) -> Result<(), GuestError> {
         std::io::copy(&mut entry, &mut out).map_err(io(&dest))?;
         std::fs::set_permissions(&dest, std::fs::Permissions::from_mode(0o644)).map_err(io(&dest))?;
     }
-    set_dir_modes(into)
+    set_modes(into)
 }
 
-/// Directories created on the way get the umask's mode: sets every one under `into` (and it)
-/// to 0755.
-fn set_dir_modes(into: &Path) -> Result<(), GuestError> {
+/// What was made on the way gets the umask's mode: sets every directory under `into` (and it)
+/// to 0755, every file to 0644.
+fn set_modes(into: &Path) -> Result<(), GuestError> {
     let mut stack = vec![into.to_path_buf()];
     while let Some(d) = stack.pop() {
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).map_err(io(&d))?;
         for e in std::fs::read_dir(&d).map_err(io(&d))?.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(e.path());
+            match e.file_type() {
+                Ok(t) if t.is_dir() => stack.push(e.path()),
+                Ok(t) if t.is_file() => {
+                    let p = e.path();
+                    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).map_err(io(&p))?;
+                }
+                _ => {}
             }
         }
     }
