@@ -261,7 +261,7 @@ fn guests_check(dir: Option<&Path>) -> Check {
     let dir = dir.map_or_else(guests::default_dir, Path::to_path_buf);
     let mut missing = Vec::new();
     let mut ok = Vec::new();
-    let python = ("python", snapshot::STEM, snapshot::verify(&dir).map(|_| ()));
+    let python = ("python", snapshot::artifact_stem(), snapshot::verify(&dir).map(|_| ()));
     let fetched = guests::ALL.into_iter().map(|g| (g.name, g.name, guests::verify(&g, &dir).map(|_| ())));
     for (name, stem, verified) in std::iter::once(python).chain(fetched) {
         match verified {

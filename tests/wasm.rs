@@ -277,6 +277,77 @@ fn a_tampered_guest_or_artifact_is_refused() {
     );
 }
 
+/// Every Python run is a fresh instance of the install's snapshot: what the snapshot fixed at
+/// build time and a run must not share with another is drawn again (the `random` module's
+/// state) or read again (the environment the policy sets), and nothing one run does is seen by
+/// the next.
+#[test]
+fn each_python_run_starts_from_the_snapshot_afresh() {
+    let Some(g) = guest_dir() else { return };
+    let p = policy_file("version = 1\n[environment]\nset = { GREETING = \"hello\" }\n");
+    let code = "import os, random, sys\n\
+                print(random.random(), os.environ.get('GREETING'), getattr(sys, 'left_behind', None))\n\
+                sys.left_behind = 'by the first run'";
+    let outputs: Vec<String> = (0..2)
+        .map(|_| {
+            let (r, _) = wasm(&g, &["--policy", &path_of(&p), "--python", code]);
+            assert_eq!(r.status, Status::Ok, "{r:?}");
+            stdout_of(&r).to_string()
+        })
+        .collect();
+    let fields: Vec<Vec<&str>> = outputs.iter().map(|o| o.split_whitespace().collect()).collect();
+    assert_eq!((fields[0][1], fields[0][2]), ("hello", "None"), "{outputs:?}");
+    assert_eq!((fields[1][1], fields[1][2]), ("hello", "None"), "{outputs:?}");
+    assert_ne!(fields[0][0], fields[1][0], "two runs drew the same random numbers: {outputs:?}");
+}
+
+/// The Python guest is refused when its component is not what its install recorded, and a run
+/// never compiles one it cannot verify.
+#[test]
+fn a_tampered_python_guest_is_refused() {
+    let Some(g) = guest_dir() else { return };
+    let copy = tempfile::tempdir().expect("tmp");
+    std::fs::set_permissions(copy.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    for name in ["python314.wasm", "python314.json"] {
+        std::fs::copy(g.join(name), copy.path().join(name)).expect("copy");
+    }
+    let lib = std::fs::read_dir(&g)
+        .expect("ls")
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("python314-lib-"))
+        .expect("the standard library");
+    let copied = std::process::Command::new("cp").arg("-a").arg(lib.path()).arg(copy.path()).status().expect("cp");
+    assert!(copied.success());
+    let component = copy.path().join("python314.wasm");
+    let mut bytes = std::fs::read(&component).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&component, bytes).expect("write");
+    let c = copy.path().display().to_string();
+    let out = stockade().args(["guest", "verify", "--dir", &c]).output().expect("verify");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() != Some(0) && err.contains("python314.wasm") && err.contains("refusing it"), "{err}");
+    let out = stockade().args(["run", "--guest-dir", &c, "--python", "print(1)"]).output().expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(125) && err.contains("refusing it"), "{err}");
+    let artifacts = std::fs::read_dir(copy.path())
+        .expect("ls")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".cwasm"));
+    assert_eq!(artifacts.count(), 0, "an artifact was compiled from the tampered component");
+    // A guest built from another stockade's guest program (its entry point, its `run`) is not
+    // this stockade's to run: refused, naming the fix, whatever its artifacts.
+    std::fs::copy(g.join("python314.wasm"), &component).expect("copy");
+    let manifest = copy.path().join("python314.json");
+    let text = std::fs::read_to_string(&manifest).expect("manifest");
+    let mut recorded: serde_json::Value = serde_json::from_str(&text).expect("json");
+    recorded["inputs"]["program-sha256"] = serde_json::json!("0".repeat(64));
+    std::fs::write(&manifest, recorded.to_string()).expect("write");
+    let out = stockade().args(["run", "--guest-dir", &c, "--python", "print(1)"]).output().expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code() == Some(125) && err.contains("another stockade's guest program"), "{err}");
+}
+
 /// A guest started ahead of its run: the interpreter loads and waits for its code, framed on
 /// stdin; its run behaves as the same code run cold (`--python`, `--js`): output, arguments,
 /// stdin, exit codes and tracebacks; its clock starts at the hand-over.

@@ -29,14 +29,12 @@ for _name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr
 del _socket, _name
 
 
-def _fresh():
+def _fresh(env):
     """What the snapshot fixed at build time and a run must not share with another: the
-    environment and the `random` module's state (drawn again from the run's own entropy)."""
-    import posix
-
+    environment (the run's, `env`) and the `random` module's state (drawn again from the run's
+    own entropy)."""
     os.environ.clear()
-    os.environ.update({k.decode() if isinstance(k, bytes) else k: v.decode() if isinstance(v, bytes) else v
-                       for k, v in posix.environ.items()})
+    os.environ.update(env)
     r = sys.modules.get("random")
     if r is not None:
         r.seed()
@@ -83,11 +81,11 @@ def _finish():
 
 
 class WitWorld(wit_world.WitWorld):
-    def run(self, code, args):
+    def run(self, code, args, env):
         # Everything is caught: an exception escaping an export aborts the instance.
         status = 0
         try:
-            _fresh()
+            _fresh(env)
             if os.path.isdir("/app"):
                 os.chdir("/app")
             if code is None:

@@ -144,15 +144,20 @@ fn install_snapshot(dir: &Path, wheels: &Wheels) -> Result<(), guests::GuestErro
         &snapshot::STDLIB_TAR_SHA256[..12],
         started.elapsed().as_secs_f64()
     );
-    // A component of an earlier build is replaced: its artifacts go with it.
-    for kind in [EngineKind::Epoch, EngineKind::EpochFuel] {
-        let _ = std::fs::remove_file(guests::artifact_path(dir, snapshot::STEM, kind));
+    // A component of an earlier build is replaced: its artifacts (of any guest program) go with it.
+    for e in std::fs::read_dir(dir).map_err(|source| guests::GuestError::Io { path: dir.into(), source })?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let ours =
+            name.starts_with(&format!("{}-", snapshot::STEM)) || name.starts_with(&format!("{}.", snapshot::STEM));
+        if ours && name.contains(".cwasm") {
+            let _ = std::fs::remove_file(e.path());
+        }
     }
-    precompile("python", snapshot::STEM, &component, dir)?;
+    precompile("python", snapshot::artifact_stem(), &component, dir)?;
     let started = std::time::Instant::now();
     let runner =
         std::env::current_exe().map_err(|source| guests::GuestError::Io { path: "/proc/self/exe".into(), source })?;
-    snapshot::compile_stdlib(dir, &runner, &guests::artifact_path(dir, snapshot::STEM, EngineKind::Epoch))?;
+    snapshot::compile_stdlib(dir, &runner, &guests::artifact_path(dir, snapshot::artifact_stem(), EngineKind::Epoch))?;
     println!(
         "python: standard library compiled to bytecode in {:.1} s ({})",
         started.elapsed().as_secs_f64(),
@@ -161,8 +166,31 @@ fn install_snapshot(dir: &Path, wheels: &Wheels) -> Result<(), guests::GuestErro
     Ok(())
 }
 
+/// Removes what an earlier stockade's Python guest left in `dir` (CPython 3.12 as a WASI
+/// module: `python.wasm`, its artifacts and extracted library), saying so.
+fn remove_earlier_python(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut removed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let earlier = name == "python.wasm"
+            || (name.starts_with("python.") && (name.ends_with(".cwasm") || name.ends_with(".cwasm.lock")))
+            || name.starts_with("python-stdlib-");
+        let gone = match e.file_type() {
+            Ok(t) if earlier && t.is_dir() => std::fs::remove_dir_all(e.path()).is_ok(),
+            Ok(_) if earlier => std::fs::remove_file(e.path()).is_ok(),
+            _ => false,
+        };
+        removed += usize::from(gone);
+    }
+    if removed > 0 {
+        println!("python: removed the earlier CPython 3.12 guest ({removed} files and directories)");
+    }
+}
+
 fn install(dir: &Path, wheels: Option<&Path>) -> Result<(), guests::GuestError> {
     guests::prepare_dir(dir)?;
+    remove_earlier_python(dir);
     let wheels = Wheels::new(wheels)?;
     install_snapshot(dir, &wheels)?;
     for g in guests::ALL {
@@ -192,7 +220,7 @@ fn list(dir: &Path) {
         snapshot::PACKAGE,
         snapshot::VERSION
     );
-    for a in artifacts(dir, snapshot::STEM) {
+    for a in artifacts(dir, snapshot::artifact_stem()) {
         println!("           artifact {a}");
     }
     for g in guests::ALL {
@@ -224,7 +252,7 @@ fn verify(dir: &Path) -> Result<(), guests::GuestError> {
         Ok(p) => {
             found += 1;
             println!("python: {} sha256 ok (as built, {})", p.display(), snapshot::manifest_path(dir).display());
-            verify_artifacts(dir, "python", snapshot::STEM)?;
+            verify_artifacts(dir, "python", snapshot::artifact_stem())?;
         }
         Err(guests::GuestError::NotInstalled { .. }) => println!("python: not installed"),
         Err(e) => return Err(e),

@@ -28,7 +28,7 @@ impl WasiView for State<P2> {
 }
 
 /// Runs the Python guest once: `code` with `args` as `sys.argv[1:]`, or (`code` `None`) the
-/// code framed on stdin. `Err` in words when it cannot be loaded or instantiated.
+/// code framed on stdin, in the run's environment. `Err` in words when it cannot be loaded or instantiated.
 pub(super) fn run_python(
     engine: &wasmtime::Engine,
     c: &RunnerConfig,
@@ -51,11 +51,11 @@ pub(super) fn run_python(
         .instantiate(&mut store, &component)
         .map_err(|e| format!("cannot instantiate: {}", runner::one_line(&e)))?;
     let run = instance
-        .get_typed_func::<(Option<&str>, &[String]), (i32,)>(&mut store, "run")
+        .get_typed_func::<(Option<&str>, &[String], &[(String, String)]), (i32,)>(&mut store, "run")
         .map_err(|e| format!("the Python guest has no run export: {}", runner::one_line(&e)))?;
     let instantiate = t1.elapsed();
     let started = Instant::now();
-    let result = run.call(&mut store, (code, args)).map(|(status,)| status);
+    let result = run.call(&mut store, (code, args, &c.env)).map(|(status,)| status);
     std::mem::forget(linker);
     Ok(Ran::of(store, result, Times { load, compile: None, instantiate, started }))
 }

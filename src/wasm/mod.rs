@@ -170,7 +170,7 @@ fn guest_files(
 fn python_files(job: &WasmJob, dir: &Path, kind: EngineKind) -> Result<(Code, Option<PathBuf>), GuestError> {
     let name = "python";
     guests::check_owner(dir)?;
-    let artifact = guests::artifact_path(dir, snapshot::STEM, kind);
+    let artifact = guests::artifact_path(dir, snapshot::artifact_stem(), kind);
     let stdlib = snapshot::stdlib_path(dir);
     if !stdlib.exists() || !snapshot::component_path(dir).exists() {
         return Err(GuestError::NotInstalled { name: name.into(), dir: dir.into() });
@@ -214,7 +214,8 @@ pub(crate) fn pieces(text: &str) -> Vec<String> {
 /// library beside it): what a server, which never compiles a guest, checks when it starts.
 /// `Err` names what is missing and `stockade guest install`.
 pub fn check_installed(python: bool, dir: &Path) -> Result<(), GuestError> {
-    let (name, stem) = if python { ("python", snapshot::STEM) } else { (guests::QUICKJS.name, guests::QUICKJS.name) };
+    let (name, stem) =
+        if python { ("python", snapshot::artifact_stem()) } else { (guests::QUICKJS.name, guests::QUICKJS.name) };
     for kind in [EngineKind::Epoch, EngineKind::EpochFuel] {
         let path = guests::artifact_path(dir, stem, kind);
         let usable = match path.exists() {

@@ -40,6 +40,15 @@ pub const GUEST_LIB: &str = "/python";
 /// The largest standard library tar accepted (it is 12.7 MB).
 const TAR_MAX_BYTES: u64 = 64 << 20;
 
+/// The stem of the guest's artifacts: [`STEM`] and a hash of the guest program and world this
+/// stockade carries. An artifact of a guest another stockade built (another program, another
+/// `run` signature) is then never loaded: it is not found, and the component is verified
+/// against this stockade's program before anything is compiled from it.
+pub fn artifact_stem() -> &'static str {
+    static STEM_HASHED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    STEM_HASHED.get_or_init(|| format!("{STEM}-{}", &sha256_bytes(format!("{PROGRAM}\0{WORLD}").as_bytes())[..12]))
+}
+
 /// The component in a guest directory.
 pub fn component_path(dir: &Path) -> PathBuf {
     dir.join(format!("{STEM}.wasm"))
@@ -195,6 +204,14 @@ pub fn verify(dir: &Path) -> Result<PathBuf, GuestError> {
     let text = crate::input::read_text(&manifest, 64 * 1024, "a guest manifest")?;
     let recorded: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| GuestError::Unsafe { path: manifest.clone(), what: e.to_string() })?;
+    let inputs = &recorded["inputs"];
+    let ours = (sha256_bytes(PROGRAM.as_bytes()), sha256_bytes(WORLD.as_bytes()));
+    if (inputs["program-sha256"].as_str(), inputs["world-sha256"].as_str()) != (Some(&ours.0), Some(&ours.1)) {
+        return Err(GuestError::Unsafe {
+            path: manifest,
+            what: "records a guest built from another stockade's guest program: run `stockade guest install`".into(),
+        });
+    }
     let want = recorded["component-sha256"].as_str().unwrap_or_default().to_string();
     let got = sha256_file(&component)?;
     if got != want {
