@@ -301,6 +301,17 @@ fn each_python_run_starts_from_the_snapshot_afresh() {
     assert_ne!(fields[0][0], fields[1][0], "two runs drew the same random numbers: {outputs:?}");
 }
 
+/// Without `/proc` in the jail (`filesystem.proc = "none"`) the runner still loads the Python
+/// guest it was given (it maps the artifact through its descriptor's `/proc` entry when there
+/// is one): it used to fail to load it.
+#[test]
+fn python_runs_in_a_jail_without_proc() {
+    let Some(g) = guest_dir() else { return };
+    let p = policy_file("version = 1\n[filesystem]\nproc = \"none\"\n");
+    let (r, _) = wasm(&g, &["--policy", &path_of(&p), "--python", "import os; print(os.path.exists('/proc'), 6 * 7)"]);
+    assert_eq!((r.status, stdout_of(&r)), (Status::Ok, "False 42\n"), "{r:?}");
+}
+
 /// The Python guest is refused when its component is not what its install recorded, and a run
 /// never compiles one it cannot verify.
 #[test]
