@@ -120,6 +120,20 @@ impl Plan {
     /// Prepares every layer for `job` under `policy`. Touches the host read-only: resolves and
     /// opens grants and the program, reads the caller's limits.
     pub fn prepare(policy: &Policy, job: &Job) -> Result<Plan, Error> {
+        // Only the Wasm Python guest can be held to a module list (its runner prepares its jail
+        // without the key, having taken it); for a program on the host the OS layers are the
+        // boundary, and a policy that says otherwise is refused rather than not kept.
+        if policy.wasm.python_modules.is_some() {
+            return Err(crate::policy::PolicyError::Override {
+                flag: "wasm.python-modules".into(),
+                message: format!(
+                    "only the Wasm Python guest (--python, the python runtime) can be held to a module list; {} runs on \
+                     the host, where the jail's OS layers are the boundary: remove the key from its policy",
+                    job.program
+                ),
+            }
+            .into());
+        }
         let ns = namespaces::prepare(&policy.namespaces);
         let mut id = identity::prepare(policy)?;
         let fs = filesystem::prepare(policy, &id)?;

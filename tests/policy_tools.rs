@@ -9,11 +9,12 @@ mod common;
 use common::*;
 use std::path::Path;
 
-const SHIPPED: [&str; 4] = [
+const SHIPPED: [&str; 5] = [
     "policies/default.toml",
     "policies/examples/wrap-python.toml",
     "policies/examples/wrap-node.toml",
     "policies/examples/wide-open.toml",
+    "policies/examples/python-allowlist.toml",
 ];
 
 /// (golden name, arguments after `stockade`).

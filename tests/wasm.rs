@@ -312,6 +312,64 @@ fn python_runs_in_a_jail_without_proc() {
     assert_eq!((r.status, stdout_of(&r)), (Status::Ok, "False 42\n"), "{r:?}");
 }
 
+/// `wasm.python-modules` is a boundary, not a convention: under the shipped example, every listed
+/// module imports, and a module left out is not in the guest's view at all — not through
+/// `import`, `importlib`, a file path, `sys.path` or a replaced `__import__`. A name the library
+/// lacks and a program on the host are refused, each naming the key.
+#[test]
+fn a_python_module_list_is_a_boundary() {
+    let Some(g) = guest_dir() else { return };
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/policies/examples/python-allowlist.toml");
+    let listed = stockade::Policy::load(std::path::Path::new(example))
+        .expect("the example policy")
+        .wasm
+        .python_modules
+        .expect("a module list");
+    let code = format!(
+        "import builtins, importlib, importlib.machinery, os, sys, types\n\
+         for m in {listed:?}:\n\
+         \x20   importlib.import_module(m)\n\
+         print('listed ok')\n\
+         sys.path.insert(0, '/')\n\
+         builtins.__import__ = __import__\n\
+         for m in ['socket', 'subprocess', 'urllib.request', 'http.client', 'ctypes', 'shutil']:\n\
+         \x20   sys.modules.pop(m, None)\n\
+         \x20   try: importlib.import_module(m); print('IMPORTED', m)\n\
+         \x20   except ModuleNotFoundError: print('absent', m)\n\
+         loader = importlib.machinery.SourceFileLoader('s', '/python/socket.py')\n\
+         try: loader.exec_module(types.ModuleType('s')); print('LOADED')\n\
+         except OSError: print('absent file')\n\
+         print(sorted(n for n in os.listdir('/python') if n.startswith(('socket', 'subprocess'))))"
+    );
+    let (r, _) = wasm(&g, &["--policy", example, "--python", &code]);
+    let out = stdout_of(&r);
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert!(out.starts_with("listed ok\n") && !out.contains("IMPORTED") && !out.contains("LOADED"), "{out}");
+    assert_eq!(out.matches("absent").count(), 7, "{out}");
+    assert!(out.ends_with("[]\n"), "{out}");
+    // The same code under the default policy sees the whole library.
+    let (r, _) = wasm(&g, &["--python", "import socket, subprocess; print('whole')"]);
+    assert_eq!(stdout_of(&r), "whole\n", "{r:?}");
+
+    let unknown = policy_file("version = 1\n[wasm]\npython-modules = [\"json\", \"no_such_module\"]\n");
+    let out = stockade().args(["run", "--policy", &path_of(&unknown), "--python", "print(1)"]).output().expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(125) && err.contains("wasm.python-modules") && err.contains("no_such_module"),
+        "{err}"
+    );
+    let bad = policy_file("version = 1\n[wasm]\npython-modules = [\"json; import os\"]\n");
+    let out = stockade().args(["policy", "check", &path_of(&bad)]).output().expect("check");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("wasm.python-modules") && err.contains("not a module name"), "{err}");
+    let out = stockade().args(["run", "--policy", example, "--", "/bin/true"]).output().expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(125) && err.contains("wasm.python-modules") && err.contains("on the host"),
+        "{err}"
+    );
+}
+
 /// The Python guest is refused when its component is not what its install recorded, and a run
 /// never compiles one it cannot verify.
 #[test]

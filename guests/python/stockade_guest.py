@@ -15,6 +15,21 @@ import wit_world
 compile("pass", "<string>", "exec")
 import traceback  # noqa: E402  (sys.excepthook imports it on first use)
 
+# The standard streams as CPython makes them for pipes (componentize-py's are unbuffered: each
+# `print` would be two writes): stdout block-buffered, stderr line-buffered, stdin buffered.
+import io  # noqa: E402
+
+
+def _stream(fd, mode, **kwargs):
+    raw = io.FileIO(fd, mode, closefd=False)
+    buffered = io.BufferedReader(raw) if mode == "r" else io.BufferedWriter(raw)
+    return io.TextIOWrapper(buffered, encoding="utf-8", **kwargs)
+
+
+sys.stdin = sys.__stdin__ = _stream(0, "r", errors="strict")
+sys.stdout = sys.__stdout__ = _stream(1, "w", errors="strict")
+sys.stderr = sys.__stderr__ = _stream(2, "w", errors="backslashreplace", line_buffering=True)
+
 # In stockade's jails the network is off, and a network attempt says so (WASI's own answer
 # is an opaque resolver error).
 import _socket  # noqa: E402

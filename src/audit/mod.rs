@@ -213,7 +213,7 @@ mod tests {
             |p, t| p.filesystem = t.filesystem.clone(),
             |p, t| p.rlimits = t.rlimits.clone(),
             |p, t| (p.env_pass, p.stdin) = (t.env_pass.clone(), t.stdin),
-            |p, t| (p.landlock, p.wall_timeout, p.wasm) = (t.landlock, t.wall_timeout, t.wasm),
+            |p, t| (p.landlock, p.wall_timeout, p.wasm) = (t.landlock, t.wall_timeout, t.wasm.clone()),
         ];
         for mix in mixes {
             let mut p = open.clone();

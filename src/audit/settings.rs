@@ -443,4 +443,11 @@ pub const SETTINGS: &[Setting] = &[
         exposure: |p| p.wasm.fuel.map_or(1.0, |f| log_scale(f as f64, 1e9, 1e13)),
         value: |p| p.wasm.fuel.map_or_else(|| "unlimited".into(), |f| f.to_string()),
     },
+    Setting {
+        key: "wasm.python-modules",
+        title: "Python modules in the guest's view",
+        weight: 0.0,
+        exposure: |p| p.wasm.python_modules.as_ref().map_or(1.0, |m| (m.len() as f64 / 200.0).min(1.0)),
+        value: |p| p.wasm.python_modules.as_ref().map_or_else(|| "the whole standard library".into(), |m| m.join(", ")),
+    },
 ];

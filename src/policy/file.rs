@@ -760,6 +760,14 @@ pub struct WasmFile {
     /// inside the jail the first time it runs, under the run's limits, and cached by the
     /// SHA-256 of the bytes compiled.
     pub module_max_bytes: u64,
+    /// The standard-library modules Python code (`--python`, the `python` runtime) may import,
+    /// by name (`json`, `xml.etree`): only these are in its view at all. Absent: the whole
+    /// library. The modules the interpreter's snapshot has loaded and CPython's built-in C
+    /// modules are part of the interpreter and always there. Python run by a host program
+    /// (`python3` under `wrap-python`) cannot be held to it: a policy that sets it is refused
+    /// for a program on the host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub python_modules: Option<Vec<String>>,
 }
 
 impl Default for WasmFile {
@@ -770,6 +778,7 @@ impl Default for WasmFile {
             table_elements_max: 1 << 20,
             instances_max: 4,
             module_max_bytes: 32 << 20,
+            python_modules: None,
         }
     }
 }

@@ -37,13 +37,16 @@ pub struct Policy {
 }
 
 /// The Wasm runtime's limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WasmPolicy {
     pub memory_max_bytes: u64,
     pub fuel: Option<u64>,
     pub table_elements_max: u64,
     pub instances_max: u32,
     pub module_max_bytes: u64,
+    /// The Python modules in the guest's view (`None`: the whole standard library), sorted,
+    /// without repeats.
+    pub python_modules: Option<Vec<String>>,
 }
 
 /// The run's cgroup and its limits (`None`: no limit).
@@ -419,13 +422,36 @@ fn wasm(wasm: &WasmFile, bad: &mut Bad<'_>) -> WasmPolicy {
         bad("wasm.module-max-bytes", "must be between 8 (a module's header) and 1073741824".into());
     }
 
+    let python_modules = wasm.python_modules.as_ref().map(|names| {
+        let mut names = names.clone();
+        names.sort();
+        names.dedup();
+        if let Some(bad_name) = names.iter().find(|n| !is_module_name(n)) {
+            bad(
+                "wasm.python-modules",
+                format!("{bad_name:?} is not a module name (dotted Python identifiers, e.g. \"json\", \"xml.etree\")"),
+            );
+        }
+        names
+    });
     WasmPolicy {
         memory_max_bytes: wasm.memory_max_bytes,
         fuel: value(wasm.fuel),
         table_elements_max: wasm.table_elements_max,
         instances_max: wasm.instances_max,
         module_max_bytes: wasm.module_max_bytes,
+        python_modules,
     }
+}
+
+/// A module's name: ASCII identifiers joined by dots, at most 200 bytes.
+fn is_module_name(name: &str) -> bool {
+    let ident = |p: &str| {
+        let mut chars = p.chars();
+        chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    name.len() <= 200 && name.split('.').all(ident)
 }
 
 /// A path inside the jail: absolute, no `.` or `..`, no NUL.

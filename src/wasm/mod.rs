@@ -109,7 +109,14 @@ fn guest_files(
 ) -> Result<(Code, Option<PathBuf>), GuestError> {
     let code = &job.code;
     match code {
-        GuestCode::Python(_) | GuestCode::PythonFromStdin => python_files(job, dir, kind),
+        GuestCode::Python(_) | GuestCode::PythonFromStdin => {
+            let (code, lib) = python_files(job, dir, kind)?;
+            let lib = match (&policy.wasm.python_modules, lib) {
+                (Some(modules), Some(_)) => Some(snapshot::view(dir, &guests::cache_dir(dir), modules)?),
+                (_, lib) => lib,
+            };
+            Ok((code, lib))
+        }
         GuestCode::Js(_) | GuestCode::JsFromStdin => {
             let g = guests::QUICKJS;
             guests::check_owner(dir)?;
@@ -333,7 +340,6 @@ const SUMMARY_MAX_BYTES: u64 = 64 * 1024;
 /// the run ends.
 pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
     let mut policy = policy.clone();
-    let text = |p: &Path| p.display().to_string();
     let workspace = match &job.workspace {
         Some(ws) => {
             create_workspace(ws).map_err(|source| GuestError::Io { path: ws.clone(), source })?;
@@ -342,6 +348,11 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
         None => PathBuf::from(FRESH_WORKSPACE),
     };
     let (config, code) = runner_setup(&policy, job, &workspace)?;
+    // The module list is kept by the guest's view of its library (see `runner_setup`), not by
+    // the jail: the jail's plan is made without it.
+    policy.wasm.python_modules = None;
+    let text = |p: &Path| p.display().to_string();
+
     if let Some(artifact) = &config.artifact {
         policy.add_read_only(&text(artifact), "wasm artifact")?;
     }

@@ -191,6 +191,106 @@ impl Drop for Scratch {
     }
 }
 
+/// The guest's view of its standard library under a module list (`wasm.python-modules`): a
+/// directory holding only the listed modules (a package whole, a submodule with its parents'
+/// `__init__`) and `encodings` (which decoding text loads on demand), each with its bytecode,
+/// hard-linked from the extracted library (copied across file systems). Made once per list, in
+/// the cache beside the module cache (`cache`), and reused. `Err` names a module the library
+/// does not have.
+pub fn view(dir: &Path, cache: &Path, modules: &[String]) -> Result<PathBuf, GuestError> {
+    let lib = stdlib_path(dir);
+    let key = sha256_bytes(format!("{}\n{}", STDLIB_TAR_SHA256, modules.join("\n")).as_bytes());
+    let dest = cache.join(format!("{STEM}-view-{}", &key[..16]));
+    if dest.exists() {
+        check_owner(&dest)?;
+        return Ok(dest);
+    }
+    super::guests::prepare_dir(cache)?;
+    let tmp = cache.join(format!(".{STEM}-view.{}.{}.partial", std::process::id(), &key[..8]));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let made = (|| {
+        std::fs::create_dir(&tmp).map_err(io(&tmp))?;
+        for name in modules.iter().map(String::as_str).chain(["encodings"]) {
+            let parts: Vec<&str> = name.split('.').collect();
+            for depth in 1..parts.len() {
+                let package = parts[..depth].join("/");
+                if !lib.join(&package).join("__init__.py").is_file() {
+                    return Err(no_module(name, &lib));
+                }
+                link_module_file(&lib, &tmp, &format!("{package}/__init__"))?;
+            }
+            let path = parts.join("/");
+            if lib.join(format!("{path}.py")).is_file() {
+                link_module_file(&lib, &tmp, &path)?;
+            } else if lib.join(&path).join("__init__.py").is_file() {
+                link_tree(&lib.join(&path), &tmp.join(&path))?;
+            } else {
+                return Err(no_module(name, &lib));
+            }
+        }
+        set_modes(&tmp)?;
+        std::fs::rename(&tmp, &dest).map_err(io(&dest))
+    })();
+    if made.is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    // Another run may have made the same view first: theirs is as good.
+    match made {
+        Err(_) if dest.exists() => Ok(dest),
+        other => other.map(|()| dest),
+    }
+}
+
+fn no_module(name: &str, lib: &Path) -> GuestError {
+    GuestError::Unsafe {
+        path: lib.to_path_buf(),
+        what: format!("wasm.python-modules: no module {name:?} in the Python guest's standard library"),
+    }
+}
+
+/// Links `stem.py` of `lib` and its bytecode into `into`.
+fn link_module_file(lib: &Path, into: &Path, stem: &str) -> Result<(), GuestError> {
+    let file = Path::new(stem);
+    let leaf = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let parent = file.parent().unwrap_or(Path::new(""));
+    let pyc = parent.join("__pycache__").join(format!("{leaf}.cpython-314.pyc"));
+    for rel in [PathBuf::from(format!("{stem}.py")), pyc] {
+        let from = lib.join(&rel);
+        if from.is_file() {
+            link_file(&from, &into.join(&rel))?;
+        }
+    }
+    Ok(())
+}
+
+/// Links every file under `from` into `to`.
+fn link_tree(from: &Path, to: &Path) -> Result<(), GuestError> {
+    std::fs::create_dir_all(to).map_err(io(to))?;
+    for e in std::fs::read_dir(from).map_err(io(from))?.flatten() {
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        match e.file_type() {
+            Ok(t) if t.is_dir() => link_tree(&src, &dst)?,
+            Ok(t) if t.is_file() => link_file(&src, &dst)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A hard link of `from` at `to` (a copy across file systems); one already there is kept.
+fn link_file(from: &Path, to: &Path) -> Result<(), GuestError> {
+    if to.exists() {
+        return Ok(());
+    }
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent).map_err(io(parent))?;
+    }
+    if std::fs::hard_link(from, to).is_err() {
+        std::fs::copy(from, to).map_err(io(to))?;
+    }
+    Ok(())
+}
+
 /// Verifies an installed build: the component is there, owned safely, and has the SHA-256 its
 /// manifest recorded; the standard library is extracted. Returns the component's path.
 pub fn verify(dir: &Path) -> Result<PathBuf, GuestError> {
