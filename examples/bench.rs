@@ -214,6 +214,13 @@ fn wasm(args: &[String], stockade_bin: &str, guest_dir: &std::path::Path) {
         ("js console.log(1)", GuestCode::Js("console.log(1)".into()), "--js", "console.log(1)"),
     ];
     let name = |lang: &str, what: &str| -> &'static str { Box::leak(format!("{lang}: {what}").into_boxed_str()) };
+    // The host's own CPython, bare (no jail, no site): what `stockade run --python` is held to.
+    let host = host_python();
+    configs.push(Config {
+        name: "python print(1): host python3 -S, bare",
+        run: Box::new(move || spawn_ok(Command::new(&host).args(["-S", "-c", "print(1)"]))),
+        samples: vec![],
+    });
     for (lang, code, flag, src) in &langs {
         let mut job = WasmJob::new(code.clone(), stockade_bin);
         job.guest_dir = Some(guest_dir.to_path_buf());
@@ -242,8 +249,8 @@ fn wasm(args: &[String], stockade_bin: &str, guest_dir: &std::path::Path) {
     }
     let rows = measure(&mut configs, rounds, None);
     println!("\nWasm guests, default policy (no fuel), rounds: {rounds}, interleaved round-robin");
-    table(&rows[..4], "python print(1): runner only");
-    table(&rows[4..], "js console.log(1): runner only");
+    table(&rows[..5], "python print(1): host python3 -S, bare");
+    table(&rows[5..], "js console.log(1): runner only");
     cpu_bound_python(args, stockade_bin, guest_dir, &policy, app.path());
     if let Some(python) = arg(args, "--lws-python") {
         let n: usize = arg(args, "--lws-rounds").map_or(3, |r| r.parse().expect("rounds"));
@@ -523,7 +530,13 @@ fn cpu_bound_python(
     let json = serde_json::to_string(&wasm::runner_config(policy, &job, app).expect("config")).expect("json");
     let (s, g) = (stockade_bin.to_string(), guest_dir.display().to_string());
     let s2 = s.clone();
+    let host = host_python();
     let mut configs = vec![
+        Config {
+            name: "cpu-bound python: host python3 -S, bare",
+            run: Box::new(move || spawn_ok(Command::new(&host).args(["-S", "-c", code]))),
+            samples: vec![],
+        },
         Config {
             name: "cpu-bound python: runner only, no limits",
             run: Box::new(move || spawn_ok(Command::new(&s).args(["__runner", &json]))),
@@ -537,5 +550,11 @@ fn cpu_bound_python(
     ];
     let rows = measure(&mut configs, rounds, None);
     println!("\nCPU-bound Python (3 million loop iterations), rounds: {rounds}, interleaved");
-    table(&rows, "cpu-bound python: runner only");
+    table(&rows, "cpu-bound python: host python3 -S, bare");
+}
+
+/// The host's CPython itself (`/usr/bin/python3`, else the first `python3` on the PATH): not a
+/// wrapper script such as pyenv's, whose own start would be counted.
+fn host_python() -> String {
+    if std::path::Path::new("/usr/bin/python3").exists() { "/usr/bin/python3".into() } else { "python3".into() }
 }
