@@ -343,7 +343,11 @@ fn vm_test(args: &[String]) -> Result<(), String> {
     run(Command::new("gcc").args(["-static", "-O1", "-o"]).arg(&helper).arg(root.join("tests/escape/helper.c")))?;
     let tests = test_executables(&root, &["degraded", "cgroups", "walls", "doctor"])?;
     let mut cmd = Command::new(vm.join("run.sh"));
-    cmd.args(["--mem", "1024", "--timeout", "900"]);
+    // The files reach the VM in its initramfs, which the guest holds in RAM twice while it
+    // unpacks it: half a gigabyte of debug binaries (stockade alone is 160 MB) did not fit in
+    // 1 GiB and arrived truncated or not at all (a test binary "not found", stockade killed by
+    // a signal at its first instruction).
+    cmd.args(["--mem", "2560", "--timeout", "900"]);
     // /tmp, /run and /dev are mounted over in the guest: everything goes under /t, and the tests
     // are told where (the build tree may be anywhere on the host, /tmp included).
     cmd.arg("--file").arg(format!("{}:/t/stockade", stockade.display()));
