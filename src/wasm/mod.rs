@@ -121,21 +121,8 @@ fn guest_files(
             let g = guests::QUICKJS;
             guests::check_owner(dir)?;
             let artifact = guests::artifact_path(dir, g.name, kind);
-            // Who may have written it first (it is native code), then which engine made it.
-            let usable = match artifact.exists() {
-                true => guests::check_owner(&artifact).map(|()| engine::check_artifact(&artifact, kind))?,
-                false => Err("it is not there".to_string()),
-            };
-            match usable {
-                Ok(()) => Ok((Code::Artifact(artifact), None)),
-                Err(why) if !job.compile_guests => {
-                    Err(GuestError::NotPrecompiled { name: g.name.into(), path: artifact, why })
-                }
-                Err(_) => {
-                    let module = guests::verify(&g, dir)?;
-                    Ok((Code::Artifact(guests::ensure_artifact(&module, &artifact, kind)?), None))
-                }
-            }
+            let artifact = managed_artifact(job, g.name, artifact, kind, || guests::verify(&g, dir))?;
+            Ok((Code::Artifact(artifact), None))
         }
         GuestCode::Module(_) | GuestCode::ModuleBytes(_) => {
             let bytes = match code {
@@ -158,9 +145,7 @@ fn guest_files(
             guests::prepare_dir(&cache)?;
             let artifact = guests::artifact_path(&cache, &format!("module-{sha}"), kind);
             // One made by another engine is compiled again (in the jail) and replaced.
-            if artifact.exists()
-                && guests::check_owner(&artifact).map(|()| engine::check_artifact(&artifact, kind))?.is_ok()
-            {
+            if usable(&artifact, kind)?.is_ok() {
                 // Least recently used goes first when the cache is full.
                 if let Ok(f) = std::fs::File::open(&artifact) {
                     let _ = f.set_modified(std::time::SystemTime::now());
@@ -175,25 +160,40 @@ fn guest_files(
 /// The pre-initialized Python guest's artifact and standard library: precompiled here when
 /// missing and the job may (its component is built by `stockade guest install`).
 fn python_files(job: &WasmJob, dir: &Path, kind: EngineKind) -> Result<(Code, Option<PathBuf>), GuestError> {
-    let name = "python";
     guests::check_owner(dir)?;
-    let artifact = guests::artifact_path(dir, snapshot::artifact_stem(), kind);
     let stdlib = snapshot::stdlib_path(dir);
     if !stdlib.exists() || !snapshot::component_path(dir).exists() {
-        return Err(GuestError::NotInstalled { name: name.into(), dir: dir.into() });
+        return Err(GuestError::NotInstalled { name: "python".into(), dir: dir.into() });
     }
     guests::check_owner(&stdlib)?;
-    let usable = match artifact.exists() {
-        true => guests::check_owner(&artifact).map(|()| engine::check_artifact(&artifact, kind))?,
-        false => Err("it is not there".to_string()),
-    };
-    match usable {
-        Ok(()) => Ok((Code::Artifact(artifact), Some(stdlib))),
+    let artifact = guests::artifact_path(dir, snapshot::artifact_stem(), kind);
+    let artifact = managed_artifact(job, "python", artifact, kind, || snapshot::verify(dir))?;
+    Ok((Code::Artifact(artifact), Some(stdlib)))
+}
+
+/// Whether the artifact at `path` may be loaded for `kind`: who may have written it first (it is
+/// native code), then which engine made it. `Ok(Err(why))`: it may not (missing, or made by
+/// another engine); `Err`: it is unsafe.
+fn usable(path: &Path, kind: EngineKind) -> Result<Result<(), String>, GuestError> {
+    match path.exists() {
+        true => guests::check_owner(path).map(|()| engine::check_artifact(path, kind)),
+        false => Ok(Err("it is not there".to_string())),
+    }
+}
+
+/// A managed guest's `artifact`: as it is when usable; else compiled now from its verified
+/// source (`source`) when the job may, or refused naming `stockade guest install`.
+fn managed_artifact(
+    job: &WasmJob,
+    name: &str,
+    artifact: PathBuf,
+    kind: EngineKind,
+    source: impl FnOnce() -> Result<PathBuf, GuestError>,
+) -> Result<PathBuf, GuestError> {
+    match usable(&artifact, kind)? {
+        Ok(()) => Ok(artifact),
         Err(why) if !job.compile_guests => Err(GuestError::NotPrecompiled { name: name.into(), path: artifact, why }),
-        Err(_) => {
-            let component = snapshot::verify(dir)?;
-            Ok((Code::Artifact(guests::ensure_artifact(&component, &artifact, kind)?), Some(stdlib)))
-        }
+        Err(_) => guests::ensure_artifact(&source()?, &artifact, kind),
     }
 }
 
@@ -225,11 +225,7 @@ pub fn check_installed(python: bool, dir: &Path) -> Result<(), GuestError> {
         if python { ("python", snapshot::artifact_stem()) } else { (guests::QUICKJS.name, guests::QUICKJS.name) };
     for kind in [EngineKind::Epoch, EngineKind::EpochFuel] {
         let path = guests::artifact_path(dir, stem, kind);
-        let usable = match path.exists() {
-            true => guests::check_owner(&path).map(|()| engine::check_artifact(&path, kind))?,
-            false => Err("it is not there".to_string()),
-        };
-        if let Err(why) = usable {
+        if let Err(why) = usable(&path, kind)? {
             return Err(GuestError::NotPrecompiled { name: name.into(), path, why });
         }
     }
