@@ -301,6 +301,26 @@ fn each_python_run_starts_from_the_snapshot_afresh() {
     assert_ne!(fields[0][0], fields[1][0], "two runs drew the same random numbers: {outputs:?}");
 }
 
+/// The snapshot has loaded the standard library's data modules (so a run does not pay for them)
+/// and none that reaches outside the interpreter (under a module list, a loaded module would be
+/// within reach); what one run does to a loaded module is not the next run's.
+#[test]
+fn the_snapshot_holds_the_data_modules_and_no_run_changes_them_for_the_next() {
+    let Some(g) = guest_dir() else { return };
+    let code = "import json, sys\n\
+                data = ('json', 'csv', 'decimal', 'statistics', 'datetime', 'fractions', 'hashlib')\n\
+                reach = ('socket', 'subprocess', 'shutil', 'tempfile', 'ctypes', 'ssl', 'select', \
+                         'urllib.request', 'http.client')\n\
+                print(all(m in sys.modules for m in data), [m for m in reach if m in sys.modules], \
+                      getattr(json, 'left_behind', None), json.dumps({'a': 1}))\n\
+                json.left_behind = 'by the first run'\n\
+                json.dumps = None";
+    for _ in 0..2 {
+        let (r, _) = wasm(&g, &["--python", code]);
+        assert_eq!((r.status, stdout_of(&r)), (Status::Ok, "True [] None {\"a\": 1}\n"), "{r:?}");
+    }
+}
+
 /// Without `/proc` in the jail (`filesystem.proc = "none"`) the runner still loads the Python
 /// guest it was given (it maps the artifact through its descriptor's `/proc` entry when there
 /// is one): it used to fail to load it.
