@@ -7,9 +7,9 @@
 //!
 //! Process layout inside the run's pid namespace:
 //! - PID 1 is this child after setup: a tiny init that reaps orphans and, when the program exits,
-//!   reports its wait status and exits — which makes the kernel kill everything left in the
-//!   namespace. It holds no fd but the report pipe and is not dumpable, so the program cannot
-//!   read its memory, environment or fds through `/proc/1`.
+//!   reports its wait status, kills and reaps everything left in the namespace, reports what it
+//!   all used and that the namespace is empty, and exits. It holds no fd but the report pipe and
+//!   is not dumpable, so the program cannot read its memory, environment or fds through `/proc/1`.
 //! - PID 2 is the program, with normal signal semantics (not those of an init).
 
 use crate::layers::cgroup;
@@ -24,8 +24,8 @@ use crate::layers::session;
 use crate::layers::uts::{self, UtsPlan};
 use crate::report::{EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND, EXIT_SETUP_FAILED};
 use crate::sys::{self, CStrArray, Errno};
-use crate::wire::Msg;
 pub use crate::wire::{Failure, Stage};
+use crate::wire::{Msg, Usage};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
@@ -179,7 +179,9 @@ extern "C" fn on_deadline(_sig: libc::c_int) {
 }
 
 /// PID 1: keep only the report pipe, reap everything, report the program's status when it
-/// exits, then exit (the kernel then kills what is left in the namespace).
+/// exits, then exit. In a pid namespace it first kills and reaps what is left of the run and
+/// reports its usage ([`emptied`]): the supervisor can answer before the kernel has taken the
+/// namespaces down.
 fn init(report: RawFd, program: i32, pid_namespace: bool) -> ! {
     if pid_namespace {
         // kill(-1) from a namespace's init reaches every process in it but init. Without a pid
@@ -196,10 +198,12 @@ fn init(report: RawFd, program: i32, pid_namespace: bool) -> ! {
         match sys::wait_any() {
             Ok((pid, status)) if pid == program => {
                 send(report, Msg::Exit(status));
-                if !pid_namespace {
-                    // No namespace for the kernel to empty: take down our process group (the
-                    // session init created), this process included. Only processes that left it
-                    // with setsid survive; the report calls this layer partial.
+                if pid_namespace {
+                    emptied(report);
+                } else {
+                    // No namespace to empty: take down our process group (the session init
+                    // created), this process included. Only processes that left it with setsid
+                    // survive; the report calls this layer partial.
                     sys::kill(0, libc::SIGKILL);
                 }
                 sys::exit(0);
@@ -208,6 +212,25 @@ fn init(report: RawFd, program: i32, pid_namespace: bool) -> ! {
             Err(_) => sys::exit(EXIT_SETUP_FAILED),
         }
     }
+}
+
+/// Kills every other process of the namespace and reaps them all; then sends what they used
+/// and [`Msg::Emptied`], and closes the report pipe. The kill is repeated after each reaped
+/// process (a fork that raced the first one is caught by the next). A process that cannot die
+/// keeps this waiting: the supervisor's deadline then ends the run as before.
+fn emptied(report: RawFd) {
+    loop {
+        sys::kill(-1, libc::SIGKILL);
+        if sys::wait_any().is_err() {
+            break;
+        }
+    }
+    let (user, system, max_rss) = sys::children_usage();
+    send(report, Msg::Usage(Usage::UserMicros, user));
+    send(report, Msg::Usage(Usage::SystemMicros, system));
+    send(report, Msg::Usage(Usage::MaxRssBytes, max_rss));
+    send(report, Msg::Emptied);
+    sys::close(report);
 }
 
 fn send(fd: RawFd, msg: Msg) {

@@ -249,7 +249,7 @@ impl Plan {
             LayerReport::new(
                 "lifecycle",
                 &asked,
-                "pid namespace: its init exits with the program, the kernel kills the rest",
+                "pid namespace: when the program exits, its init kills and reaps the rest, then exits",
             )
         } else {
             LayerReport::new("lifecycle", &asked, "the program's init only").with_status(

@@ -105,6 +105,8 @@ pub struct Failure {
 pub const MSG_LEN: usize = 16;
 const TAG_FAILURE: u32 = 1;
 const TAG_EXIT: u32 = 2;
+const TAG_USAGE: u32 = 3;
+const TAG_EMPTIED: u32 = 4;
 
 /// One message from the child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,6 +115,34 @@ pub enum Msg {
     Failure(Failure),
     /// The program ended with this wait status (init reports it, then exits).
     Exit(i32),
+    /// One figure of what the run's processes used, all of them reaped (init's children).
+    Usage(Usage, u64),
+    /// Init (of a pid namespace) killed and reaped every other process of the run and sent its
+    /// usage: nothing of the run runs any more, and init exits next.
+    Emptied,
+}
+
+/// The figures of [`Msg::Usage`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Usage {
+    /// User CPU time, microseconds.
+    UserMicros = 1,
+    /// System CPU time, microseconds.
+    SystemMicros = 2,
+    /// The largest resident set of one process, bytes.
+    MaxRssBytes = 3,
+}
+
+/// The low 32 bits of `v`, as the bits of an `i32` (a message's `value`).
+fn low_half(v: u64) -> i32 {
+    i32::from_ne_bytes(u32::try_from(v & 0xFFFF_FFFF).unwrap_or(0).to_ne_bytes())
+}
+
+impl Usage {
+    fn from_u32(n: u32) -> Option<Usage> {
+        [Usage::UserMicros, Usage::SystemMicros, Usage::MaxRssBytes].into_iter().find(|u| *u as u32 == n)
+    }
 }
 
 impl Msg {
@@ -121,6 +151,9 @@ impl Msg {
         let (tag, stage, detail, value) = match self {
             Msg::Failure(f) => (TAG_FAILURE, f.stage as u32, f.detail, f.errno.0),
             Msg::Exit(status) => (TAG_EXIT, 0, 0, status),
+            // A 64-bit figure: its high half in `detail`, its low half in `value`.
+            Msg::Usage(u, v) => (TAG_USAGE, u as u32, (v >> 32) as u32, low_half(v)),
+            Msg::Emptied => (TAG_EMPTIED, 0, 0, 0),
         };
         let mut msg = [0u8; MSG_LEN];
         msg[0..4].copy_from_slice(&tag.to_ne_bytes());
@@ -141,6 +174,11 @@ impl Msg {
                 errno: Errno(value),
             })),
             TAG_EXIT => Some(Msg::Exit(value)),
+            TAG_USAGE => Some(Msg::Usage(
+                Usage::from_u32(u32::from_ne_bytes(word(4)))?,
+                (u64::from(u32::from_ne_bytes(word(8))) << 32) | u64::from(u32::from_ne_bytes(word(12))),
+            )),
+            TAG_EMPTIED => Some(Msg::Emptied),
             _ => None,
         }
     }
@@ -153,7 +191,12 @@ mod tests {
     #[test]
     fn messages_read_back_as_written() {
         let f = Failure { stage: Stage::Landlock, detail: 3, errno: Errno(libc::EPERM) };
-        for m in [Msg::Failure(f), Msg::Exit(0x8b00), Msg::Exit(-1)] {
+        let usage = [
+            Msg::Usage(Usage::UserMicros, 0),
+            Msg::Usage(Usage::SystemMicros, u64::MAX),
+            Msg::Usage(Usage::MaxRssBytes, 0x1_8000_0001),
+        ];
+        for m in [Msg::Failure(f), Msg::Exit(0x8b00), Msg::Exit(-1), Msg::Emptied].into_iter().chain(usage) {
             assert_eq!(Msg::decode(&m.encode()), Some(m));
         }
         let mut bad = Msg::Exit(0).encode();
@@ -162,5 +205,8 @@ mod tests {
         let mut no_stage = Msg::Failure(f).encode();
         no_stage[4..8].copy_from_slice(&99u32.to_ne_bytes());
         assert_eq!(Msg::decode(&no_stage), None);
+        let mut no_figure = Msg::Usage(Usage::UserMicros, 1).encode();
+        no_figure[4..8].copy_from_slice(&9u32.to_ne_bytes());
+        assert_eq!(Msg::decode(&no_figure), None);
     }
 }

@@ -238,3 +238,50 @@ fn a_gated_jail_refuses_bad_files_caps_what_it_gives_back_and_can_be_cancelled()
     }
     no_cgroups_left().expect("clean");
 }
+
+/// A run is over when its init has killed and reaped everything else of it and said so: the
+/// report does not wait for the kernel to take the jail's namespaces down (init is reaped with
+/// the clean-up, after the answer). Nothing of the run is running when it is reported, and what
+/// it used is init's account of its reaped processes (here without cgroups, so the CPU and the
+/// resident set come from nowhere else).
+#[test]
+fn a_run_is_reported_once_its_init_emptied_the_jail() {
+    let _alone = alone();
+    use stockade::{Gate, Gated, Start};
+    let text = "version = 1\n[cgroups]\nenabled = false\nmemory-max-bytes = \"unlimited\"\n\
+                pids-max = \"unlimited\"\ncpu-max-percent = \"unlimited\"\n";
+    let policy = Policy::from_toml(text, "no-cgroups").expect("policy");
+    // Shell builtins only (exec after the first is refused): a forked subshell spins in the
+    // background; the foreground burns CPU, then exits.
+    let marker = format!("marker{}", std::process::id());
+    let script =
+        format!("read x; ( while :; do :; done ) & i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; echo {marker}");
+    let job = Job::new("/bin/sh").args(["-c", &script]).stdin_bytes(Vec::new());
+    let plan = Plan::prepare(&policy, &job).expect("plan");
+    let gate = Gate::new().expect("gate");
+    let (init, mut f) = std::thread::scope(|s| {
+        let (pid_tx, pid) = std::sync::mpsc::channel();
+        let (plan, gate) = (&plan, &gate);
+        let run = s.spawn(move || {
+            let prepared = plan.prestart().expect("prestart");
+            let _ = pid_tx.send(prepared.pid());
+            prepared.run_gated(gate, |_| None).expect("run")
+        });
+        let init = pid.recv().expect("init's pid");
+        gate.open(Start { stdin: b"\n".to_vec(), ..Start::default() });
+        let Gated::Ran(f) = run.join().expect("thread") else { panic!("the run did not start") };
+        (init, f)
+    });
+    let proc_init = std::path::PathBuf::from(format!("/proc/{init}"));
+    assert!(proc_init.exists(), "init was reaped before the report: the report waited for the jail's teardown");
+    let r = &f.report;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.stdout.text.as_deref(), Some(format!("{marker}\n").as_str()));
+    assert!(processes_with(&marker).is_empty(), "a process of the run was running when it was reported");
+    assert!(r.cpu_user_ms + r.cpu_sys_ms > 5.0, "the run's CPU, from init's account: {r:?}");
+    assert!(r.max_rss_bytes > 100 * 1024, "the largest resident set, from init's account: {r:?}");
+    let cleanup = f.cleanup.take().expect("init, reaped with the clean-up");
+    assert_eq!(cleanup.done(), None);
+    assert!(!proc_init.exists(), "init is reaped with the clean-up");
+    no_cgroups_left().expect("clean");
+}

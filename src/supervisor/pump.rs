@@ -11,7 +11,7 @@ use crate::layers::seccomp::{self, ExecGuard, SeccompPlan};
 use crate::policy::SyscallGroup;
 use crate::report::Violation;
 use crate::sys::{self, Errno};
-use crate::wire::{Failure, MSG_LEN, Msg};
+use crate::wire::{Failure, MSG_LEN, Msg, Usage};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
@@ -33,6 +33,10 @@ pub(super) struct Outcome {
     /// jail was taken down then, and init is not reaped yet (`reaped` is a stand-in: exited 0,
     /// no usage; the cgroup counts the CPU).
     pub(super) announced: bool,
+    /// Init is not reaped yet: the program announced its end, or init emptied the namespace and
+    /// said so ([`Msg::Emptied`]; `reaped` is then init's exit 0 with its children's usage).
+    /// Whoever answers reaps it afterwards.
+    pub(super) init_unreaped: bool,
 }
 
 /// How long init gets, after the deadline signal, to kill and reap the run before SIGKILL.
@@ -79,6 +83,10 @@ pub(super) struct Pump<'a> {
     failure: Option<Failure>,
     exit_status: Option<i32>,
     reaped: Option<(sys::Reaped, Instant)>,
+    /// Init's account of the emptied namespace: what its children used, once it said
+    /// [`Msg::Emptied`].
+    usage: sys::Reaped,
+    emptied: bool,
     killed: bool,
     timed_out: bool,
     output_limit: bool,
@@ -103,6 +111,8 @@ impl<'a> Pump<'a> {
             failure: None,
             exit_status: None,
             reaped: None,
+            usage: sys::Reaped { code: libc::CLD_EXITED, ..sys::Reaped::default() },
+            emptied: false,
             killed: false,
             timed_out: false,
             output_limit: false,
@@ -156,6 +166,13 @@ impl<'a> Pump<'a> {
             }
             announcing |= self.run.announces_end && streams.account().is_some_and(|s| s.fd.is_none());
             let inputs_open = self.report.is_some() || streams.iter().any(|(_, s)| s.fd.is_some());
+            if gate.is_none() && self.emptied && self.reaped.is_none() && !inputs_open {
+                // Init killed and reaped the rest, sent its usage and closed its report: it is
+                // exiting, and the kernel's taking down of the namespaces need not be waited for.
+                let mut outcome = self.outcome((self.usage, Instant::now()), false);
+                outcome.init_unreaped = true;
+                return Ok(Stop::Ended(outcome));
+            }
             if self.reaped.is_some() && !inputs_open {
                 break;
             }
@@ -236,6 +253,7 @@ impl<'a> Pump<'a> {
             sysinfo_unanswered: self.sysinfo_unanswered,
             violation: if announced { None } else { self.violation.take() },
             announced,
+            init_unreaped: announced,
         }
     }
 
@@ -361,6 +379,12 @@ impl<'a> Pump<'a> {
                     match Msg::decode(&m) {
                         Some(Msg::Failure(f)) if self.failure.is_none() => self.failure = Some(f),
                         Some(Msg::Exit(status)) => self.exit_status = Some(status),
+                        Some(Msg::Usage(u, v)) => match u {
+                            Usage::UserMicros => self.usage.user = Duration::from_micros(v),
+                            Usage::SystemMicros => self.usage.system = Duration::from_micros(v),
+                            Usage::MaxRssBytes => self.usage.max_rss_bytes = v,
+                        },
+                        Some(Msg::Emptied) => self.emptied = true,
                         _ => {}
                     }
                 }

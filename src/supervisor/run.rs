@@ -123,7 +123,7 @@ impl Prepared<'_> {
         let report = self.report(&outcome, &mut c, begun, guest, cpu_at_start);
         // The run's cgroup, its writable directories' tmpfs and its owner uid go after the
         // answer, when the caller can wait for them.
-        let reap = outcome.announced.then(|| Reaper(self.pidfd.try_clone().ok()));
+        let reap = outcome.init_unreaped.then(|| Reaper(self.pidfd.try_clone().ok()));
         let cleanup =
             Cleanup { reap, leaf: c.leaf, _staged: std::mem::take(&mut self.staged), _owner: self._owner.take() };
         let mut finished = Finished { report, channels: c.channels, files: c.files, cleanup: Some(cleanup) };

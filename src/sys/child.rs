@@ -298,6 +298,25 @@ pub fn wait_any() -> Result<(i32, i32), Errno> {
     }
 }
 
+/// What this process's reaped children used (`getrusage(RUSAGE_CHILDREN)`): user and system
+/// CPU in microseconds, and the largest resident set of one of them in bytes. Zeros if the call
+/// fails.
+pub fn children_usage() -> (u64, u64, u64) {
+    // SAFETY: rusage is plain data; all-zero is valid.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid out-pointer for the call.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+        return (0, 0, 0);
+    }
+    let micros = |t: libc::timeval| {
+        u64::try_from(t.tv_sec)
+            .unwrap_or(0)
+            .saturating_mul(1_000_000)
+            .saturating_add(u64::try_from(t.tv_usec).unwrap_or(0))
+    };
+    (micros(ru.ru_utime), micros(ru.ru_stime), u64::try_from(ru.ru_maxrss).unwrap_or(0).saturating_mul(1024))
+}
+
 /// `execveat(fd, "", argv, envp, AT_EMPTY_PATH)`. Returns only on failure.
 pub fn execveat(fd: RawFd, argv: &CStrArray<'_>, envp: &CStrArray<'_>) -> Errno {
     const EMPTY: &CStr = c"";

@@ -212,11 +212,18 @@ impl Leaf {
         let read = |fd: &File, name: &CStr| crate::sys::read_at(fd.as_fd(), name).unwrap_or_default();
         let num = |fd: &File, name: &CStr| read(fd, name).trim().parse::<u64>().ok();
         let mut s = self.cpu_used();
+        // A controller is read where it is: on a hybrid host the v2 leaf has none of them (its
+        // files would only be four failed opens per run).
+        let in_v1 = |controller: &str| self.v1.iter().any(|l| l.controller == controller);
         if let Some((_, fd)) = &self.v2 {
-            s.memory_peak_bytes = num(fd, c"memory.peak");
-            s.oom_kills = field(&read(fd, c"memory.events"), "oom_kill").unwrap_or(0);
-            s.pids_peak = num(fd, c"pids.peak");
-            s.pids_limit_hit = field(&read(fd, c"pids.events"), "max").unwrap_or(0) > 0;
+            if !in_v1("memory") {
+                s.memory_peak_bytes = num(fd, c"memory.peak");
+                s.oom_kills = field(&read(fd, c"memory.events"), "oom_kill").unwrap_or(0);
+            }
+            if !in_v1("pids") {
+                s.pids_peak = num(fd, c"pids.peak");
+                s.pids_limit_hit = field(&read(fd, c"pids.events"), "max").unwrap_or(0) > 0;
+            }
         }
         for l in &self.v1 {
             match l.controller {
