@@ -206,6 +206,7 @@ impl<'a> Pump<'a> {
                         }
                         return Ok(Stop::Gate);
                     }
+                    Role::Pidfd if self.leaves_init(gate.is_some()) => {}
                     Role::Pidfd => {
                         let r = sys::waitid_pidfd(self.run.pidfd.as_fd()).map_err(sv("reap the run"))?;
                         self.reaped = Some((r, Instant::now()));
@@ -274,9 +275,6 @@ impl<'a> Pump<'a> {
             fds.push(libc::pollfd { fd, events, revents: 0 });
             roles.push(role);
         };
-        if self.reaped.is_none() {
-            add(self.run.pidfd.as_raw_fd(), libc::POLLIN, Role::Pidfd);
-        }
         if self.want_listener {
             add(self.run.sync.as_raw_fd(), libc::POLLIN, Role::Sync);
         }
@@ -305,7 +303,18 @@ impl<'a> Pump<'a> {
         if let Some(f) = feed {
             add(f.fd.as_raw_fd(), libc::POLLOUT, Role::Feed);
         }
+        // Last, so that a wake-up with both reads init's report (its `Emptied`) first.
+        if self.reaped.is_none() && !self.leaves_init(gate.is_some()) {
+            add(self.run.pidfd.as_raw_fd(), libc::POLLIN, Role::Pidfd);
+        }
         (fds, roles, wake)
+    }
+
+    /// Whether init is left to the clean-up to reap: it said the run's namespace is empty, and
+    /// the run has started (a jail that empties while it waits at its gate died, and is reaped
+    /// here as before). Its exit is then not waited for, whichever the kernel is quicker with.
+    fn leaves_init(&self, at_gate: bool) -> bool {
+        self.emptied && !at_gate
     }
 
     /// Nothing came before the wake-up: at the deadline, init gets the deadline signal (with a
