@@ -298,9 +298,8 @@ pub fn wait_any() -> Result<(i32, i32), Errno> {
     }
 }
 
-/// What this process's reaped children used (`getrusage(RUSAGE_CHILDREN)`): user and system
-/// CPU in microseconds, and the largest resident set of one of them in bytes. Zeros if the call
-/// fails.
+/// What this process's reaped children used (`getrusage(RUSAGE_CHILDREN)`), as
+/// [`usage_figures`]. Zeros if the call fails.
 pub fn children_usage() -> (u64, u64, u64) {
     // SAFETY: rusage is plain data; all-zero is valid.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
@@ -308,6 +307,12 @@ pub fn children_usage() -> (u64, u64, u64) {
     if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
         return (0, 0, 0);
     }
+    usage_figures(&ru)
+}
+
+/// A `rusage`'s user and system CPU in microseconds and its largest resident set in bytes
+/// (the kernel counts it in KiB). Plain arithmetic, no panic: the child may use it.
+pub fn usage_figures(ru: &libc::rusage) -> (u64, u64, u64) {
     let micros = |t: libc::timeval| {
         u64::try_from(t.tv_sec)
             .unwrap_or(0)

@@ -165,14 +165,14 @@ pub fn waitid_pidfd(pidfd: BorrowedFd<'_>) -> Result<Reaped, Errno> {
             Ok(_) => break,
         }
     }
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, (t.tv_usec as u32) * 1000);
+    let (user, system, max_rss_bytes) = super::usage_figures(&ru);
     Ok(Reaped {
         code: info.si_code,
         // SAFETY: for a CLD_* siginfo the kernel filled si_status.
         status: unsafe { info.si_status() },
-        user: tv(ru.ru_utime),
-        system: tv(ru.ru_stime),
-        max_rss_bytes: (ru.ru_maxrss.max(0) as u64) * 1024,
+        user: Duration::from_micros(user),
+        system: Duration::from_micros(system),
+        max_rss_bytes,
     })
 }
 

@@ -85,7 +85,7 @@ pub fn max_rss_bytes() -> u64 {
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `ru` is a valid out-pointer for the call.
     let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    if rc == 0 { u64::try_from(ru.ru_maxrss).unwrap_or(0) * 1024 } else { 0 }
+    if rc == 0 { super::usage_figures(&ru).2 } else { 0 }
 }
 
 /// Ends the process now with `code`: `_exit`, no atexit handlers, no flushing, no destructors.
