@@ -11,6 +11,9 @@
 //!       same code through `stockade run` (the CLI) in the same rounds: medians and ratios.
 //!   load --socket PATH --throughput SECS --concurrency C [--runtimes ...]
 //!       each runtime for SECS with C clients: runs per second.
+//!   load --socket PATH --against PATH --labels A,B --throughput SECS --rounds K --concurrency C
+//!       the same on two servers, alternating between them K times per runtime: the median
+//!       rates and their ratio (the first server's over the second's).
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -126,6 +129,17 @@ fn main() {
         rt.block_on(latency(&socket, &runtimes, rounds, spaced, &stockade, &args));
         return;
     }
+    if let (Some(secs), Some(other)) = (arg(&args, "--throughput"), arg(&args, "--against")) {
+        let secs: f64 = secs.parse().expect("seconds");
+        let rounds: usize = arg(&args, "--rounds").map_or(3, |k| k.parse().expect("rounds"));
+        let labels = arg(&args, "--labels").unwrap_or_else(|| "A,B".into());
+        let (a, b) = labels.split_once(',').expect("--labels A,B");
+        let errors = rt.block_on(against(&[&socket, &other], (a, b), &runtimes, concurrency, secs, rounds));
+        if errors > 0 {
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Some(secs) = arg(&args, "--throughput") {
         let secs: f64 = secs.parse().expect("seconds");
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
@@ -160,6 +174,38 @@ fn main() {
     if errors > 0 {
         std::process::exit(1);
     }
+}
+
+/// Runs per second of each runtime on two servers, `rounds` times in turn: prints the medians
+/// and their ratio; returns the errors (and warm jails that died) of both.
+async fn against(
+    sockets: &[&str; 2],
+    labels: (&str, &str),
+    runtimes: &[String],
+    concurrency: usize,
+    secs: f64,
+    rounds: usize,
+) -> usize {
+    let (a, b) = labels;
+    println!("runtime        clients  {a:>12}  {b:>12}   {a} / {b}   (runs/s, medians of {rounds} rounds in turn)");
+    let mut errors = 0;
+    for r in runtimes {
+        let mut rates = [Vec::new(), Vec::new()];
+        for _ in 0..rounds {
+            for (i, socket) in sockets.iter().enumerate() {
+                let (n, e) = for_time(socket, r, concurrency, Duration::from_secs_f64(secs)).await;
+                rates[i].push(n as f64 / secs);
+                errors += e;
+            }
+        }
+        let median = |v: &mut Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            v[v.len() / 2]
+        };
+        let (ra, rb) = (median(&mut rates[0]), median(&mut rates[1]));
+        println!("{r:<14} {concurrency:>7}  {ra:>12.1}  {rb:>12.1}   {:>6.2}x", ra / rb);
+    }
+    errors + warm_died(sockets[0]).await + warm_died(sockets[1]).await
 }
 
 /// N requests over C clients; prints per-runtime figures; returns the errors.

@@ -59,6 +59,7 @@ mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod handover;
+pub mod helper;
 pub mod host;
 pub mod input;
 pub mod layers;

@@ -150,6 +150,7 @@ fn a_gated_jail_starts_its_run_at_the_hand_over() {
                 ],
                 take: Some(Pick {
                     patterns: patterns(&["*.txt".into(), "*.png".into()]).expect("patterns"),
+                    sources: vec!["*.txt".into(), "*.png".into()],
                     max_files: 10,
                     max_bytes: 1000,
                 }),
@@ -191,7 +192,12 @@ fn a_gated_jail_refuses_bad_files_caps_what_it_gives_back_and_can_be_cancelled()
 
     // Taking back: three files of four bytes, six bytes of room: one file, and capped.
     let gate = Gate::new().expect("gate");
-    let pick = Pick { patterns: patterns(&["f*.txt".into()]).expect("p"), max_files: 3, max_bytes: 6 };
+    let pick = Pick {
+        patterns: patterns(&["f*.txt".into()]).expect("p"),
+        sources: vec!["f*.txt".into()],
+        max_files: 3,
+        max_bytes: 6,
+    };
     let take = Some(Exchange { dir: "/app".into(), put: Vec::new(), take: Some(pick) });
     std::thread::scope(|s| {
         let run = s.spawn(|| plan.prestart().expect("prestart").run_gated(&gate, |_| None).expect("run"));

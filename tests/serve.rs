@@ -105,7 +105,7 @@ fn bad_requests_get_the_right_status_naming_the_field_and_leave_nothing() {
     }
     let s = Server::start("", RUNTIMES, false);
     s.wait_warm();
-    let jails_before = children_of(s.pid()).len();
+    let jails_before = descendants_of(s.pid()).len();
     let send = |body: &str| {
         request(
             To::Unix(&s.socket),
@@ -203,7 +203,7 @@ fn bad_requests_get_the_right_status_naming_the_field_and_leave_nothing() {
     assert_eq!((r.status, field_of(&r).as_deref()), (400, Some("stream")));
 
     // Nothing was started for any of them, and the server is fine.
-    assert_eq!(children_of(s.pid()).len(), jails_before, "a refused request left a jail");
+    assert_eq!(descendants_of(s.pid()).len(), jails_before, "a refused request left a jail");
     let (status, _) = get(&s.socket, "/v1/health");
     assert_eq!(status, 200);
     let text =
@@ -411,6 +411,7 @@ fn sigterm_drains_and_sigkill_leaves_nothing_the_next_start_does_not_reap() {
     s.wait_warm();
     let pid = s.pid();
     assert!(!cgroups_of(pid).is_empty() || !is_root(), "warm jails have cgroups");
+    let family = descendants_of(pid);
     // A run in flight when SIGTERM comes finishes; the server then exits, leaving nothing.
     let sock = s.socket.clone();
     let running = std::thread::spawn(move || {
@@ -423,21 +424,17 @@ fn sigterm_drains_and_sigkill_leaves_nothing_the_next_start_does_not_reap() {
     assert_eq!((r.status, r.json()["stdout"]["text"].as_str()), (200, Some("done\n")));
     assert!(!s.socket.exists(), "the socket is removed");
     assert!(cgroups_of(pid).is_empty(), "cgroups left: {:?}", cgroups_of(pid));
-    assert!(wait_for(Duration::from_secs(2), || children_of(pid).is_empty()));
+    let gone = |pids: &[i32]| pids.iter().all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists());
+    assert!(wait_for(Duration::from_secs(2), || gone(&family)), "left: {family:?}");
 
     // SIGKILL: its jails die with it (parent-death signal); what it left, the next start reaps.
     let mut s = Server::start("", "[runtimes.javascript]\nguest = \"javascript\"\nwarm = 2\n", false);
     s.wait_warm();
     let pid = s.pid();
-    let jails = children_of(pid);
+    let jails = descendants_of(pid);
     assert!(!jails.is_empty());
     s.stop(libc::SIGKILL, Duration::from_secs(5)).expect("killed");
-    assert!(
-        wait_for(Duration::from_secs(3), || jails
-            .iter()
-            .all(|j| !std::path::Path::new(&format!("/proc/{j}")).exists())),
-        "jails outlived a killed server"
-    );
+    assert!(wait_for(Duration::from_secs(3), || gone(&jails)), "jails outlived a killed server");
     let left = cgroups_of(pid);
     let again = Server::start("", "[runtimes.javascript]\nguest = \"javascript\"\nwarm = 1\n", false);
     again.wait_warm();
@@ -578,4 +575,60 @@ fn socket_activation_serves_on_the_socket_systemd_passes() {
         !out.status.success() && err.contains("no socket was passed in") && err.contains("stockade.socket"),
         "{err}"
     );
+}
+
+/// The warm jails are built outside the server's address space: by default each one's init is
+/// the child of a helper process, itself a child of the server's spawner (one process, the
+/// server's only child, forked while the server had one thread), and the runs work as before;
+/// with `spawner = false` each init is the server's own child.
+#[test]
+fn warm_jails_are_built_by_helpers_of_a_spawner() {
+    if !guests() {
+        return;
+    }
+    let field = |pid: i32, key: &str| -> Option<i32> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with(key))?;
+        line[key.len()..].trim().split(' ').next()?.parse().ok()
+    };
+    let inits = |pid: u32| -> Vec<i32> {
+        let init =
+            |p: &i32| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "stockade-init");
+        descendants_of(pid).into_iter().filter(init).collect()
+    };
+    let js = "[runtimes.javascript]\nguest = \"javascript\"\nwarm = 2\n";
+    let s = Server::start("", js, false);
+    s.wait_warm();
+    let spawner = children_of(s.pid());
+    assert_eq!(spawner.len(), 1, "the server's children: {spawner:?}");
+    let waiting = inits(s.pid());
+    assert_eq!(waiting.len(), 2, "{waiting:?}");
+    for init in &waiting {
+        let helper = field(*init, "PPid:").expect("init's parent");
+        assert_eq!(field(helper, "PPid:"), Some(spawner[0]), "init {init}'s helper {helper}");
+        assert!(field(helper, "Threads:").is_some_and(|n| n <= 2), "helper {helper} is small and alone");
+    }
+    assert_eq!(field(spawner[0], "Threads:"), Some(1), "the spawner has one thread");
+    for _ in 0..3 {
+        let v = post_run(&s.socket, &json!({"runtime": "javascript", "code": "console.log(6 * 7)"})).json();
+        assert_eq!((v["status"].as_str(), v["stdout"]["text"].as_str()), (Some("ok"), Some("42\n")), "{v}");
+    }
+    // The helpers of the runs are gone, reaped by the spawner (no zombie is left).
+    s.wait_warm();
+    let zombie = |p: &i32| std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|st| st.contains(") Z "));
+    assert!(
+        wait_for(Duration::from_secs(5), || !children_of(spawner[0] as u32).iter().any(zombie)),
+        "the spawner left zombies: {:?}",
+        children_of(spawner[0] as u32)
+    );
+    assert_eq!(inits(s.pid()).len(), 2, "two warm jails again");
+    drop(s);
+
+    let s = Server::start("spawner = false", js, false);
+    s.wait_warm();
+    let waiting = inits(s.pid());
+    assert_eq!(waiting.len(), 2, "{waiting:?}");
+    assert!(waiting.iter().all(|i| field(*i, "PPid:").map(i32::cast_unsigned) == Some(s.pid())), "{waiting:?}");
+    let v = post_run(&s.socket, &json!({"runtime": "javascript", "code": "console.log(6 * 7)"})).json();
+    assert_eq!(v["stdout"]["text"].as_str(), Some("42\n"), "{v}");
 }

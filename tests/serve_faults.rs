@@ -108,11 +108,12 @@ fn limits_too_small_for_a_jail_are_refused_and_the_server_stays_up() {
     assert_eq!(metric(&s, "stockade_jail_setup_failures_total{runtime=\"cold\"}"), None, "not the host's failures");
 }
 
-/// A panic on a jail's thread (a bug of ours, injected in test builds by `STOCKADE_TEST_PANIC`)
-/// ends that run with a 500 naming an internal error; the run beside it, the server and the next
-/// runs go on, and the panicked run's jail is taken down.
+/// A panic in a jail's supervisor (a bug of ours, injected in test builds by
+/// `STOCKADE_TEST_PANIC`) ends that run with a 500 naming an internal error; the run beside it,
+/// the server and the next runs go on, and the panicked run's jail is taken down: in a helper of
+/// the spawner (warm jails by default) and on a thread of the server (`spawner = false`).
 #[test]
-fn a_panic_on_a_jail_thread_ends_that_run_not_the_server() {
+fn a_panic_in_a_jail_supervisor_ends_that_run_not_the_server() {
     if !guests() {
         return;
     }
@@ -120,7 +121,14 @@ fn a_panic_on_a_jail_thread_ends_that_run_not_the_server() {
         eprintln!("skip: the panic is injected only in test (debug) builds");
         return;
     }
-    let mut s = Server::start_env("concurrency = 2", JS, false, &[("STOCKADE_TEST_PANIC", "PANIC-MARK-77")]);
+    panic_ends_one_run("concurrency = 2", "helper");
+    panic_ends_one_run("concurrency = 2\nspawner = false", "thread");
+}
+
+fn panic_ends_one_run(server: &str, who: &str) {
+    // Two warm jails: the run beside takes one, the panicking run the other.
+    let js = "[runtimes.javascript]\nguest = \"javascript\"\nwarm = 2\n";
+    let mut s = Server::start_env(server, js, false, &[("STOCKADE_TEST_PANIC", "PANIC-MARK-77")]);
     s.wait_warm();
     let sock = s.socket.clone();
     let beside = std::thread::spawn(move || {
@@ -134,17 +142,18 @@ fn a_panic_on_a_jail_thread_ends_that_run_not_the_server() {
     let b = beside.join().expect("beside");
     assert_eq!((b.status, b.json()["stdout"]["text"].as_str()), (200, Some("survived\n")));
     assert!(alive(&mut s), "the server died with the panic: {}", s.log());
-    assert!(s.log().contains("a jail's thread panicked"), "{}", s.log());
+    let said = format!("a jail's {who} panicked (injected by STOCKADE_TEST_PANIC); its run is lost");
+    assert!(s.log().contains(&said), "{}", s.log());
     let v = post_run(&s.socket, &json!({"runtime": "javascript", "code": "console.log(2)"})).json();
     assert_eq!(v["stdout"]["text"], "2\n", "{v}");
-    // Nothing of the panicked run is left: only the warm jail's cgroup.
+    // Nothing of the panicked run is left: only the warm jails' cgroups.
     s.wait_warm();
     let jails = || {
         let names: std::collections::BTreeSet<_> =
             cgroups_of(s.pid()).iter().map(|p| p.file_name().map(|n| n.to_owned())).collect();
         names.len()
     };
-    assert!(wait_for(Duration::from_secs(5), || jails() <= 1), "{:?}", cgroups_of(s.pid()));
+    assert!(wait_for(Duration::from_secs(5), || jails() <= 2), "{:?}", cgroups_of(s.pid()));
     assert_eq!(get(&s.socket, "/v1/health").1["running"], 0);
 }
 

@@ -400,5 +400,10 @@ fn return_files(patterns: &[String], r: &RequestCaps) -> Result<Option<Pick>, Ap
         return Ok(None);
     }
     let set = exchange::patterns(patterns).map_err(|(i, why)| ApiError::field(format!("return-files[{i}]"), why))?;
-    Ok(Some(Pick { patterns: set, max_files: r.return_files_max_count as usize, max_bytes: r.return_files_max_bytes }))
+    Ok(Some(Pick {
+        patterns: set,
+        sources: patterns.to_vec(),
+        max_files: r.return_files_max_count as usize,
+        max_bytes: r.return_files_max_bytes,
+    }))
 }

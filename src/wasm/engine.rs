@@ -65,7 +65,14 @@ fn fingerprint(kind: EngineKind) -> Result<&'static [u8], String> {
         EngineKind::EpochFuel => &FUEL,
     };
     let made = cell.get_or_init(|| {
-        let empty = precompile(b"\0asm\x01\0\0\0", kind).map_err(|e| format!("cannot make an empty artifact: {e}"))?;
+        // On this thread alone: parallel compilation would start a pool of threads that stays
+        // (and `stockade serve` learns this before it forks its single-threaded spawner). The
+        // setting is not written into artifacts.
+        let mut config = config(kind);
+        config.parallel_compilation(false);
+        let empty = Engine::new(&config)
+            .and_then(|e| e.precompile_module(b"\0asm\x01\0\0\0"))
+            .map_err(|e| format!("cannot make an empty artifact: {e}"))?;
         engine_section(&empty[..])
     });
     made.as_deref().map_err(Clone::clone)

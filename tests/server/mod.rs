@@ -253,7 +253,19 @@ pub fn cgroups_of(pid: u32) -> Vec<PathBuf> {
     out
 }
 
-/// Host processes whose parent is `pid` (the server's jails).
+/// Host processes below `pid`, at any depth (the server's spawner, its helpers, their jails).
+pub fn descendants_of(pid: u32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut next = vec![pid];
+    while let Some(p) = next.pop() {
+        let kids = children_of(p);
+        next.extend(kids.iter().map(|&k| k as u32));
+        out.extend(kids);
+    }
+    out
+}
+
+/// Host processes whose parent is `pid`.
 pub fn children_of(pid: u32) -> Vec<i32> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {

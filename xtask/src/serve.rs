@@ -72,7 +72,12 @@ impl Server {
     }
 
     /// SIGTERM, then waits for the exit (drain); then counts what is left.
-    pub fn stop(mut self) -> Result<Leftovers, String> {
+    pub fn stop(self) -> Result<Leftovers, String> {
+        self.stop_beside(&[])
+    }
+
+    /// [`Server::stop`] while the servers `others` run on (their processes are theirs).
+    pub fn stop_beside(mut self, others: &[u32]) -> Result<Leftovers, String> {
         let pid = self.pid();
         let cgroups_before_exit = Leftovers::cgroups_of(pid);
         let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
@@ -92,7 +97,7 @@ impl Server {
         Ok(Leftovers {
             exit_ok: status.success(),
             socket_left: self.socket.exists(),
-            processes: processes_of(&self.bin),
+            processes: processes_of(&self.bin).into_iter().filter(|&p| !descends_from(p, others)).collect(),
             cgroups: Leftovers::cgroups_of(pid),
             cgroups_while_running: cgroups_before_exit.len(),
         })
@@ -165,6 +170,22 @@ fn processes_of(bin: &Path) -> Vec<u32> {
         }
     }
     out
+}
+
+/// Whether `pid` is one of `roots` or below one of them.
+fn descends_from(pid: u32, roots: &[u32]) -> bool {
+    let mut p = pid;
+    for _ in 0..64 {
+        if roots.contains(&p) {
+            return true;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+        match stat.rsplit_once(") ").and_then(|(_, r)| r.split(' ').nth(1)).and_then(|x| x.parse().ok()) {
+            Some(parent) if parent > 1 => p = parent,
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// The runtimes a load or bench serves: the Wasm guests, and the host's python3 when it is there.
@@ -253,6 +274,30 @@ pub fn bench(root: &Path, stockade: &Path, dir: &Path, guests: &Path) -> Result<
         "peer, measured on this machine kind (snekbox: gunicorn + nsjail, v1 cgroups, host python3): POST /eval of print(1) \
          p50 49.6 ms, 45.7 runs/s with 2 clients"
     );
+    // The same server with its warm jails built on its own threads (no spawner), in turn.
+    let extra_threads = format!("spawner = false\n{extra}");
+    let threads = Server::start(stockade, &dir.join("serve-threads"), &runtimes, &extra_threads, Some(guests))?;
+    println!(
+        "\nthe spawner: the same throughput, warm jails built by the spawner's helpers against on the server's threads"
+    );
+    let other = threads.socket.display().to_string();
+    super::run(
+        Command::new(&load).args(["--socket", &socket, "--against", &other, "--labels", "spawner,threads"]).args([
+            "--throughput",
+            "4",
+            "--rounds",
+            "3",
+            "--concurrency",
+            &clients.to_string(),
+            "--runtimes",
+            "native,python",
+        ]),
+    )?;
+    let left = threads.stop_beside(&[server.pid()])?;
+    left.print();
+    if !left.clean() {
+        return Err("the server without a spawner left something behind".into());
+    }
     println!("\nthe Python SDK (python/, in a virtual environment of its own)");
     match sdk_venv(root, dir) {
         Ok(python) => {

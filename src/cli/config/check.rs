@@ -84,6 +84,7 @@ pub(super) fn check(
         bodies_in_flight_max_bytes: r.in_flight_max_bytes,
         answers_in_flight_max_bytes: r.answers_in_flight_max_bytes,
         drain_timeout: Duration::from_millis(s.drain_timeout_ms),
+        spawner: s.spawner,
     };
     let catalog = Catalog {
         runtimes: runtimes

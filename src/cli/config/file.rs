@@ -55,6 +55,10 @@ pub struct ServerFile {
     pub drain_timeout_ms: u64,
     /// Whether requests may send their own Wasm modules (runtime `wasm`).
     pub wasm_modules: bool,
+    /// Whether the warm jails are built by a spawner process forked at start (small and
+    /// single-threaded: a jail does not copy the server's memory); `false`: on the server's
+    /// own threads.
+    pub spawner: bool,
 }
 
 impl Default for ServerFile {
@@ -74,6 +78,7 @@ impl Default for ServerFile {
             write_timeout_ms: 30_000,
             drain_timeout_ms: 30_000,
             wasm_modules: true,
+            spawner: true,
         }
     }
 }

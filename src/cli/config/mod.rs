@@ -139,6 +139,8 @@ pub struct Bounds {
     pub answers_in_flight_max_bytes: u64,
     /// How long a stopping server lets its runs finish (`server.drain-timeout-ms`).
     pub drain_timeout: Duration,
+    /// Whether a spawner process builds the warm jails (`server.spawner`).
+    pub spawner: bool,
 }
 
 /// The checked configuration.

@@ -6,10 +6,12 @@
 //! [`Engine::admit`], [`Engine::execute`], [`Engine::health`], [`Engine::info`],
 //! [`Engine::metrics`], [`Engine::drain`].
 
+mod handoff;
 mod health;
 pub mod metrics;
 mod pool;
 mod slot;
+mod spawner;
 
 pub use health::Readiness;
 
@@ -17,6 +19,7 @@ use crate::config::{Bounds, Config, Runtime};
 use metrics::Metrics;
 use pool::Pool;
 use slot::{Slot, SlotError, Tracked, Tracker};
+use spawner::Spawner;
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -50,6 +53,8 @@ pub struct Engine {
     /// This binary: the Wasm runner inside the jails.
     runner: PathBuf,
     started: Instant,
+    /// The process that builds the warm jails, when one was forked ([`Engine::fork_spawner`]).
+    spawner: std::sync::OnceLock<Arc<Spawner>>,
 }
 
 /// Where a run's output goes: into its report, or to pipes a streaming response reads.
@@ -83,6 +88,7 @@ impl Engine {
             draining: AtomicBool::new(false),
             runner,
             started: Instant::now(),
+            spawner: std::sync::OnceLock::new(),
         })
     }
 
@@ -98,6 +104,17 @@ impl Engine {
     /// Seconds since the engine was built.
     pub fn uptime_s(&self) -> u64 {
         self.started.elapsed().as_secs()
+    }
+
+    /// Forks the spawner that builds the warm pools' jails from now on, outside this process
+    /// ([`spawner`]). This process must have a single thread still (before the async runtime).
+    pub fn fork_spawner(&self) -> Result<(), String> {
+        let spawner = Arc::new(Spawner::fork(&self.pools).map_err(|e| format!("cannot start the spawner: {e}"))?);
+        for p in self.pools.values() {
+            p.use_spawner(spawner.clone());
+        }
+        let _ = self.spawner.set(spawner);
+        Ok(())
     }
 
     /// Starts filling the warm pools, and proving the runtimes without any (in the background).
@@ -139,6 +156,9 @@ impl Engine {
         }
         self.running.idle().await;
         self.jails.idle().await;
+        if let Some(spawner) = self.spawner.get().cloned() {
+            let _ = tokio::task::spawn_blocking(move || spawner.stop()).await;
+        }
     }
 
     /// A place to run: at once when one is free, else in the queue (bounded in length and time).
@@ -247,7 +267,15 @@ impl Engine {
                 }
             }
         }
-        let slot = self.cold_slot(req).await?;
+        let slot = match pool {
+            // The runtime's own recipe, in a helper of the spawner: no recipe to make, no copy
+            // of this process.
+            Some(pool) if pool.spawned() => tokio::task::spawn_blocking(move || pool.one_run_slot())
+                .await
+                .map_err(|_| internal("the jail's builder ended abnormally"))?
+                .map_err(|e| self.cold_refusal(req, e))?,
+            _ => self.cold_slot(req).await?,
+        };
         finished(slot.run(start_of(req, streams, true)).await).map(|r| (r, false))
     }
 
@@ -389,12 +417,13 @@ fn finished(gated: Result<Gated, SlotError>) -> Result<RunResult, ApiError> {
             &format!("the jail ended before the run: {why}"),
         )),
         Err(SlotError::Jail(stockade::Error::Filesystem(e))) => Err(ApiError::field("files", e.to_string())),
-        Err(e @ (SlotError::Jail(_) | SlotError::Thread(_))) => {
+        Err(SlotError::Files(why)) => Err(ApiError::field("files", why)),
+        Err(e @ (SlotError::Jail(_) | SlotError::Thread(_) | SlotError::Helper(_))) => {
             Err(incident(ErrorCode::JailSetupFailed, "the server could not run this run's jail", &e.to_string()))
         }
         Err(e @ SlotError::Panicked(_)) => Err(incident(
             ErrorCode::Internal,
-            "internal error: the run's supervising thread panicked; the run was taken down, the server goes on",
+            "internal error: the run's supervisor panicked; the run was taken down, the server goes on",
             &e.to_string(),
         )),
     }

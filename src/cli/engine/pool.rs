@@ -2,7 +2,8 @@
 //! whether the runtime can run at all.
 
 use super::metrics::Metrics;
-use super::slot::{AFTER_ANSWER, Slot, Tracker};
+use super::slot::{AFTER_ANSWER, Slot, SlotError, Tracker};
+use super::spawner::Spawner;
 use crate::config::{Kind, Runtime};
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -43,6 +44,8 @@ pub struct Pool {
     metrics: Arc<Metrics>,
     /// The engine's count of jail threads.
     jails: Tracker,
+    /// Where its warm jails come from, when not from this process's threads.
+    spawner: std::sync::OnceLock<Arc<Spawner>>,
 }
 
 /// How a runtime's jails have fared.
@@ -83,6 +86,7 @@ impl Pool {
             says: Says::default(),
             metrics,
             jails,
+            spawner: std::sync::OnceLock::new(),
         })
     }
 
@@ -222,8 +226,8 @@ impl Pool {
                 }
                 continue;
             }
-            let (recipe, jails) = (self.recipe(), self.jails.clone());
-            match tokio::task::spawn_blocking(move || Slot::start(recipe, false, &jails)).await {
+            let me = self.clone();
+            match tokio::task::spawn_blocking(move || me.new_slot()).await {
                 Ok(Ok(slot)) => {
                     self.built();
                     if self.target == 0 {
@@ -255,16 +259,11 @@ impl Pool {
     /// recipe is made again (from what is there now) and the waiting jails, which hold the old
     /// one, are taken down. `Err`: the recipe cannot be made now.
     async fn renew_if_changed(self: &Arc<Self>) -> Result<(), String> {
-        let recipe = self.recipe();
-        let Some(path) = recipe.plan().changed_on_host(false).map(std::path::Path::to_path_buf) else {
-            return Ok(());
-        };
         let me = self.clone();
-        let built = tokio::task::spawn_blocking(move || Recipe::build(me.config.code(), &me.policy, &me.runner))
+        let remade = tokio::task::spawn_blocking(move || me.remade())
             .await
-            .map_err(|_| "the recipe's builder ended abnormally".to_string())?
-            .map_err(|e| format!("{} changed on the host and the jail cannot be made again: {e}", path.display()))?;
-        *self.recipe.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(built);
+            .map_err(|_| "the recipe's builder ended abnormally".to_string())??;
+        let Some(path) = remade else { return Ok(()) };
         let retired: Vec<Slot> = self.waiting().drain(..).collect();
         self.says.say(&format!(
             "runtime {}: {} changed on the host: its jails are made again ({} waiting ones retired)",
@@ -273,6 +272,58 @@ impl Pool {
             retired.len()
         ));
         Ok(())
+    }
+
+    /// Makes the recipe again when a file it shows from the host changed there (blocking):
+    /// `Some(that file)` when it did.
+    fn remade(&self) -> Result<Option<PathBuf>, String> {
+        let recipe = self.recipe();
+        let Some(path) = recipe.plan().changed_on_host(false).map(std::path::Path::to_path_buf) else {
+            return Ok(None);
+        };
+        let built = Recipe::build(self.config.code(), &self.policy, &self.runner)
+            .map_err(|e| format!("{} changed on the host and the jail cannot be made again: {e}", path.display()))?;
+        *self.recipe.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(built);
+        Ok(Some(path))
+    }
+
+    /// The recipe, made again first when the host changed under it (blocking): the spawner's,
+    /// which holds a copy of this pool of its own.
+    pub fn recipe_now(&self) -> Result<Arc<Recipe>, String> {
+        self.remade()?;
+        Ok(self.recipe())
+    }
+
+    /// From now on, the pool's jails are built by `spawner`'s helpers.
+    pub fn use_spawner(&self, spawner: Arc<Spawner>) {
+        let _ = self.spawner.set(spawner);
+    }
+
+    /// Whether its jails come from a spawner (still there).
+    pub fn spawned(&self) -> bool {
+        self.spawner.get().is_some_and(|s| s.alive())
+    }
+
+    /// A jail of the pool's recipe for the one run about to open it, from a helper of the
+    /// spawner (blocking): what a run that found no warm jail gets when [`Pool::spawned`].
+    pub fn one_run_slot(&self) -> Result<Slot, SlotError> {
+        match self.spawner.get() {
+            Some(spawner) => Slot::of_helper(spawner, &self.runtime, true, &self.jails),
+            None => Err(SlotError::Helper("the pool has no spawner".into())),
+        }
+    }
+
+    /// One jail of the pool, waiting at its gate (blocking): a helper's, when there is a
+    /// spawner, else one on a thread of this process.
+    fn new_slot(&self) -> Result<Slot, SlotError> {
+        match self.spawner.get() {
+            Some(spawner) if spawner.alive() => Slot::of_helper(spawner, &self.runtime, false, &self.jails),
+            Some(_) => {
+                self.says.say("the spawner has ended: warm jails are built on the server's threads");
+                Slot::start(self.recipe(), false, &self.jails)
+            }
+            None => Slot::start(self.recipe(), false, &self.jails),
+        }
     }
 
     /// Stops refilling and takes every waiting jail down.

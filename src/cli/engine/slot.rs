@@ -3,6 +3,9 @@
 //! slot serves exactly one run and is then gone: runs never share a jail. Every jail thread is
 //! counted by its engine's [`Tracker`], which a draining engine waits on.
 
+use super::handoff::{self, Msg};
+use super::spawner::{self, Spawner};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::time::Duration;
 use stockade::runtime::Recipe;
@@ -52,9 +55,16 @@ pub(super) const AFTER_ANSWER: Duration = Duration::from_millis(5);
 
 /// One jail released ahead of its run, waiting at its gate.
 #[derive(Debug)]
-pub struct Slot {
-    pub gate: Arc<Gate>,
-    done: Option<oneshot::Receiver<Result<Gated, SlotError>>>,
+pub struct Slot(Held);
+
+/// Who holds a slot's jail.
+#[derive(Debug)]
+enum Held {
+    /// A thread of this process.
+    Thread { gate: Arc<Gate>, done: Option<oneshot::Receiver<Result<Gated, SlotError>>> },
+    /// A helper process of the spawner's ([`super::spawner`]), over its socket; `live` counts it
+    /// until the helper closes the socket (its jail down, its clean-up done).
+    Helper { sock: Option<std::os::unix::net::UnixStream>, live: Option<Tracked> },
 }
 
 /// Why a slot was not built, or its run did not end with a report.
@@ -64,12 +74,18 @@ pub enum SlotError {
     /// put, a supervisor resource).
     #[error(transparent)]
     Jail(Error),
+    /// A helper's run: its files could not be put (the request's fault).
+    #[error("{0}")]
+    Files(String),
+    /// A helper's jail could not be built or run (the host's fault), or the helper failed.
+    #[error("{0}")]
+    Helper(String),
     /// The jail's thread could not start, or ended before it said anything.
     #[error("supervisor: a jail's thread: {0}")]
     Thread(String),
-    /// The jail's thread panicked: a bug. That run is lost (its jail taken down as the thread
-    /// unwound); the server goes on.
-    #[error("internal error: a jail's thread panicked ({0})")]
+    /// The jail's thread or helper panicked: a bug. That run is lost (its jail taken down as
+    /// the thread unwound); the server goes on.
+    #[error("internal error: a jail's supervisor panicked ({0})")]
     Panicked(String),
 }
 
@@ -120,38 +136,144 @@ impl Slot {
             return Err(SlotError::Thread(e.to_string()));
         }
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(Slot { gate, done: Some(done) }),
+            Ok(Ok(())) => Ok(Slot(Held::Thread { gate, done: Some(done) })),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(SlotError::Thread("it ended before the jail was built".into())),
         }
     }
 
+    /// A jail of `runtime` built by a helper of `spawner` (blocking until it is released);
+    /// `one_run` as for [`Slot::start`].
+    pub fn of_helper(spawner: &Spawner, runtime: &str, one_run: bool, jails: &Tracker) -> Result<Slot, SlotError> {
+        let live = jails.track();
+        let sock = spawner.helper(runtime, one_run).map_err(SlotError::Helper)?;
+        sock.set_nonblocking(true).map_err(|e| SlotError::Helper(format!("a helper's socket: {e}")))?;
+        Ok(Slot(Held::Helper { sock: Some(sock), live: Some(live) }))
+    }
+
     /// Whether the jail is still waiting; `Err`: why it is not (it died, or was cancelled).
     pub(super) fn alive(&mut self) -> Result<(), String> {
-        let Some(done) = self.done.as_mut() else { return Err("it was used".into()) };
-        match done.try_recv() {
-            Err(oneshot::error::TryRecvError::Empty) => Ok(()),
-            Ok(Ok(Gated::NotStarted(why))) => Err(why),
-            Ok(Err(e)) => Err(e.to_string()),
-            _ => Err("its thread ended".into()),
+        match &mut self.0 {
+            Held::Thread { done, .. } => {
+                let Some(done) = done.as_mut() else { return Err("it was used".into()) };
+                match done.try_recv() {
+                    Err(oneshot::error::TryRecvError::Empty) => Ok(()),
+                    Ok(Ok(Gated::NotStarted(why))) => Err(why),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    _ => Err("its thread ended".into()),
+                }
+            }
+            Held::Helper { sock, .. } => {
+                let Some(s) = sock.as_mut() else { return Err("it was used".into()) };
+                helper_alive(s)
+            }
         }
     }
 
     /// Starts the run and waits for its end.
     pub async fn run(mut self, start: stockade::Start) -> Result<Gated, SlotError> {
-        self.gate.open(start);
-        let ended = || Ok(Gated::NotStarted("the jail's thread ended".into()));
-        match self.done.take() {
-            Some(done) => done.await.unwrap_or_else(|_| ended()),
-            None => ended(),
+        match &mut self.0 {
+            Held::Thread { gate, done } => {
+                gate.open(start);
+                let ended = || Ok(Gated::NotStarted("the jail's thread ended".into()));
+                match done.take() {
+                    Some(done) => done.await.unwrap_or_else(|_| ended()),
+                    None => ended(),
+                }
+            }
+            Held::Helper { sock, live } => {
+                let sock = sock.take().ok_or_else(|| SlotError::Helper("the slot was used".into()))?;
+                let mut sock = tokio::net::UnixStream::from_std(sock)
+                    .map_err(|e| SlotError::Helper(format!("a helper's socket: {e}")))?;
+                let answer = helper_run(&mut sock, start).await;
+                // Counted until the helper is done with its clean-up (it closes the socket then).
+                let live = live.take();
+                tokio::spawn(async move {
+                    let _live = live;
+                    let _ = tokio::io::AsyncReadExt::read(&mut sock, &mut [0; 64]).await;
+                });
+                answer
+            }
         }
+    }
+}
+
+/// Whether a helper's jail still waits: nothing to read on its socket. A helper whose jail died
+/// said why ([`Msg::NotStarted`]).
+fn helper_alive(sock: &mut std::os::unix::net::UnixStream) -> Result<(), String> {
+    use rustix::net::{RecvFlags, recv};
+    match recv(&*sock, &mut [0u8; 1], RecvFlags::PEEK | RecvFlags::DONTWAIT) {
+        Err(rustix::io::Errno::AGAIN) => Ok(()),
+        Ok((0, _)) => Err("its helper ended".into()),
+        Err(e) => Err(format!("its helper's socket: {e}")),
+        Ok(_) => {
+            let _ = sock.set_nonblocking(false);
+            match handoff::read_frame(sock) {
+                Ok((Msg::NotStarted(why), _)) => Err(why),
+                Ok((other, _)) => Err(format!("its helper said {other:?} while it waited")),
+                Err(e) => Err(format!("its helper ended ({e})")),
+            }
+        }
+    }
+}
+
+/// Sends a helper its run and reads how it ended.
+async fn helper_run(sock: &mut tokio::net::UnixStream, start: stockade::Start) -> Result<Gated, SlotError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let lost = |e: std::io::Error| SlotError::Helper(format!("a helper's socket: {e}"));
+    let (frame, pipes) = handoff::start_out(start).map_err(lost)?;
+    // The first byte carries the output pipes (a streaming answer's); they are the helper's then.
+    let fds: Vec<_> = pipes.iter().map(std::os::fd::AsFd::as_fd).collect();
+    let first = loop {
+        sock.writable().await.map_err(lost)?;
+        match sock.try_io(tokio::io::Interest::WRITABLE, || spawner::send_with_fds(sock.as_fd(), &frame[..1], &fds)) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            sent => break sent.map_err(lost)?,
+        }
+    };
+    drop(fds);
+    drop(pipes);
+    sock.write_all(&frame[first..]).await.map_err(lost)?;
+    let mut lengths = [0u8; handoff::LENGTHS];
+    sock.read_exact(&mut lengths)
+        .await
+        .map_err(|e| SlotError::Helper(format!("its helper ended without an answer ({e})")))?;
+    let (h, b) = handoff::rest_len(&lengths).map_err(lost)?;
+    let mut rest = vec![0; h + b];
+    sock.read_exact(&mut rest).await.map_err(lost)?;
+    match handoff::decode(&rest, h).map_err(lost)? {
+        (Msg::Ran(wire), bytes) => Ok(Gated::Ran(Box::new(handoff::finished_in(*wire, &bytes).map_err(lost)?))),
+        (Msg::NotStarted(why), _) => Ok(Gated::NotStarted(why)),
+        (Msg::Failed { files: true, why }, _) => Err(SlotError::Files(why)),
+        (Msg::Failed { why, .. }, _) => Err(SlotError::Helper(why)),
+        (Msg::Panicked(why), _) => Err(SlotError::Panicked(why)),
+        (other, _) => Err(SlotError::Helper(format!("its helper answered {other:?}"))),
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        // An unused slot: its jail is taken down (a used one's gate is already open).
-        self.gate.cancel();
+        match &mut self.0 {
+            // An unused slot: its jail is taken down (a used one's gate is already open).
+            Held::Thread { gate, .. } => gate.cancel(),
+            // An unused helper's jail is taken down when its socket closes; it is counted until
+            // the helper is done.
+            Held::Helper { sock, live } => {
+                let (Some(sock), Some(live)) = (sock.take(), live.take()) else { return };
+                let _ = sock.shutdown(std::net::Shutdown::Write);
+                if let Ok(handle) = tokio::runtime::Handle::try_current()
+                    && let Ok(mut sock) = tokio::net::UnixStream::from_std(sock)
+                {
+                    handle.spawn(async move {
+                        let _live = live;
+                        let mut buf = [0; 256];
+                        while let Ok(n) = tokio::io::AsyncReadExt::read(&mut sock, &mut buf).await
+                            && n > 0
+                        {}
+                    });
+                }
+            }
+        }
     }
 }
 
@@ -184,7 +306,7 @@ fn said<T>(built: Result<T, Error>, ready: &std::sync::mpsc::SyncSender<Result<(
 /// Test builds only: a panic on the jail's thread after a run whose stdout holds
 /// `$STOCKADE_TEST_PANIC` (how `tests/serve.rs` proves that a panic ends one run, not the server).
 #[cfg(debug_assertions)]
-fn inject_panic(gated: &Result<Gated, Error>) {
+pub(super) fn inject_panic(gated: &Result<Gated, Error>) {
     if let (Some(marker), Ok(Gated::Ran(f))) = (std::env::var_os("STOCKADE_TEST_PANIC"), gated)
         && let (Some(out), Some(marker)) = (f.report.stdout.text.as_deref(), marker.to_str())
         && !marker.is_empty()
@@ -195,10 +317,10 @@ fn inject_panic(gated: &Result<Gated, Error>) {
 }
 
 #[cfg(not(debug_assertions))]
-fn inject_panic(_: &Result<Gated, Error>) {}
+pub(super) fn inject_panic(_: &Result<Gated, Error>) {}
 
 /// A panic's message, when it has one.
-fn panic_words(payload: &(dyn std::any::Any + Send)) -> String {
+pub(super) fn panic_words(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| (*s).to_string())

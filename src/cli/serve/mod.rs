@@ -92,11 +92,25 @@ pub fn command(args: ServeArgs) -> ExitCode {
     } else {
         Vec::new()
     };
+    // The engine is built before any other thread starts: the spawner that builds the warm
+    // jails is a copy of this process, made while it has one thread.
+    let engine = match Engine::new(&cfg, Arc::new(Metrics::new())) {
+        Ok(e) => Arc::new(e),
+        Err(e) => return fail(e),
+    };
+    // Without it (a host without clone3, say), warm jails are built on the server's threads:
+    // slower, as safe; the log says so.
+    if !args.check
+        && cfg.bounds.spawner
+        && let Err(e) = engine.fork_spawner()
+    {
+        eprintln!("stockade serve: {e}: the warm jails are built on the server's threads");
+    }
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("stockade-serve").build() {
         Ok(rt) => rt,
         Err(e) => return fail(format!("serve: cannot start the async runtime: {e}")),
     };
-    rt.block_on(serve(cfg, args.check, passed))
+    rt.block_on(serve(cfg, engine, args.check, passed))
 }
 
 /// On cgroup v2, takes the delegated cgroup this process was started in (when it is one): the
@@ -151,15 +165,11 @@ async fn build_engine(cfg: config::Config) -> Result<Arc<Engine>, String> {
     Ok(Arc::new(engine))
 }
 
-async fn serve(cfg: config::Config, check: bool, mut passed: Vec<listen::Passed>) -> ExitCode {
+async fn serve(cfg: config::Config, engine: Arc<Engine>, check: bool, mut passed: Vec<listen::Passed>) -> ExitCode {
     let (origin, listening, bounds) = (cfg.origin.clone(), cfg.listeners.clone(), cfg.bounds.clone());
     let runtimes: Vec<String> =
         cfg.runtimes.values().map(|r| format!("{} ({} warm, policy {})", r.name, r.warm, r.policy)).collect();
     let policies: Vec<String> = cfg.catalog.policies.keys().cloned().collect();
-    let engine = match build_engine(cfg).await {
-        Ok(e) => e,
-        Err(e) => return fail(e),
-    };
     if check {
         let shown: Vec<String> = listening.listen.iter().map(ToString::to_string).collect();
         println!("{origin}: ok");

@@ -102,6 +102,8 @@ pub struct Pick {
     /// directory, `**` crosses them), compiled together ([`patterns`]): matching is linear in
     /// the path's length, whatever the patterns.
     pub patterns: globset::GlobSet,
+    /// The patterns as written (what [`patterns`] compiled), to send them elsewhere.
+    pub sources: Vec<String>,
     pub max_files: usize,
     pub max_bytes: u64,
 }
@@ -134,14 +136,14 @@ pub struct Taken {
 pub struct Skipped {
     /// Its relative path (a name that is not UTF-8 shown with U+FFFD in its place).
     pub path: String,
-    pub reason: &'static str,
+    pub reason: String,
 }
 
 impl Taken {
     fn skip(&mut self, path: String, reason: &'static str) {
         self.skipped_count += 1;
         if self.skipped.len() < SKIPPED_NAMED_MAX {
-            self.skipped.push(Skipped { path, reason });
+            self.skipped.push(Skipped { path, reason: reason.to_string() });
         }
     }
 }

@@ -1,0 +1,303 @@
+//! What the server and a jail's helper process ([`super::spawner`]) say to each other over the
+//! helper's socket: that the jail is ready (or why not), the run's [`Start`], and how it ended.
+//!
+//! A frame is two little-endian `u64` lengths, a JSON header of that first length and the bytes
+//! the header points into (files, stdin, output channels: raw, never escaped). A run's output
+//! pipes (a streaming answer) travel as file descriptors on the frame's first byte.
+//!
+//! Both ends are stockade's own processes outside any jail; the lengths are checked all the
+//! same (no frame past [`FRAME_MAX_BYTES`], no slice out of its bytes).
+
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use stockade::layers::filesystem::exchange::{self, Pick, PutFile, Skipped, Taken};
+use stockade::policy::Limits;
+use stockade::{Cleanup, Error, Exchange, Finished, Gated, Report, Start};
+
+/// The largest frame either side accepts: more than any answer a server's caps allow.
+pub const FRAME_MAX_BYTES: u64 = 1 << 32;
+/// The two lengths before a frame's header.
+pub const LENGTHS: usize = 16;
+
+/// Bytes of a frame, by place.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct Blob {
+    at: u64,
+    len: u64,
+}
+
+/// One message between the server and a helper.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Msg {
+    /// The jail is built and waits at its gate.
+    Ready,
+    /// The jail could not be built (why, in words).
+    Refused(String),
+    /// The server's run for the jail.
+    Start(Box<StartWire>),
+    /// The run ended with a report.
+    Ran(Box<RanWire>),
+    /// The jail ended before its run (why, in words).
+    NotStarted(String),
+    /// The run could not be supervised: `files`, its files could not be put (the request's
+    /// fault); else the host's.
+    Failed { files: bool, why: String },
+    /// The helper panicked (a bug of ours) while it ran the jail.
+    Panicked(String),
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct StartWire {
+    stdin: Blob,
+    files: Option<ExchangeWire>,
+    limits: Limits,
+    /// Two fds (stdout, stderr) come with the frame.
+    streams: bool,
+    argv_display: Option<Vec<String>>,
+    from_release: bool,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct ExchangeWire {
+    dir: PathBuf,
+    put: Vec<(PathBuf, Blob)>,
+    /// The patterns as written, and the caps.
+    take: Option<(Vec<String>, usize, u64)>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RanWire {
+    report: Report,
+    channels: Vec<Blob>,
+    files: Option<TakenWire>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct TakenWire {
+    files: Vec<(String, Blob)>,
+    capped: bool,
+    skipped: Vec<(String, String)>,
+    skipped_count: usize,
+}
+
+/// A frame's bytes, written as its header points into them.
+#[derive(Debug, Default)]
+pub struct Blobs(Vec<u8>);
+
+impl Blobs {
+    fn add(&mut self, b: &[u8]) -> Blob {
+        let at = self.0.len() as u64;
+        self.0.extend_from_slice(b);
+        Blob { at, len: b.len() as u64 }
+    }
+}
+
+/// A frame's bytes, read: the slices its header names.
+fn slice<'a>(bytes: &'a [u8], b: &Blob) -> io::Result<&'a [u8]> {
+    let at = usize::try_from(b.at).ok();
+    let end = at.zip(usize::try_from(b.len).ok()).and_then(|(at, len)| at.checked_add(len));
+    match (at, end) {
+        (Some(at), Some(end)) if end <= bytes.len() => Ok(&bytes[at..end]),
+        _ => Err(bad("a blob past the frame's end")),
+    }
+}
+
+fn bad(why: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("a helper's frame: {why}"))
+}
+
+/// The frame of `msg` (with the bytes its header points into).
+pub fn encode(msg: &Msg, blobs: &Blobs) -> io::Result<Vec<u8>> {
+    let header = serde_json::to_vec(msg).map_err(io::Error::other)?;
+    let mut out = Vec::with_capacity(LENGTHS + header.len() + blobs.0.len());
+    out.extend_from_slice(&(header.len() as u64).to_le_bytes());
+    out.extend_from_slice(&(blobs.0.len() as u64).to_le_bytes());
+    out.extend_from_slice(&header);
+    out.extend_from_slice(&blobs.0);
+    Ok(out)
+}
+
+/// How many bytes follow a frame's lengths (checked against [`FRAME_MAX_BYTES`]).
+pub fn rest_len(lengths: &[u8; LENGTHS]) -> io::Result<(usize, usize)> {
+    let h = u64::from_le_bytes(lengths[..8].try_into().unwrap_or_default());
+    let b = u64::from_le_bytes(lengths[8..].try_into().unwrap_or_default());
+    match (usize::try_from(h), usize::try_from(b)) {
+        (Ok(h), Ok(b)) if (h as u64).saturating_add(b as u64) <= FRAME_MAX_BYTES => Ok((h, b)),
+        _ => Err(bad("longer than any frame may be")),
+    }
+}
+
+/// Reads what follows a frame's lengths into a message and its bytes.
+pub fn decode(rest: &[u8], header_len: usize) -> io::Result<(Msg, Vec<u8>)> {
+    let (header, bytes) = rest.split_at(header_len.min(rest.len()));
+    let msg = serde_json::from_slice(header).map_err(|e| bad(&e.to_string()))?;
+    Ok((msg, bytes.to_vec()))
+}
+
+/// Writes one frame (blocking).
+pub fn write_frame(w: &mut impl Write, msg: &Msg, blobs: &Blobs) -> io::Result<()> {
+    w.write_all(&encode(msg, blobs)?)
+}
+
+/// Reads one frame whose lengths were read already (blocking).
+pub fn read_rest(r: &mut impl Read, lengths: &[u8; LENGTHS]) -> io::Result<(Msg, Vec<u8>)> {
+    let (h, b) = rest_len(lengths)?;
+    let mut rest = vec![0; h + b];
+    r.read_exact(&mut rest)?;
+    decode(&rest, h)
+}
+
+/// Reads one frame (blocking).
+pub fn read_frame(r: &mut impl Read) -> io::Result<(Msg, Vec<u8>)> {
+    let mut lengths = [0; LENGTHS];
+    r.read_exact(&mut lengths)?;
+    read_rest(r, &lengths)
+}
+
+/// A run's start as a frame, and the output pipes that go with it.
+pub fn start_out(start: Start) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+    let mut blobs = Blobs::default();
+    let stdin = blobs.add(&start.stdin);
+    let files = start.files.map(|x| ExchangeWire {
+        put: x.put.iter().map(|f| (f.path.clone(), blobs.add(&f.bytes))).collect(),
+        dir: x.dir,
+        take: x.take.map(|p| (p.sources, p.max_files, p.max_bytes)),
+    });
+    let fds: Vec<OwnedFd> = start.stdout_to.into_iter().chain(start.stderr_to).collect();
+    let wire = StartWire {
+        stdin,
+        files,
+        limits: start.limits,
+        streams: fds.len() == 2,
+        argv_display: start.argv_display,
+        from_release: start.from_release,
+    };
+    Ok((encode(&Msg::Start(Box::new(wire)), &blobs)?, fds))
+}
+
+/// A run's start from its frame, with the pipes that came with it.
+pub fn start_in(wire: StartWire, bytes: &[u8], fds: Vec<OwnedFd>) -> io::Result<Start> {
+    let mut fds = fds.into_iter();
+    let (stdout_to, stderr_to) = match (wire.streams, fds.next(), fds.next()) {
+        (false, None, None) => (None, None),
+        (true, Some(o), Some(e)) => (Some(o), Some(e)),
+        _ => return Err(bad("its output pipes did not come with it")),
+    };
+    let files = match wire.files {
+        None => None,
+        Some(ExchangeWire { dir, put, take }) => {
+            let put = put
+                .into_iter()
+                .map(|(path, b)| Ok(PutFile { path, bytes: slice(bytes, &b)?.to_vec() }))
+                .collect::<io::Result<_>>()?;
+            let take = match take {
+                None => None,
+                Some((sources, max_files, max_bytes)) => {
+                    let patterns = exchange::patterns(&sources).map_err(|(_, why)| bad(&why))?;
+                    Some(Pick { patterns, sources, max_files, max_bytes })
+                }
+            };
+            Some(Exchange { dir, put, take })
+        }
+    };
+    Ok(Start {
+        stdin: slice(bytes, &wire.stdin)?.to_vec(),
+        files,
+        limits: wire.limits,
+        stdout_to,
+        stderr_to,
+        argv_display: wire.argv_display,
+        from_release: wire.from_release,
+    })
+}
+
+/// How a gated jail ended, as a frame; its clean-up stays with the helper.
+pub fn ended_out(gated: Result<Gated, Error>) -> io::Result<(Vec<u8>, Option<Cleanup>)> {
+    let mut blobs = Blobs::default();
+    let (msg, cleanup) = match gated {
+        Ok(Gated::Ran(mut f)) => {
+            let cleanup = f.cleanup.take();
+            let channels = f.channels.iter().map(|c| blobs.add(c)).collect();
+            let files = f.files.map(|t| TakenWire {
+                files: t.files.iter().map(|(p, b)| (p.clone(), blobs.add(b))).collect(),
+                capped: t.capped,
+                skipped: t.skipped.into_iter().map(|s| (s.path, s.reason)).collect(),
+                skipped_count: t.skipped_count,
+            });
+            (Msg::Ran(Box::new(RanWire { report: f.report, channels, files })), cleanup)
+        }
+        Ok(Gated::NotStarted(why)) => (Msg::NotStarted(why), None),
+        Err(e) => (Msg::Failed { files: matches!(e, Error::Filesystem(_)), why: e.to_string() }, None),
+    };
+    Ok((encode(&msg, &blobs)?, cleanup))
+}
+
+/// A finished run from its frame.
+pub fn finished_in(wire: RanWire, bytes: &[u8]) -> io::Result<Finished> {
+    let channels = wire.channels.iter().map(|b| slice(bytes, b).map(<[u8]>::to_vec)).collect::<io::Result<_>>()?;
+    let files = match wire.files {
+        None => None,
+        Some(t) => Some(Taken {
+            files: t.files.into_iter().map(|(p, b)| Ok((p, slice(bytes, &b)?.to_vec()))).collect::<io::Result<_>>()?,
+            capped: t.capped,
+            skipped: t.skipped.into_iter().map(|(path, reason)| Skipped { path, reason }).collect(),
+            skipped_count: t.skipped_count,
+        }),
+    };
+    Ok(Finished { report: wire.report, channels, files, cleanup: None })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_and_its_files_cross_unchanged() {
+        let take = Pick {
+            patterns: exchange::patterns(&["*.txt".into()]).expect("patterns"),
+            sources: vec!["*.txt".into()],
+            max_files: 3,
+            max_bytes: 99,
+        };
+        let start = Start {
+            stdin: b"print(1)\n\0\xff".to_vec(),
+            files: Some(Exchange {
+                dir: "/app".into(),
+                put: vec![PutFile { path: "a/b.bin".into(), bytes: vec![0, 1, 255] }],
+                take: Some(take),
+            }),
+            limits: Limits { wall_timeout_ms: Some(5), ..Limits::default() },
+            argv_display: Some(vec!["python".into(), "print(1)".into()]),
+            from_release: true,
+            ..Start::default()
+        };
+        let (frame, fds) = start_out(start).expect("out");
+        assert!(fds.is_empty());
+        let (msg, bytes) = read_frame(&mut frame.as_slice()).expect("frame");
+        let Msg::Start(wire) = msg else { panic!("not a start: {msg:?}") };
+        let got = start_in(*wire, &bytes, Vec::new()).expect("in");
+        assert_eq!(got.stdin, b"print(1)\n\0\xff");
+        let x = got.files.expect("files");
+        assert_eq!(
+            (x.dir.to_str(), x.put[0].path.to_str(), x.put[0].bytes.as_slice()),
+            (Some("/app"), Some("a/b.bin"), &[0, 1, 255][..])
+        );
+        let take = x.take.expect("take");
+        assert!(take.patterns.is_match("x.txt") && !take.patterns.is_match("x.png"));
+        assert_eq!((take.max_files, take.max_bytes), (3, 99));
+        assert_eq!(got.limits.wall_timeout_ms, Some(5));
+        assert!(got.from_release && got.stdout_to.is_none());
+    }
+
+    #[test]
+    fn a_blob_past_the_end_and_an_oversized_frame_are_refused() {
+        let mut frame = encode(&Msg::Ready, &Blobs::default()).expect("frame");
+        assert!(matches!(read_frame(&mut frame.as_slice()), Ok((Msg::Ready, _))));
+        frame[..8].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(read_frame(&mut frame.as_slice()).is_err());
+        assert!(slice(b"abc", &Blob { at: 2, len: 2 }).is_err());
+        assert!(slice(b"abc", &Blob { at: u64::MAX, len: 2 }).is_err());
+    }
+}

@@ -1,0 +1,259 @@
+//! Warm jails built outside the server's address space. A jail's init is a copy of the process
+//! that forks it, and stays one for the whole run: forked from the server, each jail copied the
+//! server's page tables and turned every page the server's threads then wrote into a
+//! copy-on-write fault (measured: about a quarter of the CPU of a served static program). So
+//! the server forks one **spawner** at its start, while it is still a single thread and small
+//! (its pools' recipes made, no async runtime yet), and asks it for warm jails.
+//!
+//! For each jail the spawner forks a **helper** (a small, single-threaded copy of itself) that
+//! builds the jail from the runtime's recipe exactly as a jail thread of the server would
+//! ([`Recipe::prestart`], [`stockade::runtime::Waiting::run_gated`]): the helper is the jail's
+//! supervisor. The server talks to it over a socket of its own ([`super::handoff`]): the helper
+//! says the jail is ready, the server sends the run, the helper answers how it ended, then
+//! removes the run's cgroup and exits.
+//!
+//! Lifetimes: the spawner dies with the server's main thread, a helper with the spawner, a jail
+//! with its helper (parent-death signals); a server that stops closes the spawner's socket, and
+//! the spawner ends once its helpers have. Jails built for one request (their own limits) are
+//! built on the server's threads as before: the spawner holds only the pools' recipes.
+
+use super::handoff::{self, LENGTHS, Msg};
+use super::pool::Pool;
+use super::slot::{self, AFTER_ANSWER};
+use rustix::event::{PollFd, PollFlags, poll};
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer, SendAncillaryMessage,
+    SendFlags, SocketFlags, SocketType, recvmsg, sendmsg, socketpair,
+};
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::io::{self, IoSlice, IoSliceMut, Read};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use stockade::Gate;
+use stockade::runtime::Recipe;
+
+/// The longest runtime name a request to the spawner carries.
+const NAME_MAX: usize = 256;
+
+/// The server's end of its spawner.
+#[derive(Debug)]
+pub struct Spawner {
+    control: OwnedFd,
+    pidfd: OwnedFd,
+}
+
+impl Spawner {
+    /// Forks the spawner with `pools`' recipes. This process must have one thread (before the
+    /// async runtime starts): `Err` otherwise, or when the fork fails.
+    pub fn fork(pools: &BTreeMap<String, Arc<Pool>>) -> io::Result<Spawner> {
+        let (ours, theirs) = socketpair(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
+        // The spawner closes its copy of the server's end (it must see end of file when the
+        // server goes); the server keeps it.
+        let server_end = std::cell::Cell::new(Some(ours));
+        let pools = pools.clone();
+        let (_, pidfd) = stockade::helper::fork_helper(|| {
+            drop(server_end.take());
+            spawner(&theirs, &pools)
+        })?;
+        let control = server_end.take().ok_or_else(|| io::Error::other("the spawner's socket is gone"))?;
+        Ok(Spawner { control, pidfd })
+    }
+
+    /// A helper with a jail of `runtime` waiting at its gate: its socket, once the helper said
+    /// the jail is ready (blocking). `Err`: why there is none. `one_run`: the jail is built for
+    /// the run about to open it ([`Gate::for_one_run`]).
+    pub fn helper(&self, runtime: &str, one_run: bool) -> Result<UnixStream, String> {
+        let (mut ours, theirs) = UnixStream::pair().map_err(|e| format!("a helper's socket: {e}"))?;
+        let mut request = vec![u8::from(one_run)];
+        request.extend_from_slice(runtime.as_bytes());
+        send_with_fds(self.control.as_fd(), &request, &[theirs.as_fd()])
+            .map_err(|e| format!("the spawner is gone ({e})"))?;
+        drop(theirs);
+        match handoff::read_frame(&mut ours) {
+            Ok((Msg::Ready, _)) => Ok(ours),
+            Ok((Msg::Refused(why), _)) => Err(why),
+            Ok((other, _)) => Err(format!("a helper said {other:?} before its jail was ready")),
+            Err(e) => Err(format!("a helper ended before its jail was ready ({e})")),
+        }
+    }
+
+    /// Shuts the spawner's socket and waits (blocking) until it has ended, after its helpers.
+    pub fn stop(&self) {
+        let _ = rustix::net::shutdown(&self.control, rustix::net::Shutdown::Both);
+        let _ = stockade::helper::reap(self.pidfd.as_fd());
+    }
+
+    /// Whether the spawner is still there (its pidfd does not poll readable).
+    pub fn alive(&self) -> bool {
+        let mut fds = [PollFd::new(&self.pidfd, PollFlags::IN)];
+        matches!(poll(&mut fds, Some(&rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 })), Ok(0))
+    }
+}
+
+/// The spawner's life: a helper per request, until the server's end closes; then it waits for
+/// its helpers and exits.
+fn spawner(control: &OwnedFd, pools: &BTreeMap<String, Arc<Pool>>) -> Infallible {
+    let mut helpers: Vec<OwnedFd> = Vec::new();
+    loop {
+        let mut fds: Vec<PollFd<'_>> = std::iter::once(control.as_fd())
+            .chain(helpers.iter().map(AsFd::as_fd))
+            .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
+            .collect();
+        if poll(&mut fds, None).is_err() {
+            continue;
+        }
+        let control_ready = !fds[0].revents().is_empty();
+        let exited: Vec<bool> = fds[1..].iter().map(|f| !f.revents().is_empty()).collect();
+        drop(fds);
+        let mut i = 0;
+        helpers.retain(|pidfd| {
+            // An exited helper's pidfd polls readable: reaping it does not wait.
+            let gone = exited[i] && stockade::helper::reap(pidfd.as_fd()).is_ok();
+            i += 1;
+            !gone
+        });
+        if !control_ready {
+            continue;
+        }
+        let mut name = [0u8; NAME_MAX];
+        match recv_with_fd(control.as_fd(), &mut name) {
+            // The server is gone or stopping: its helpers end once their runs do.
+            Ok((0, _)) => break,
+            Err(e) => {
+                eprintln!("stockade serve: the spawner stops: its socket: {e}");
+                break;
+            }
+            Ok((_, None)) => {}
+            Ok((n, Some(sock))) => {
+                let (one_run, runtime) = (name[0] == 1, String::from_utf8_lossy(&name[1..n]).into_owned());
+                if let Some(pidfd) = start_helper(pools, &runtime, one_run, sock) {
+                    helpers.push(pidfd);
+                }
+            }
+        }
+    }
+    for pidfd in &helpers {
+        let _ = stockade::helper::reap(pidfd.as_fd());
+    }
+    stockade::helper::exit(0)
+}
+
+/// Forks the helper of one jail of `runtime`, which answers on `sock`; or says why not there.
+fn start_helper(pools: &BTreeMap<String, Arc<Pool>>, runtime: &str, one_run: bool, sock: OwnedFd) -> Option<OwnedFd> {
+    let recipe = match pools.get(runtime).map(|p| p.recipe_now()) {
+        Some(Ok(r)) => r,
+        Some(Err(why)) => return refuse(sock, &why),
+        None => return refuse(sock, &format!("the spawner has no runtime {runtime}")),
+    };
+    let sock = std::cell::Cell::new(Some(sock));
+    match stockade::helper::fork_helper(|| helper(&recipe, one_run, sock.take())) {
+        Ok((_, pidfd)) => Some(pidfd),
+        Err(e) => refuse(sock.take()?, &format!("the spawner cannot fork a helper: {e}")),
+    }
+}
+
+fn refuse(sock: OwnedFd, why: &str) -> Option<OwnedFd> {
+    let _ = handoff::write_frame(&mut UnixStream::from(sock), &Msg::Refused(why.into()), &handoff::Blobs::default());
+    None
+}
+
+/// A helper's life: builds one jail, says it is ready, runs it through its gate when the server
+/// sends the run (or takes it down when the server closes the socket), answers, cleans up.
+fn helper(recipe: &Recipe, one_run: bool, sock: Option<OwnedFd>) -> Infallible {
+    let Some(sock) = sock else { stockade::helper::exit(1) };
+    let mut sock = UnixStream::from(sock);
+    let say = |sock: &mut UnixStream, msg: Msg| handoff::write_frame(sock, &msg, &handoff::Blobs::default());
+    let gate = if one_run { Gate::for_one_run() } else { Gate::new() };
+    let built = gate.and_then(|gate| Ok((gate, recipe.prestart()?)));
+    let (gate, waiting) = match built {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = say(&mut sock, Msg::Refused(e.to_string()));
+            stockade::helper::exit(0)
+        }
+    };
+    let gate = Arc::new(gate);
+    let opened = sock.try_clone().and_then(|reader| {
+        let g = gate.clone();
+        std::thread::Builder::new().name("stockade-helper".into()).spawn(move || match read_start(reader) {
+            Ok(start) => g.open(start),
+            Err(_) => g.cancel(),
+        })
+    });
+    if opened.is_err() || say(&mut sock, Msg::Ready).is_err() {
+        gate.cancel();
+    }
+    // A panic is a bug of ours: this run is lost (its jail taken down as the helper unwinds),
+    // the server is told, and goes on.
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let gated = waiting.run_gated(&gate);
+        slot::inject_panic(&gated);
+        gated
+    }));
+    let ended = match ran {
+        Ok(gated) => handoff::ended_out(gated),
+        Err(payload) => {
+            let why = slot::panic_words(payload.as_ref());
+            eprintln!("stockade serve: internal error: a jail's helper panicked ({why}); its run is lost");
+            handoff::encode(&Msg::Panicked(why), &handoff::Blobs::default()).map(|frame| (frame, None))
+        }
+    };
+    if let Ok((frame, cleanup)) = ended {
+        let _ = std::io::Write::write_all(&mut sock, &frame);
+        drop(sock);
+        if cleanup.is_some() {
+            std::thread::sleep(AFTER_ANSWER);
+        }
+        if let Some(note) = cleanup.and_then(stockade::Cleanup::done) {
+            eprintln!("stockade serve: {note}");
+        }
+    }
+    stockade::helper::exit(0)
+}
+
+/// The run's start, read from the server (its output pipes with its first byte).
+fn read_start(mut sock: UnixStream) -> io::Result<stockade::Start> {
+    let mut lengths = [0u8; LENGTHS];
+    let (n, fds) = recv_fds(sock.as_fd(), &mut lengths)?;
+    if n == 0 {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    sock.read_exact(&mut lengths[n..])?;
+    match handoff::read_rest(&mut sock, &lengths)? {
+        (Msg::Start(wire), bytes) => handoff::start_in(*wire, &bytes, fds),
+        (other, _) => Err(io::Error::other(format!("the server sent {other:?}, not a run"))),
+    }
+}
+
+/// Sends `data` with `fds` (on a socket; never SIGPIPE).
+pub fn send_with_fds(sock: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<usize> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(io::Error::other("too many fds for one message"));
+    }
+    Ok(sendmsg(sock, &[IoSlice::new(data)], &mut control, SendFlags::NOSIGNAL)?)
+}
+
+/// Receives into `buf`, with the fds that came along (at most two).
+fn recv_fds(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(2))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let got = recvmsg(sock, &mut [IoSliceMut::new(buf)], &mut control, RecvFlags::CMSG_CLOEXEC)?;
+    let mut fds = Vec::new();
+    for m in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(rights) = m {
+            fds.extend(rights);
+        }
+    }
+    Ok((got.bytes, fds))
+}
+
+/// [`recv_fds`] for one fd.
+fn recv_with_fd(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Option<OwnedFd>)> {
+    let (n, fds) = recv_fds(sock, buf)?;
+    Ok((n, fds.into_iter().next()))
+}
