@@ -25,7 +25,8 @@ pub fn threads() -> std::io::Result<Vec<String>> {
 
 /// Forks this process, which must have a single thread, into a helper that runs `child` (which
 /// never returns: it ends with `exit`) and is killed with SIGKILL when the thread that forked it
-/// ends. Returns the helper's pid and a pidfd for it; the caller reaps it through the pidfd (no
+/// ends (the kernel clears that signal when the helper's credentials change, as they do while a
+/// jail is built: a helper that builds jails ties its life to its maker some other way). Returns the helper's pid and a pidfd for it; the caller reaps it through the pidfd (no
 /// SIGCHLD is sent). A panic in the helper ends it, never unwinds into the caller's frames.
 /// What the helper leaves on the host (a run's cgroup, should it die) is named as this process's
 /// leftovers, and reaped as theirs once this process is gone.

@@ -50,12 +50,21 @@ pub(crate) fn of_gone_owners(dir: &std::path::Path, prefix: &str) -> Vec<std::pa
 /// Whether `name` (starting with `PREFIX-PID-START`) belongs to a supervisor that is gone;
 /// `started(pid)`: when that process started, if it is there. Names that do not parse are never
 /// someone's leftovers.
+/// A helper's name (`-hPID.START` after the owner's) is gone too when the helper is: its maker
+/// may live on (a spawner killed under a running server).
 fn owner_is_gone(prefix: &str, name: &str, started: &mut dyn FnMut(u32) -> Option<u64>) -> bool {
     let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('-')) else { return false };
     let mut parts = rest.split('-');
     let (Some(pid), Some(start)) = (parts.next(), parts.next()) else { return false };
     let (Ok(pid), Ok(start)) = (pid.parse::<u32>(), start.parse::<u64>()) else { return false };
-    started(pid) != Some(start)
+    if started(pid) != Some(start) {
+        return true;
+    }
+    let helper = parts.next().and_then(|h| h.strip_prefix('h')).and_then(|h| h.split_once('.'));
+    match helper.map(|(p, s)| (p.parse::<u32>(), s.parse::<u64>())) {
+        Some((Ok(pid), Ok(start))) => started(pid) != Some(start),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -76,5 +85,10 @@ mod tests {
         assert!(!owner_is_gone("x", "x-notapid-1"));
         assert!(!owner_is_gone("x", "y-1-1"));
         assert!(!owner_is_gone("x", "xy-1-1"));
+        // A live owner's helper: gone with the helper, kept while it lives.
+        assert!(owner_is_gone("x", &format!("{tag}-h{me}.1-7")));
+        let mine = start_time(me).expect("own start");
+        assert!(!owner_is_gone("x", &format!("{tag}-h{me}.{mine}-7")));
+        assert!(!owner_is_gone("x", &format!("{tag}-hx.y-7")));
     }
 }

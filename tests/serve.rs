@@ -427,14 +427,24 @@ fn sigterm_drains_and_sigkill_leaves_nothing_the_next_start_does_not_reap() {
     let gone = |pids: &[i32]| pids.iter().all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists());
     assert!(wait_for(Duration::from_secs(2), || gone(&family)), "left: {family:?}");
 
-    // SIGKILL: its jails die with it (parent-death signal); what it left, the next start reaps.
+    // SIGKILL: its jails die with it, the waiting ones and one in the middle of its run; what it
+    // left, the next start reaps.
     let mut s = Server::start("", "[runtimes.javascript]\nguest = \"javascript\"\nwarm = 2\n", false);
     s.wait_warm();
     let pid = s.pid();
+    let body = json!({"runtime": "javascript", "code": "os.sleep(8000)"}).to_string();
+    let mut running = std::os::unix::net::UnixStream::connect(&s.socket).expect("connect");
+    let head = format!(
+        "POST /v1/runs HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    running.write_all(format!("{head}{body}").as_bytes()).expect("send the run");
+    std::thread::sleep(Duration::from_millis(500));
     let jails = descendants_of(pid);
     assert!(!jails.is_empty());
     s.stop(libc::SIGKILL, Duration::from_secs(5)).expect("killed");
     assert!(wait_for(Duration::from_secs(3), || gone(&jails)), "jails outlived a killed server");
+    drop(running);
     let left = cgroups_of(pid);
     let again = Server::start("", "[runtimes.javascript]\nguest = \"javascript\"\nwarm = 1\n", false);
     again.wait_warm();
@@ -609,6 +619,7 @@ fn warm_jails_are_built_by_helpers_of_a_spawner() {
         assert!(field(helper, "Threads:").is_some_and(|n| n <= 2), "helper {helper} is small and alone");
     }
     assert_eq!(field(spawner[0], "Threads:"), Some(1), "the spawner has one thread");
+    assert_eq!(get(&s.socket, "/v1/info").1["jails-built-by"], "spawner");
     for _ in 0..3 {
         let v = post_run(&s.socket, &json!({"runtime": "javascript", "code": "console.log(6 * 7)"})).json();
         assert_eq!((v["status"].as_str(), v["stdout"]["text"].as_str()), (Some("ok"), Some("42\n")), "{v}");
@@ -629,6 +640,7 @@ fn warm_jails_are_built_by_helpers_of_a_spawner() {
     let waiting = inits(s.pid());
     assert_eq!(waiting.len(), 2, "{waiting:?}");
     assert!(waiting.iter().all(|i| field(*i, "PPid:").map(i32::cast_unsigned) == Some(s.pid())), "{waiting:?}");
+    assert_eq!(get(&s.socket, "/v1/info").1["jails-built-by"], "threads");
     let v = post_run(&s.socket, &json!({"runtime": "javascript", "code": "console.log(6 * 7)"})).json();
     assert_eq!(v["stdout"]["text"].as_str(), Some("42\n"), "{v}");
 }

@@ -123,6 +123,7 @@ impl Engine {
             "policies": policies,
             "concurrency": self.bounds.concurrency,
             "queue": self.bounds.queue,
+            "jails-built-by": if self.spawned() { "spawner" } else { "threads" },
             "requests": {
                 "body-max-bytes": r.body_max_bytes,
                 "code-max-bytes": r.code_max_bytes,

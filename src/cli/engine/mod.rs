@@ -117,6 +117,11 @@ impl Engine {
         Ok(())
     }
 
+    /// Whether the runtimes' jails come from the spawner (forked, and still there).
+    pub fn spawned(&self) -> bool {
+        self.spawner.get().is_some_and(|s| s.alive())
+    }
+
     /// Starts filling the warm pools, and proving the runtimes without any (in the background).
     pub fn fill_pools(&self) {
         for p in self.pools.values() {

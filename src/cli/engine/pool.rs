@@ -46,6 +46,8 @@ pub struct Pool {
     jails: Tracker,
     /// Where its warm jails come from, when not from this process's threads.
     spawner: std::sync::OnceLock<Arc<Spawner>>,
+    /// The spawner has ended (seen once).
+    orphaned: AtomicBool,
 }
 
 /// How a runtime's jails have fared.
@@ -87,6 +89,7 @@ impl Pool {
             metrics,
             jails,
             spawner: std::sync::OnceLock::new(),
+            orphaned: AtomicBool::new(false),
         })
     }
 
@@ -281,10 +284,18 @@ impl Pool {
         let Some(path) = recipe.plan().changed_on_host(false).map(std::path::Path::to_path_buf) else {
             return Ok(None);
         };
-        let built = Recipe::build(self.config.code(), &self.policy, &self.runner)
-            .map_err(|e| format!("{} changed on the host and the jail cannot be made again: {e}", path.display()))?;
-        *self.recipe.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(built);
+        self.remake(Some(&path))?;
         Ok(Some(path))
+    }
+
+    /// Makes the recipe again (blocking); `changed`: the host file that is why.
+    fn remake(&self, changed: Option<&std::path::Path>) -> Result<(), String> {
+        let built = Recipe::build(self.config.code(), &self.policy, &self.runner).map_err(|e| match changed {
+            Some(path) => format!("{} changed on the host and the jail cannot be made again: {e}", path.display()),
+            None => format!("the jail cannot be made again: {e}"),
+        })?;
+        *self.recipe.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(built);
+        Ok(())
     }
 
     /// The recipe, made again first when the host changed under it (blocking): the spawner's,
@@ -319,7 +330,16 @@ impl Pool {
         match self.spawner.get() {
             Some(spawner) if spawner.alive() => Slot::of_helper(spawner, &self.runtime, false, &self.jails),
             Some(_) => {
-                self.says.say("the spawner has ended: warm jails are built on the server's threads");
+                if !self.orphaned.swap(true, Ordering::SeqCst) {
+                    eprintln!(
+                        "stockade serve: runtime {}: the spawner has ended: its jails are built on the server's threads",
+                        self.runtime
+                    );
+                    // Made again, which reaps what the spawner's helpers left (their cgroups).
+                    if let Err(why) = self.remake(None) {
+                        self.says.say(&format!("runtime {}: {why}", self.runtime));
+                    }
+                }
                 Slot::start(self.recipe(), false, &self.jails)
             }
             None => Slot::start(self.recipe(), false, &self.jails),

@@ -12,9 +12,11 @@
 //! says the jail is ready, the server sends the run, the helper answers how it ended, then
 //! removes the run's cgroup and exits.
 //!
-//! Lifetimes: the spawner dies with the server's main thread, a helper with the spawner, a jail
-//! with its helper (parent-death signals); a server that stops closes the spawner's socket, and
-//! the spawner ends once its helpers have. Jails built for one request (their own limits) are
+//! Lifetimes: the spawner dies with the server's main thread (its parent-death signal); a helper
+//! with the server's end of its socket (waiting at the gate, the jail is taken down; during the
+//! run, the helper exits at once), not with the spawner: a killed spawner leaves the jails its
+//! helpers hold serving; a jail dies with its helper (its init's parent-death signal). A server
+//! that stops closes the spawner's socket, and the spawner ends once its helpers have. Jails built for one request (their own limits) are
 //! built on the server's threads as before: the spawner holds only the pools' recipes.
 
 use super::handoff::{self, LENGTHS, Msg};
@@ -32,6 +34,7 @@ use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use stockade::Gate;
 use stockade::runtime::Recipe;
 
@@ -43,6 +46,8 @@ const NAME_MAX: usize = 256;
 pub struct Spawner {
     control: OwnedFd,
     pidfd: OwnedFd,
+    /// It was seen to have ended (and was reaped).
+    ended: std::sync::atomic::AtomicBool,
 }
 
 impl Spawner {
@@ -59,7 +64,7 @@ impl Spawner {
             spawner(&theirs, &pools)
         })?;
         let control = server_end.take().ok_or_else(|| io::Error::other("the spawner's socket is gone"))?;
-        Ok(Spawner { control, pidfd })
+        Ok(Spawner { control, pidfd, ended: std::sync::atomic::AtomicBool::new(false) })
     }
 
     /// A helper with a jail of `runtime` waiting at its gate: its socket, once the helper said
@@ -83,13 +88,25 @@ impl Spawner {
     /// Shuts the spawner's socket and waits (blocking) until it has ended, after its helpers.
     pub fn stop(&self) {
         let _ = rustix::net::shutdown(&self.control, rustix::net::Shutdown::Both);
-        let _ = stockade::helper::reap(self.pidfd.as_fd());
+        if !self.ended.swap(true, Ordering::SeqCst) {
+            let _ = stockade::helper::reap(self.pidfd.as_fd());
+        }
     }
 
-    /// Whether the spawner is still there (its pidfd does not poll readable).
+    /// Whether the spawner is still there (its pidfd does not poll readable); one that has
+    /// ended is reaped the first time it is seen.
     pub fn alive(&self) -> bool {
+        if self.ended.load(Ordering::SeqCst) {
+            return false;
+        }
         let mut fds = [PollFd::new(&self.pidfd, PollFlags::IN)];
-        matches!(poll(&mut fds, Some(&rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 })), Ok(0))
+        if matches!(poll(&mut fds, Some(&rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 })), Ok(0)) {
+            return true;
+        }
+        if !self.ended.swap(true, Ordering::SeqCst) {
+            let _ = stockade::helper::reap(self.pidfd.as_fd());
+        }
+        false
     }
 }
 
@@ -178,8 +195,11 @@ fn helper(recipe: &Recipe, one_run: bool, sock: Option<OwnedFd>) -> Infallible {
     let gate = Arc::new(gate);
     let opened = sock.try_clone().and_then(|reader| {
         let g = gate.clone();
-        std::thread::Builder::new().name("stockade-helper".into()).spawn(move || match read_start(reader) {
-            Ok(start) => g.open(start),
+        std::thread::Builder::new().name("stockade-helper".into()).spawn(move || match read_start(&reader) {
+            Ok(start) => {
+                g.open(start);
+                server_gone(reader)
+            }
             Err(_) => g.cancel(),
         })
     });
@@ -214,8 +234,22 @@ fn helper(recipe: &Recipe, one_run: bool, sock: Option<OwnedFd>) -> Infallible {
     stockade::helper::exit(0)
 }
 
+/// Waits for the end of the server's socket while the run goes on. The server holds its end
+/// until this helper is done (it reads until the end of file): an end before that is the
+/// server's death, and the helper ends at once; its jail goes with it (its init's parent-death
+/// signal), as a jail of the server's own thread would. (A helper's own parent-death signal is
+/// no tie: the kernel clears it when a jail's build changes the helper's credentials.)
+fn server_gone(mut sock: UnixStream) {
+    let mut buf = [0u8; 64];
+    while let Ok(n) = sock.read(&mut buf)
+        && n > 0
+    {}
+    stockade::helper::exit(1)
+}
+
 /// The run's start, read from the server (its output pipes with its first byte).
-fn read_start(mut sock: UnixStream) -> io::Result<stockade::Start> {
+fn read_start(sock: &UnixStream) -> io::Result<stockade::Start> {
+    let mut sock = sock;
     let mut lengths = [0u8; LENGTHS];
     let (n, fds) = recv_fds(sock.as_fd(), &mut lengths)?;
     if n == 0 {
