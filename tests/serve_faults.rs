@@ -157,51 +157,6 @@ fn panic_ends_one_run(server: &str, who: &str) {
     assert_eq!(get(&s.socket, "/v1/health").1["running"], 0);
 }
 
-/// The spawner killed under a running server (by an operator, the OOM killer): the jails its
-/// helpers already hold still serve their runs (a helper lives as long as the server's end of its
-/// socket, not the spawner), the next jails are built on the server's own threads, which the
-/// server says (its log, `/v1/info`); the helpers' cgroups and processes are all gone after.
-#[test]
-fn a_killed_spawner_leaves_the_server_serving_on_its_threads() {
-    if !guests() {
-        return;
-    }
-    let js = "[runtimes.javascript]\nguest = \"javascript\"\nwarm = 2\n";
-    let mut s = Server::start("", js, false);
-    s.wait_warm();
-    assert_eq!(get(&s.socket, "/v1/info").1["jails-built-by"], "spawner");
-    let spawner = children_of(s.pid());
-    assert_eq!(spawner.len(), 1, "{spawner:?}");
-    let helpers = children_of(spawner[0] as u32);
-    assert_eq!(helpers.len(), 2, "{helpers:?}");
-    let of_helpers = |s: &Server| -> Vec<std::path::PathBuf> {
-        let helper_made = |p: &std::path::PathBuf| p.file_name().is_some_and(|n| n.to_string_lossy().contains("-h"));
-        cgroups_of(s.pid()).into_iter().filter(helper_made).collect()
-    };
-    assert!(!of_helpers(&s).is_empty() || !is_root(), "the helpers' jails have cgroups");
-    // SAFETY: kill(2) with a pid this test read as its server's child; no memory is touched.
-    assert_eq!(unsafe { libc::kill(spawner[0], libc::SIGKILL) }, 0);
-    assert!(
-        wait_for(Duration::from_secs(5), || get(&s.socket, "/v1/info").1["jails-built-by"] == "threads"),
-        "the server did not see its spawner end"
-    );
-    // The two waiting jails serve; the pool then builds on the server's threads.
-    for _ in 0..3 {
-        let v = post_run(&s.socket, &json!({"runtime": "javascript", "code": "console.log(6 * 7)"})).json();
-        assert_eq!((v["status"].as_str(), v["stdout"]["text"].as_str()), (Some("ok"), Some("42\n")), "{v}");
-    }
-    assert!(wait_for(Duration::from_secs(15), || s.log().contains("the spawner has ended")), "{}", s.log());
-    s.wait_warm();
-    let v = post_run(&s.socket, &json!({"runtime": "javascript", "code": "console.log(7)"})).json();
-    assert_eq!(v["stdout"]["text"].as_str(), Some("7\n"), "{v}");
-    assert!(alive(&mut s), "{}", s.log());
-    let gone = |p: &i32| !std::path::Path::new(&format!("/proc/{p}")).exists();
-    assert!(wait_for(Duration::from_secs(5), || helpers.iter().all(gone)), "helpers left: {helpers:?}");
-    assert!(wait_for(Duration::from_secs(5), || of_helpers(&s).is_empty()), "{:?}", of_helpers(&s));
-    let init = |p: &i32| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "stockade-init");
-    assert!(children_of(s.pid()).iter().all(init), "the server's children: {:?}", children_of(s.pid()));
-}
-
 /// H1 and what a return leaves out: `return-files` patterns are matched in linear time (a
 /// backtracking one never answered), any depth is searched, and every matching entry left out
 /// is named with its reason.

@@ -1,0 +1,115 @@
+//! `stockade serve`'s spawner (issue 25): the warm jails built by its helpers outside the
+//! server's address space, seen from outside (the process tree, `/v1/info`, the cgroups), and
+//! what the server does when the spawner is killed under it. Needs the Wasm guests (skips
+//! without them, saying so).
+
+mod common;
+mod server;
+
+use common::*;
+use serde_json::json;
+use server::*;
+use std::time::Duration;
+
+/// The warm jails are built outside the server's address space: by default each one's init is
+/// the child of a helper process, itself a child of the server's spawner (one process, the
+/// server's only child, forked while the server had one thread), and the runs work as before;
+/// with `spawner = false` each init is the server's own child.
+#[test]
+fn warm_jails_are_built_by_helpers_of_a_spawner() {
+    if !guests() {
+        return;
+    }
+    let field = |pid: i32, key: &str| -> Option<i32> {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with(key))?;
+        line[key.len()..].trim().split(' ').next()?.parse().ok()
+    };
+    let inits = |pid: u32| -> Vec<i32> {
+        let init =
+            |p: &i32| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "stockade-init");
+        descendants_of(pid).into_iter().filter(init).collect()
+    };
+    let js = "[runtimes.javascript]\nguest = \"javascript\"\nwarm = 2\n";
+    let s = Server::start("", js, false);
+    s.wait_warm();
+    let spawner = children_of(s.pid());
+    assert_eq!(spawner.len(), 1, "the server's children: {spawner:?}");
+    let waiting = inits(s.pid());
+    assert_eq!(waiting.len(), 2, "{waiting:?}");
+    for init in &waiting {
+        let helper = field(*init, "PPid:").expect("init's parent");
+        assert_eq!(field(helper, "PPid:"), Some(spawner[0]), "init {init}'s helper {helper}");
+        assert!(field(helper, "Threads:").is_some_and(|n| n <= 2), "helper {helper} is small and alone");
+    }
+    assert_eq!(field(spawner[0], "Threads:"), Some(1), "the spawner has one thread");
+    assert_eq!(get(&s.socket, "/v1/info").1["jails-built-by"], "spawner");
+    for _ in 0..3 {
+        let v = post_run(&s.socket, &json!({"runtime": "javascript", "code": "console.log(6 * 7)"})).json();
+        assert_eq!((v["status"].as_str(), v["stdout"]["text"].as_str()), (Some("ok"), Some("42\n")), "{v}");
+    }
+    // The helpers of the runs are gone, reaped by the spawner (no zombie is left).
+    s.wait_warm();
+    let zombie = |p: &i32| std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|st| st.contains(") Z "));
+    assert!(
+        wait_for(Duration::from_secs(5), || !children_of(spawner[0] as u32).iter().any(zombie)),
+        "the spawner left zombies: {:?}",
+        children_of(spawner[0] as u32)
+    );
+    assert_eq!(inits(s.pid()).len(), 2, "two warm jails again");
+    drop(s);
+
+    let s = Server::start("spawner = false", js, false);
+    s.wait_warm();
+    let waiting = inits(s.pid());
+    assert_eq!(waiting.len(), 2, "{waiting:?}");
+    assert!(waiting.iter().all(|i| field(*i, "PPid:").map(i32::cast_unsigned) == Some(s.pid())), "{waiting:?}");
+    assert_eq!(get(&s.socket, "/v1/info").1["jails-built-by"], "threads");
+    let v = post_run(&s.socket, &json!({"runtime": "javascript", "code": "console.log(6 * 7)"})).json();
+    assert_eq!(v["stdout"]["text"].as_str(), Some("42\n"), "{v}");
+}
+
+/// The spawner killed under a running server (by an operator, the OOM killer): the jails its
+/// helpers already hold still serve their runs (a helper lives as long as the server's end of its
+/// socket, not the spawner), the next jails are built on the server's own threads, which the
+/// server says (its log, `/v1/info`); the helpers' cgroups and processes are all gone after.
+#[test]
+fn a_killed_spawner_leaves_the_server_serving_on_its_threads() {
+    if !guests() {
+        return;
+    }
+    let js = "[runtimes.javascript]\nguest = \"javascript\"\nwarm = 2\n";
+    let mut s = Server::start("", js, false);
+    s.wait_warm();
+    assert_eq!(get(&s.socket, "/v1/info").1["jails-built-by"], "spawner");
+    let spawner = children_of(s.pid());
+    assert_eq!(spawner.len(), 1, "{spawner:?}");
+    let helpers = children_of(spawner[0] as u32);
+    assert_eq!(helpers.len(), 2, "{helpers:?}");
+    let of_helpers = |s: &Server| -> Vec<std::path::PathBuf> {
+        let helper_made = |p: &std::path::PathBuf| p.file_name().is_some_and(|n| n.to_string_lossy().contains("-h"));
+        cgroups_of(s.pid()).into_iter().filter(helper_made).collect()
+    };
+    assert!(!of_helpers(&s).is_empty() || !is_root(), "the helpers' jails have cgroups");
+    // SAFETY: kill(2) with a pid this test read as its server's child; no memory is touched.
+    assert_eq!(unsafe { libc::kill(spawner[0], libc::SIGKILL) }, 0);
+    assert!(
+        wait_for(Duration::from_secs(5), || get(&s.socket, "/v1/info").1["jails-built-by"] == "threads"),
+        "the server did not see its spawner end"
+    );
+    // The two waiting jails serve; the pool then builds on the server's threads.
+    for _ in 0..3 {
+        let v = post_run(&s.socket, &json!({"runtime": "javascript", "code": "console.log(6 * 7)"})).json();
+        assert_eq!((v["status"].as_str(), v["stdout"]["text"].as_str()), (Some("ok"), Some("42\n")), "{v}");
+    }
+    assert!(wait_for(Duration::from_secs(15), || s.log().contains("the spawner has ended")), "{}", s.log());
+    s.wait_warm();
+    let v = post_run(&s.socket, &json!({"runtime": "javascript", "code": "console.log(7)"})).json();
+    assert_eq!(v["stdout"]["text"].as_str(), Some("7\n"), "{v}");
+    assert!(s.child.try_wait().ok().flatten().is_none(), "the server died: {}", s.log());
+    let gone = |p: &i32| !std::path::Path::new(&format!("/proc/{p}")).exists();
+    assert!(wait_for(Duration::from_secs(5), || helpers.iter().all(gone)), "helpers left: {helpers:?}");
+    assert!(wait_for(Duration::from_secs(5), || of_helpers(&s).is_empty()), "{:?}", of_helpers(&s));
+    let init = |p: &i32| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "stockade-init");
+    assert!(children_of(s.pid()).iter().all(init), "the server's children: {:?}", children_of(s.pid()));
+}
