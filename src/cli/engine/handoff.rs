@@ -129,11 +129,13 @@ pub fn rest_len(lengths: &[u8; LENGTHS]) -> io::Result<(usize, usize)> {
     }
 }
 
-/// Reads what follows a frame's lengths into a message and its bytes.
-pub fn decode(rest: &[u8], header_len: usize) -> io::Result<(Msg, Vec<u8>)> {
-    let (header, bytes) = rest.split_at(header_len.min(rest.len()));
-    let msg = serde_json::from_slice(header).map_err(|e| bad(&e.to_string()))?;
-    Ok((msg, bytes.to_vec()))
+/// Reads what follows a frame's lengths into a message and its bytes (the same buffer, its
+/// header taken off the front: the bytes are not copied into another).
+pub fn decode(mut rest: Vec<u8>, header_len: usize) -> io::Result<(Msg, Vec<u8>)> {
+    let header_len = header_len.min(rest.len());
+    let msg = serde_json::from_slice(&rest[..header_len]).map_err(|e| bad(&e.to_string()))?;
+    rest.drain(..header_len);
+    Ok((msg, rest))
 }
 
 /// Writes one frame (blocking).
@@ -146,7 +148,7 @@ pub fn read_rest(r: &mut impl Read, lengths: &[u8; LENGTHS]) -> io::Result<(Msg,
     let (h, b) = rest_len(lengths)?;
     let mut rest = vec![0; h + b];
     r.read_exact(&mut rest)?;
-    decode(&rest, h)
+    decode(rest, h)
 }
 
 /// Reads one frame (blocking).

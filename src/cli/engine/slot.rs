@@ -186,16 +186,23 @@ impl Slot {
                 let mut sock = tokio::net::UnixStream::from_std(sock)
                     .map_err(|e| SlotError::Helper(format!("a helper's socket: {e}")))?;
                 let answer = helper_run(&mut sock, start).await;
-                // Counted until the helper is done with its clean-up (it closes the socket then).
-                let live = live.take();
-                tokio::spawn(async move {
-                    let _live = live;
-                    let _ = tokio::io::AsyncReadExt::read(&mut sock, &mut [0; 64]).await;
-                });
+                if let Some(live) = live.take() {
+                    tokio::spawn(counted_until_closed(sock, live));
+                }
                 answer
             }
         }
     }
+}
+
+/// Holds a helper's count (`live`) until it closes its socket: its jail is down and its clean-up
+/// done then (a draining engine waits for that).
+async fn counted_until_closed(mut sock: tokio::net::UnixStream, live: Tracked) {
+    let _live = live;
+    let mut buf = [0; 256];
+    while let Ok(n) = tokio::io::AsyncReadExt::read(&mut sock, &mut buf).await
+        && n > 0
+    {}
 }
 
 /// Whether a helper's jail still waits: nothing to read on its socket. A helper whose jail died
@@ -241,7 +248,7 @@ async fn helper_run(sock: &mut tokio::net::UnixStream, start: stockade::Start) -
     let (h, b) = handoff::rest_len(&lengths).map_err(lost)?;
     let mut rest = vec![0; h + b];
     sock.read_exact(&mut rest).await.map_err(lost)?;
-    match handoff::decode(&rest, h).map_err(lost)? {
+    match handoff::decode(rest, h).map_err(lost)? {
         (Msg::Ran(wire), bytes) => Ok(Gated::Ran(Box::new(handoff::finished_in(*wire, &bytes).map_err(lost)?))),
         (Msg::NotStarted(why), _) => Ok(Gated::NotStarted(why)),
         (Msg::Failed { files: true, why }, _) => Err(SlotError::Files(why)),
@@ -262,15 +269,9 @@ impl Drop for Slot {
                 let (Some(sock), Some(live)) = (sock.take(), live.take()) else { return };
                 let _ = sock.shutdown(std::net::Shutdown::Write);
                 if let Ok(handle) = tokio::runtime::Handle::try_current()
-                    && let Ok(mut sock) = tokio::net::UnixStream::from_std(sock)
+                    && let Ok(sock) = tokio::net::UnixStream::from_std(sock)
                 {
-                    handle.spawn(async move {
-                        let _live = live;
-                        let mut buf = [0; 256];
-                        while let Ok(n) = tokio::io::AsyncReadExt::read(&mut sock, &mut buf).await
-                            && n > 0
-                        {}
-                    });
+                    handle.spawn(counted_until_closed(sock, live));
                 }
             }
         }

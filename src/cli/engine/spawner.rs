@@ -16,8 +16,11 @@
 //! with the server's end of its socket (waiting at the gate, the jail is taken down; during the
 //! run, the helper exits at once), not with the spawner: a killed spawner leaves the jails its
 //! helpers hold serving; a jail dies with its helper (its init's parent-death signal). A server
-//! that stops closes the spawner's socket, and the spawner ends once its helpers have. Jails built for one request (their own limits) are
-//! built on the server's threads as before: the spawner holds only the pools' recipes.
+//! that stops closes the spawner's socket, and the spawner ends once its helpers have.
+//!
+//! The spawner holds the pools' recipes only: a run that finds no warm jail of its runtime gets
+//! a helper's too (built for that run); jails built for a request's own limits or module are
+//! built on the server's threads.
 
 use super::handoff::{self, LENGTHS, Msg};
 use super::pool::Pool;
