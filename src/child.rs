@@ -78,6 +78,22 @@ pub struct ChildArgs<'a> {
     /// The supervisor's argv and environ areas ([start, end) each), which init inherited and
     /// scrubs: the program could read them through `/proc/1/cmdline`.
     pub scrub: sys::ArgsAreas,
+    /// PID 2 runs code of this process instead of exec'ing the program.
+    pub in_process: Option<InChild<'a>>,
+}
+
+/// What PID 2 runs when it runs code of the supervisor's process instead of exec'ing (see
+/// [`crate::InProcess`]): the jail's every layer applied as for an exec, then what an exec
+/// would have done by itself (fds closed, signal handlers set), then `entry(argv)`.
+#[derive(Debug, Clone, Copy)]
+pub struct InChild<'a> {
+    pub entry: fn(&[std::ffi::CString]) -> i32,
+    pub argv: &'a [std::ffi::CString],
+    /// The fds above the program's (0-2 and the extra channels) it keeps (sorted): the code's
+    /// own, opened in the supervisor's process before the build.
+    pub keep: &'a [RawFd],
+    /// The supervisor's handlers of the fault signals, which the code relies on.
+    pub faults: &'a sys::FaultHandlers,
 }
 
 /// Bytes of stack for the program's process between its clone and its exec.
@@ -90,6 +106,16 @@ pub fn enter(a: &ChildArgs<'_>, spawn_stack: &mut [u8]) -> ! {
     if let Err(f) = setup(a) {
         send(a.report, Msg::Failure(f));
         sys::exit(EXIT_SETUP_FAILED);
+    }
+    if let Some(code) = &a.in_process {
+        match sys::fork_plain() {
+            Ok(0) => in_process(code, a.report, 3 + a.fds.extra.len()),
+            Ok(pid) => init(a.report, pid, a.pid_namespace),
+            Err(e) => {
+                send(a.report, Msg::Failure(Failure { stage: Stage::Spawn, detail: 0, errno: e }));
+                sys::exit(EXIT_SETUP_FAILED)
+            }
+        }
     }
     // The program shares init's memory until its exec (init waits meanwhile): no page tables
     // are copied, and nothing it touches before exec is seen by anyone but init.
@@ -169,6 +195,26 @@ fn program(a: &ChildArgs<'_>) -> ! {
     let errno = sys::execveat(a.exe, a.argv, a.envp);
     send(a.report, Msg::Failure(Failure { stage: Stage::Exec, detail: 0, errno }));
     sys::exit(if errno.0 == libc::ENOENT { EXIT_NOT_FOUND } else { EXIT_NOT_EXECUTABLE })
+}
+
+/// PID 2, running code of the supervisor's process: a copy of init (not sharing its memory), so
+/// of the process that built the jail, which had a single thread then (see
+/// [`crate::InProcess`]): it may allocate. First what an exec would have done: every fd but the
+/// program's and the code's own closed (the supervisor's channels, the mount trees: all
+/// close-on-exec), and the fault handlers the code relies on set again (the setup reset all).
+fn in_process(code: &InChild<'_>, report: RawFd, first_free: usize) -> ! {
+    if let Err(errno) = code.faults.restore() {
+        send(report, Msg::Failure(Failure { stage: Stage::Signals, detail: 0, errno }));
+        sys::exit(EXIT_SETUP_FAILED);
+    }
+    let first = u32::try_from(first_free).map_err(|_| Errno(libc::EINVAL));
+    if let Err(errno) = first.and_then(|first| sys::close_from_except(first, code.keep)) {
+        send(report, Msg::Failure(Failure { stage: Stage::Fds, detail: 0, errno }));
+        sys::exit(EXIT_SETUP_FAILED);
+    }
+    sys::set_name(c"stockade-runner");
+    IN_CHILD.store(false, Ordering::Relaxed);
+    sys::exit((code.entry)(code.argv))
 }
 
 extern "C" fn on_deadline(_sig: libc::c_int) {

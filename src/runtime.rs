@@ -82,6 +82,15 @@ impl Recipe {
         }
     }
 
+    /// Loads its Wasm guest into this process, for the jails it builds from now on (see
+    /// [`WasmPlan::preload`]); nothing for a program's recipe.
+    pub fn preload(&self) -> Result<bool, String> {
+        match self {
+            Recipe::Wasm(w) => w.preload(),
+            Recipe::Program(_) => Ok(false),
+        }
+    }
+
     /// Builds one jail up to its program's exec (see [`Plan::prestart`]).
     pub fn prestart(&self) -> Result<Waiting<'_>, Error> {
         Ok(match self {

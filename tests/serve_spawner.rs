@@ -113,3 +113,92 @@ fn a_killed_spawner_leaves_the_server_serving_on_its_threads() {
     let init = |p: &i32| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "stockade-init");
     assert!(children_of(s.pid()).iter().all(init), "the server's children: {:?}", children_of(s.pid()));
 }
+
+/// A warm Python jail's runner is a copy of its helper, the guest loaded by the spawner (no exec
+/// of stockade; `stockade-runner`): it holds the program's fds and the guest's artifact only,
+/// none of its helper's (the jail's channels, the server's socket, the mount trees); a trap of
+/// its guest is a trap (the engine's fault handlers are there again); and neither the runner
+/// nor the spawner holds the server's bearer token in its memory (the server itself does, which
+/// shows the search finds it).
+#[test]
+fn a_warm_runner_is_a_copy_holding_its_guest_and_no_secret() {
+    if !guests() {
+        return;
+    }
+    let s = Server::start("", "[runtimes.python]\nguest = \"python\"\nwarm = 2\n", false);
+    s.wait_warm();
+    let comm = |p: &i32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default().trim().to_string();
+    let runners: Vec<i32> = descendants_of(s.pid()).into_iter().filter(|p| comm(p) == "stockade-runner").collect();
+    assert_eq!(runners.len(), 2, "the server's processes: {:?}", descendants_of(s.pid()));
+    for runner in &runners {
+        let fds: Vec<(i32, String)> = std::fs::read_dir(format!("/proc/{runner}/fd"))
+            .expect("the runner's fds")
+            .filter_map(|e| {
+                let e = e.ok()?;
+                Some((e.file_name().to_str()?.parse().ok()?, std::fs::read_link(e.path()).ok()?.display().to_string()))
+            })
+            .collect();
+        // Its own: stdin, stdout, stderr and the summary channel (pipes, and a copy of stdin), the
+        // guest's directories (path-only, once each), its runtime's event fds, the artifact. Not
+        // the helper's: a socket, another pipe, another path-only fd (the mount trees, the
+        // program's), a Landlock ruleset, a seccomp listener.
+        let program_pipes: Vec<&String> = fds.iter().filter(|(fd, _)| *fd <= 3).map(|(_, l)| l).collect();
+        let path_only = |fd: i32| {
+            let info = std::fs::read_to_string(format!("/proc/{runner}/fdinfo/{fd}")).unwrap_or_default();
+            let flags = info.lines().find_map(|l| l.strip_prefix("flags:")).unwrap_or("0").trim().to_string();
+            u32::from_str_radix(&flags, 8).is_ok_and(|f| f & libc::O_PATH as u32 != 0)
+        };
+        let dirs: Vec<&String> = fds.iter().filter(|(fd, _)| path_only(*fd)).map(|(_, l)| l).collect();
+        let guest_dir = |l: &String| l == "/app" || l.contains("python314-lib-");
+        assert!(dirs.iter().all(|l| guest_dir(l)), "runner {runner} holds {fds:?}");
+        assert!(dirs.iter().all(|l| dirs.iter().filter(|m| m == &l).count() == 1), "runner {runner} holds {fds:?}");
+        let foreign = |(_, link): &(i32, String)| {
+            link.starts_with("socket:")
+                || (link.starts_with("pipe:") && !program_pipes.contains(&link))
+                || (link.starts_with("anon_inode:")
+                    && !["anon_inode:[eventpoll]", "anon_inode:[eventfd]"].contains(&link.as_str()))
+        };
+        assert!(!fds.iter().any(foreign), "runner {runner} holds {fds:?}");
+        assert!(fds.iter().any(|(_, link)| link.ends_with(".cwasm")), "runner {runner} has no guest loaded: {fds:?}");
+    }
+    let spawner = children_of(s.pid());
+    assert_eq!(spawner.len(), 1, "{spawner:?}");
+    assert!(memory_holds(s.pid() as i32, TOKEN.as_bytes()), "the search does not find the server's token");
+    assert!(!memory_holds(spawner[0], TOKEN.as_bytes()), "the spawner holds the server's token");
+    if is_root() {
+        // Another uid's, not dumpable: only root reads it.
+        for runner in &runners {
+            assert!(!memory_holds(*runner, TOKEN.as_bytes()), "runner {runner} holds the server's token");
+        }
+    } else {
+        eprintln!("skipping the runners' memory: reading it needs root");
+    }
+    let v = post_run(&s.socket, &json!({"runtime": "python", "code": "import os\nos.abort()"})).json();
+    assert_eq!(v["status"], "wasm-trap", "{v}");
+    let v = post_run(&s.socket, &json!({"runtime": "python", "code": "print(6 * 7)"})).json();
+    assert_eq!((v["status"].as_str(), v["stdout"]["text"].as_str()), (Some("ok"), Some("42\n")), "{v}");
+}
+
+/// Whether the readable memory of process `pid` holds `needle`.
+fn memory_holds(pid: i32, needle: &[u8]) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    let mut mem = std::fs::File::open(format!("/proc/{pid}/mem")).expect("mem");
+    for line in maps.lines() {
+        let mut parts = line.split_whitespace();
+        let (Some(range), Some(perms)) = (parts.next(), parts.next()) else { continue };
+        let Some((start, end)) = range.split_once('-') else { continue };
+        let (Ok(start), Ok(end)) = (u64::from_str_radix(start, 16), u64::from_str_radix(end, 16)) else { continue };
+        if !perms.starts_with('r') || end - start > 1 << 30 {
+            continue;
+        }
+        let mut bytes = Vec::new();
+        if mem.seek(SeekFrom::Start(start)).is_ok()
+            && mem.by_ref().take(end - start).read_to_end(&mut bytes).is_ok()
+            && bytes.windows(needle.len()).any(|w| w == needle)
+        {
+            return true;
+        }
+    }
+    false
+}

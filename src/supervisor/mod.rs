@@ -72,6 +72,34 @@ struct RunFds {
     tasks: Vec<OwnedFd>,
 }
 
+/// A jail whose PID 2 runs code of this process instead of exec'ing the plan's program: for a
+/// process that has loaded what that program would load first (a Wasm engine and a guest, see
+/// [`crate::wasm::preload`]). The jail is the same: PID 2 is forked from the jail's init after
+/// every layer is applied, then does what an exec would have (every fd closed but the program's
+/// and [`InProcess::keep`], the fault-signal handlers of this process put back) and calls
+/// `entry` with the program's argument vector. Its memory is a copy of this process's: nothing
+/// secret may be in it.
+///
+/// Only a process with a single thread may do this (the copy allocates, and no other thread can
+/// have held a lock at the copy): [`Plan::prestart_in_process`] execs the program, as
+/// [`Plan::prestart`] does, when this process has more threads, or a fd to keep is below the
+/// numbers the jail's channels take.
+#[derive(Debug, Clone)]
+pub struct InProcess {
+    /// What PID 2 runs, with the program's argument vector; returns its exit code.
+    pub entry: fn(&[std::ffi::CString]) -> i32,
+    /// Fds of this process the code needs (sorted), each at `sys::FIRST_FREE_FD` or above.
+    pub keep: Vec<RawFd>,
+}
+
+impl InProcess {
+    /// Whether a jail built now can run it: this process has one thread, the fds are high.
+    fn usable(&self) -> bool {
+        self.keep.iter().all(|&fd| fd >= sys::FIRST_FREE_FD)
+            && crate::helper::threads().is_ok_and(|threads| threads.len() == 1)
+    }
+}
+
 fn raw(fds: &[OwnedFd]) -> Vec<RawFd> {
     fds.iter().map(AsRawFd::as_raw_fd).collect()
 }
@@ -86,6 +114,21 @@ impl Plan {
 
     /// Builds the jail up to the exec and parks it there (see [`Prepared`]).
     pub fn prestart(&self) -> Result<Prepared<'_>, Error> {
+        self.prestart_with(None)
+    }
+
+    /// [`Plan::prestart`], with PID 2 running `code` of this process instead of exec'ing (see
+    /// [`InProcess`]) when it can; `Ok(true)` with the jail when it does.
+    pub fn prestart_in_process(&self, code: &InProcess) -> Result<(Prepared<'_>, bool), Error> {
+        if !code.usable() {
+            return Ok((self.prestart_with(None)?, false));
+        }
+        let faults = sys::FaultHandlers::now()
+            .map_err(|errno| Error::Supervisor { what: "read the fault signals' handlers", errno })?;
+        Ok((self.prestart_with(Some((code, &faults)))?, true))
+    }
+
+    fn prestart_with(&self, code: Option<(&InProcess, &sys::FaultHandlers)>) -> Result<Prepared<'_>, Error> {
         let sv = |what: &'static str| move |errno: Errno| Error::Supervisor { what, errno };
         let renumber = |fds: Vec<OwnedFd>| {
             fds.into_iter().map(sys::above_stdio).collect::<Result<Vec<_>, _>>().map_err(sv("renumber an fd"))
@@ -114,6 +157,7 @@ impl Plan {
         keep.extend(fds.ruleset.as_ref().map(AsRawFd::as_raw_fd));
         keep.extend(&trees);
         keep.extend(&extra);
+        keep.extend(code.iter().flat_map(|(c, _)| &c.keep));
         keep.sort_unstable();
         keep.dedup();
         let (argv, envp) = (CStrArray::new(&self.program.argv), CStrArray::new(&self.envp));
@@ -143,6 +187,12 @@ impl Plan {
             cgroup_namespace_after_move: late_cgroupns,
             pid_namespace: self.policy.namespaces.pid,
             scrub: sys::ArgsAreas::of_this_process(),
+            in_process: code.map(|(c, faults)| child::InChild {
+                entry: c.entry,
+                argv: &self.program.argv,
+                keep: &c.keep,
+                faults,
+            }),
         };
 
         let owner = self.id.lease_owner()?;

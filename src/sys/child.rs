@@ -582,3 +582,65 @@ pub fn set_name(name: &CStr) {
     // SAFETY: name is NUL-terminated (the kernel copies at most 16 bytes).
     unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr() as c_ulong, 0, 0, 0) };
 }
+
+/// `clone(SIGCHLD)`: a plain fork, without libc's fork handlers. Returns 0 in the new process,
+/// its pid in this one.
+pub fn fork_plain() -> Result<i32, Errno> {
+    // SAFETY: a fork with no shared memory and no new stack: the new process continues on a
+    // copy of this one's, as with fork(2).
+    let rc = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as c_ulong, 0usize, 0usize, 0usize, 0usize) };
+    check(rc).map(|pid| pid as i32)
+}
+
+/// Closes every fd from `first` up but those in `keep` (sorted, ascending).
+pub fn close_from_except(first: u32, keep: &[RawFd]) -> Result<(), Errno> {
+    let mut from = first;
+    for &k in keep {
+        let Ok(k) = u32::try_from(k) else { continue };
+        if k < from {
+            continue;
+        }
+        if k > from {
+            close_range(from, k - 1)?;
+        }
+        from = k + 1;
+    }
+    close_range(from, u32::MAX)
+}
+
+/// The signals a fault in generated code raises (a Wasm engine's traps: guard pages, `ud2`).
+pub const FAULT_SIGNALS: [c_int; 4] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE];
+
+/// This process's handlers of [`FAULT_SIGNALS`], taken before a fork and put back in a copy
+/// that runs this process's code instead of exec'ing (the jail's child resets every handler).
+#[derive(Clone, Copy)]
+pub struct FaultHandlers([libc::sigaction; 4]);
+
+impl std::fmt::Debug for FaultHandlers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FaultHandlers")
+    }
+}
+
+impl FaultHandlers {
+    /// The handlers now (`Err`: one cannot be read).
+    pub fn now() -> Result<FaultHandlers, Errno> {
+        // SAFETY: sigaction is plain data; all-zero is a valid value to overwrite.
+        let mut all: [libc::sigaction; 4] = unsafe { std::mem::zeroed() };
+        for (sig, sa) in FAULT_SIGNALS.iter().zip(all.iter_mut()) {
+            // SAFETY: a NULL new action only reads the current one into `sa`, a valid pointer.
+            check_int(unsafe { libc::sigaction(*sig, ptr::null(), sa) })?;
+        }
+        Ok(FaultHandlers(all))
+    }
+
+    /// Installs them (async-signal-safe: `sigaction` only).
+    pub fn restore(&self) -> Result<(), Errno> {
+        for (sig, sa) in FAULT_SIGNALS.iter().zip(self.0.iter()) {
+            // SAFETY: `sa` is an action read by `now` in the process this one is a copy of; its
+            // handler's code is mapped at the same address here.
+            check_int(unsafe { libc::sigaction(*sig, sa, ptr::null_mut()) })?;
+        }
+        Ok(())
+    }
+}

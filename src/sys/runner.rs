@@ -79,6 +79,12 @@ pub fn load_component(
     unsafe { wasmtime::component::Component::deserialize(engine, &bytes) }
 }
 
+/// Whether `fd` is open in this process.
+pub fn fd_is_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD only queries the descriptor.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+}
+
 /// This process's peak resident set, bytes (`getrusage(RUSAGE_SELF)`).
 pub fn max_rss_bytes() -> u64 {
     // SAFETY: rusage is plain data; all-zero is valid.

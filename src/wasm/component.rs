@@ -28,17 +28,21 @@ impl WasiView for State<P2> {
 }
 
 /// Runs the Python guest once: `code` with `args` as `sys.argv[1:]`, or (`code` `None`) the
-/// code framed on stdin, in the run's environment. `Err` in words when it cannot be loaded or instantiated.
+/// code framed on stdin, in the run's environment; `loaded`: the guest this process loaded ahead. `Err` in words when it cannot be loaded or instantiated.
 pub(super) fn run_python(
     engine: &wasmtime::Engine,
     c: &RunnerConfig,
     code: Option<&str>,
     args: &[String],
+    loaded: Option<&super::preload::Guest>,
 ) -> Result<Ran, String> {
     let t0 = Instant::now();
     let artifact = c.artifact.as_ref().ok_or("no artifact of the Python guest")?;
-    let component = crate::sys::load_component(engine, artifact, c.artifact_id)
-        .map_err(|e| format!("cannot load {}: {}", artifact.display(), runner::one_line(&e)))?;
+    let component = match loaded {
+        Some(super::preload::Guest::Component(component)) => component.clone(),
+        _ => crate::sys::load_component(engine, artifact, c.artifact_id)
+            .map_err(|e| format!("cannot load {}: {}", artifact.display(), runner::one_line(&e)))?,
+    };
     let load = t0.elapsed();
     let wasi = P2 { ctx: runner::wasi_ctx(c)?.build(), table: ResourceTable::new() };
     let mut store = runner::store(engine, c, wasi, PYTHON_INSTANCES)?;

@@ -8,6 +8,7 @@
 mod component;
 pub mod engine;
 pub mod guests;
+mod preload;
 pub mod runner;
 pub mod snapshot;
 
@@ -317,6 +318,8 @@ pub struct WasmPlan {
     plan: Plan,
     /// Where an artifact the runner compiles goes (the module was not in the cache).
     cache_to: Option<PathBuf>,
+    /// The precompiled guest its runner loads, which a process may load ahead ([`WasmPlan::preload`]).
+    guest: Option<preload::Key>,
 }
 
 /// A Wasm job's jail built ahead, waiting for [`WasmPrepared::run`].
@@ -384,7 +387,14 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
     if let Some(extra) = &job.stdin {
         run.stdin_data.get_or_insert_with(Vec::new).extend_from_slice(extra);
     }
-    Ok(WasmPlan { plan: Plan::prepare(&policy, &run)?, cache_to })
+    let kind = if config.fuel.is_some() { EngineKind::EpochFuel } else { EngineKind::Epoch };
+    let guest = config.artifact.clone().map(|path| preload::Key {
+        path,
+        id: config.artifact_id,
+        kind,
+        component: matches!(config.entry, Entry::PythonRun { .. }),
+    });
+    Ok(WasmPlan { plan: Plan::prepare(&policy, &run)?, cache_to, guest })
 }
 
 impl WasmPlan {
@@ -400,7 +410,28 @@ impl WasmPlan {
 
     /// Builds the jail up to the runner's exec (see [`Plan::prestart`]).
     pub fn prestart(&self) -> Result<WasmPrepared<'_>, Error> {
-        Ok(WasmPrepared { prepared: self.plan.prestart()?, wasm: self })
+        let loaded = self.guest.as_ref().and_then(preload::find);
+        let prepared = match loaded {
+            // Loaded ahead by this process: the runner is a copy of it (when it has one thread).
+            Some(l) => {
+                let code = crate::InProcess { entry: runner::main_in_process, keep: l.fds.clone() };
+                self.plan.prestart_in_process(&code)?.0
+            }
+            None => self.plan.prestart()?,
+        };
+        Ok(WasmPrepared { prepared, wasm: self })
+    }
+
+    /// Loads this plan's guest into this process (its engine, its artifact, its memory images),
+    /// so that the jails it builds from now on while it has a single thread run their runner as
+    /// a copy of it instead of an exec (see [`crate::InProcess`]). For a process that builds many
+    /// jails and holds nothing secret (a copy of its memory is the runner's). `Ok(false)`: the
+    /// plan's guest is compiled in its jail (nothing to load).
+    pub fn preload(&self) -> Result<bool, String> {
+        match &self.guest {
+            Some(key) => preload::load(key).map(|()| true),
+            None => Ok(false),
+        }
     }
 }
 

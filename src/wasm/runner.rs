@@ -340,17 +340,37 @@ fn stdin_clock() -> Instant {
     at
 }
 
+/// The runner's main in a jail whose PID 2 is a copy of the process that built it (see
+/// [`crate::InProcess`]): `argv` is the exec'd runner's (`stockade __runner CONFIG...`).
+pub fn main_in_process(argv: &[std::ffi::CString]) -> i32 {
+    let config: String = argv.iter().skip(2).map(|a| a.to_string_lossy()).collect();
+    main(&config)
+}
+
+/// What this process loaded ahead for `c` (see `preload.rs`), when it is the artifact `c` names.
+pub(super) fn preloaded(c: &RunnerConfig) -> Option<std::sync::Arc<super::preload::Loaded>> {
+    let kind = if c.fuel.is_some() { EngineKind::EpochFuel } else { EngineKind::Epoch };
+    let component = matches!(c.entry, Entry::PythonRun { .. });
+    let key = super::preload::Key { path: c.artifact.clone()?, id: c.artifact_id, kind, component };
+    super::preload::find(&key)
+}
+
 fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i32) {
     let kind = if c.fuel.is_some() { EngineKind::EpochFuel } else { EngineKind::Epoch };
     let t0 = Instant::now();
-    let engine = match engine::engine(kind) {
-        Ok(e) => e,
-        Err(e) => return (load_error(one_line(&e)), 125),
+    let loaded = preloaded(c);
+    let engine = match &loaded {
+        Some(l) => l.engine.clone(),
+        None => match engine::engine(kind) {
+            Ok(e) => e,
+            Err(e) => return (load_error(one_line(&e)), 125),
+        },
     };
     let made = t0.elapsed();
+    let guest = loaded.as_deref().map(|l| &l.guest);
     let ran = match &c.entry {
-        Entry::Start => start(&engine, c, summary_out),
-        Entry::PythonRun { code, args } => super::component::run_python(&engine, c, code.as_deref(), args),
+        Entry::Start => start(&engine, c, summary_out, guest),
+        Entry::PythonRun { code, args } => super::component::run_python(&engine, c, code.as_deref(), args, guest),
     };
     let mut ran = match ran {
         Ok(r) => r,
@@ -384,9 +404,15 @@ fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i
 }
 
 /// A command module's run: loaded (or compiled here), instantiated, its `_start` called.
-fn start(engine: &wasmtime::Engine, c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> Result<Ran, String> {
+fn start(
+    engine: &wasmtime::Engine,
+    c: &RunnerConfig,
+    summary_out: Option<&mut std::fs::File>,
+    loaded: Option<&super::preload::Guest>,
+) -> Result<Ran, String> {
     let t0 = Instant::now();
     let (module, compile) = match (&c.artifact, c.module_bytes) {
+        (Some(_), _) if let Some(super::preload::Guest::Module(m)) = loaded => (m.clone(), None),
         (Some(artifact), _) => match crate::sys::load_artifact(engine, artifact, c.artifact_id) {
             Ok(m) => (m, None),
             Err(e) => return Err(format!("cannot load {}: {}", artifact.display(), one_line(&e))),

@@ -108,8 +108,10 @@ impl Engine {
 
     /// Forks the spawner that builds the warm pools' jails from now on, outside this process
     /// ([`spawner`]). This process must have a single thread still (before the async runtime).
-    pub fn fork_spawner(&self) -> Result<(), String> {
-        let spawner = Arc::new(Spawner::fork(&self.pools).map_err(|e| format!("cannot start the spawner: {e}"))?);
+    /// `scrub` runs first in the spawner (see [`Spawner::fork`]).
+    pub fn fork_spawner(&self, scrub: impl FnOnce()) -> Result<(), String> {
+        let spawner =
+            Arc::new(Spawner::fork(&self.pools, scrub).map_err(|e| format!("cannot start the spawner: {e}"))?);
         for p in self.pools.values() {
             p.use_spawner(spawner.clone());
         }

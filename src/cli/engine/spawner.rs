@@ -18,6 +18,10 @@
 //! helpers hold serving; a jail dies with its helper (its init's parent-death signal). A server
 //! that stops closes the spawner's socket, and the spawner ends once its helpers have.
 //!
+//! The spawner loads the Wasm pools' guests before it forks any helper, so that the runner of a
+//! helper's jail is a copy of the helper, its guest loaded (see [`stockade::InProcess`]); that
+//! is why it wipes the server's bearer tokens from its copy of the server's memory first.
+//!
 //! The spawner holds the pools' recipes only: a run that finds no warm jail of its runtime gets
 //! a helper's too (built for that run); jails built for a request's own limits or module are
 //! built on the server's threads.
@@ -55,8 +59,10 @@ pub struct Spawner {
 
 impl Spawner {
     /// Forks the spawner with `pools`' recipes. This process must have one thread (before the
-    /// async runtime starts): `Err` otherwise, or when the fork fails.
-    pub fn fork(pools: &BTreeMap<String, Arc<Pool>>) -> io::Result<Spawner> {
+    /// async runtime starts): `Err` otherwise, or when the fork fails. `scrub` runs first in the
+    /// spawner: it wipes what the spawner's copy of this process must not hold (a copy of the
+    /// spawner runs the guests of the Wasm pools).
+    pub fn fork(pools: &BTreeMap<String, Arc<Pool>>, scrub: impl FnOnce()) -> io::Result<Spawner> {
         let (ours, theirs) = socketpair(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
         // The spawner closes its copy of the server's end (it must see end of file when the
         // server goes); the server keeps it.
@@ -64,6 +70,8 @@ impl Spawner {
         let pools = pools.clone();
         let (_, pidfd) = stockade::helper::fork_helper(|| {
             drop(server_end.take());
+            scrub();
+            preload(&pools);
             spawner(&theirs, &pools)
         })?;
         let control = server_end.take().ok_or_else(|| io::Error::other("the spawner's socket is gone"))?;
@@ -110,6 +118,19 @@ impl Spawner {
             let _ = stockade::helper::reap(self.pidfd.as_fd());
         }
         false
+    }
+}
+
+/// Loads the Wasm pools' guests into the spawner: every helper it forks has them, and the
+/// runner of each jail a helper builds is a copy of the helper instead of an exec of stockade
+/// (see [`stockade::InProcess`]). A guest that cannot be loaded is said, and its jails' runners
+/// are exec'd.
+fn preload(pools: &BTreeMap<String, Arc<Pool>>) {
+    for (name, pool) in pools {
+        let loaded = pool.recipe_now().and_then(|r| r.preload());
+        if let Err(e) = loaded {
+            eprintln!("stockade serve: the spawner cannot load {name}'s guest ({e}): its runners are exec'd");
+        }
     }
 }
 

@@ -102,7 +102,12 @@ pub fn command(args: ServeArgs) -> ExitCode {
     // slower, as safe; the log says so.
     if !args.check
         && cfg.bounds.spawner
-        && let Err(e) = engine.fork_spawner()
+        && let Err(e) = engine.fork_spawner(|| {
+            // The spawner's memory is copied into every warm Wasm jail's runner: no tokens there.
+            for token in &mut cfg.listeners.tokens {
+                zeroize::Zeroize::zeroize(token);
+            }
+        })
     {
         eprintln!("stockade serve: {e}: the warm jails are built on the server's threads");
     }

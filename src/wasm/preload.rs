@@ -1,0 +1,93 @@
+//! Guests loaded once by a process that builds many jails (`stockade serve`'s spawner, before it
+//! forks the helpers that build them), so that each jail's runner is a copy of that process
+//! instead of an exec of stockade (see [`crate::InProcess`]): no binary mapped and relocated,
+//! no engine made, no artifact read and deserialized per run. The guest's memory images are made
+//! once too, mapped copy-on-write from the artifact by every instance.
+//!
+//! The runner uses what was loaded only for the very artifact its configuration names (path,
+//! device and inode, engine kind): anything else it loads itself, as an exec'd runner does.
+
+use super::engine::{self, EngineKind};
+use crate::sys;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// Which artifact, for which engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Key {
+    pub(super) path: PathBuf,
+    /// Its device and inode, as the jail's plan checked them.
+    pub(super) id: (u64, u64),
+    pub(super) kind: EngineKind,
+    /// The pre-initialized Python guest (a component), or a module.
+    pub(super) component: bool,
+}
+
+/// A guest loaded into its engine.
+pub(super) enum Guest {
+    Component(wasmtime::component::Component),
+    Module(wasmtime::Module),
+}
+
+pub(super) struct Loaded {
+    pub(super) key: Key,
+    pub(super) engine: wasmtime::Engine,
+    pub(super) guest: Guest,
+    /// The fds the engine holds for it (the artifact's mapping, any memory image), sorted: a
+    /// jail's runner keeps them.
+    pub(super) fds: Vec<RawFd>,
+}
+
+static LOADED: Mutex<Vec<Arc<Loaded>>> = Mutex::new(Vec::new());
+
+/// What was loaded for `key`.
+pub(super) fn find(key: &Key) -> Option<Arc<Loaded>> {
+    LOADED.lock().unwrap_or_else(PoisonError::into_inner).iter().find(|l| l.key == *key).cloned()
+}
+
+/// Loads the guest of `key` into this process (once). Its fds are numbered above those a jail's
+/// channels take (the lower free numbers are held while it loads). `Err` in words.
+pub(super) fn load(key: &Key) -> Result<(), String> {
+    if find(key).is_some() {
+        return Ok(());
+    }
+    let before = open_fds()?;
+    let low = hold_low_numbers()?;
+    let engine = engine::engine(key.kind).map_err(|e| e.to_string())?;
+    let guest = match key.component {
+        true => sys::load_component(&engine, &key.path, key.id)
+            .and_then(|c| c.initialize_copy_on_write_image().map(|()| Guest::Component(c))),
+        false => sys::load_artifact(&engine, &key.path, key.id)
+            .and_then(|m| m.initialize_copy_on_write_image().map(|()| Guest::Module(m))),
+    }
+    .map_err(|e| format!("cannot load {}: {e:#}", key.path.display()))?;
+    drop(low);
+    let fds: Vec<RawFd> = open_fds()?.into_iter().filter(|fd| !before.contains(fd)).collect();
+    let loaded = Loaded { key: key.clone(), engine, guest, fds };
+    LOADED.lock().unwrap_or_else(PoisonError::into_inner).push(Arc::new(loaded));
+    Ok(())
+}
+
+/// This process's open fds, sorted.
+fn open_fds() -> Result<Vec<RawFd>, String> {
+    let dir = std::fs::read_dir("/proc/self/fd").map_err(|e| format!("cannot list /proc/self/fd: {e}"))?;
+    // The listing's own fd is among them, and closed by the time it is used.
+    let mut fds: Vec<RawFd> = dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok()).collect();
+    fds.retain(|&fd| sys::fd_is_open(fd));
+    fds.sort_unstable();
+    Ok(fds)
+}
+
+/// Every free fd number below [`sys::FIRST_FREE_FD`], taken (by `/dev/null`) until dropped.
+fn hold_low_numbers() -> Result<Vec<OwnedFd>, String> {
+    let null = OwnedFd::from(std::fs::File::open("/dev/null").map_err(|e| format!("cannot open /dev/null: {e}"))?);
+    let mut held = vec![null];
+    loop {
+        let fd = held[0].try_clone().map_err(|e| format!("cannot hold an fd: {e}"))?;
+        if fd.as_raw_fd() >= sys::FIRST_FREE_FD {
+            return Ok(held);
+        }
+        held.push(fd);
+    }
+}
