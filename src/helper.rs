@@ -11,7 +11,47 @@
 
 use crate::sys;
 use std::convert::Infallible;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
+
+/// The network namespaces of [`make_empty_net`]: the one this process was in, and the empty one.
+struct Nets {
+    host: OwnedFd,
+    empty: OwnedFd,
+}
+
+static EMPTY_NET: std::sync::OnceLock<Nets> = std::sync::OnceLock::new();
+
+/// Makes an empty network namespace (no interface but `lo`, down; owned by this process's user
+/// namespace, so no jail can configure it) that the jails this process and its helpers build for
+/// code of their own that makes no socket may share instead of a new one each
+/// ([`crate::InProcess::shared_net`]). This thread stays in its own. Needs `CAP_SYS_ADMIN`
+/// (root's service); `Err` otherwise, and each jail gets its own as before.
+pub fn make_empty_net() -> std::io::Result<()> {
+    let open = |path: &str| std::fs::File::open(path).map(OwnedFd::from);
+    let host = open("/proc/thread-self/ns/net")?;
+    sys::unshare(libc::CLONE_NEWNET).map_err(|e| std::io::Error::from_raw_os_error(e.0))?;
+    let empty = open("/proc/thread-self/ns/net");
+    sys::setns_net(host.as_fd()).map_err(|e| std::io::Error::from_raw_os_error(e.0))?;
+    let _ = EMPTY_NET.set(Nets { host, empty: empty? });
+    Ok(())
+}
+
+/// Runs `f` with the calling thread in the empty network namespace, when [`make_empty_net`] made
+/// one (`None` otherwise); the thread is back in its own after.
+pub(crate) fn in_empty_net<T>(f: impl FnOnce() -> T) -> Option<std::io::Result<T>> {
+    let nets = EMPTY_NET.get()?;
+    let errno = |e: sys::Errno| std::io::Error::from_raw_os_error(e.0);
+    if let Err(e) = sys::setns_net(nets.empty.as_fd()) {
+        return Some(Err(errno(e)));
+    }
+    let out = f();
+    // A thread left in the empty namespace would build the next jails there: never go on so.
+    if let Err(e) = sys::setns_net(nets.host.as_fd()) {
+        eprintln!("stockade: cannot take a thread back to its network namespace ({e}): aborting");
+        std::process::abort();
+    }
+    Some(Ok(out))
+}
 
 /// The names of this process's threads now (the entries of `/proc/self/task`).
 pub fn threads() -> std::io::Result<Vec<String>> {

@@ -127,8 +127,7 @@ fn a_warm_runner_is_a_copy_holding_its_guest_and_no_secret() {
     }
     let s = Server::start("", "[runtimes.python]\nguest = \"python\"\nwarm = 2\n", false);
     s.wait_warm();
-    let comm = |p: &i32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default().trim().to_string();
-    let runners: Vec<i32> = descendants_of(s.pid()).into_iter().filter(|p| comm(p) == "stockade-runner").collect();
+    let runners = runners_of(&s);
     assert_eq!(runners.len(), 2, "the server's processes: {:?}", descendants_of(s.pid()));
     for runner in &runners {
         let fds: Vec<(i32, String)> = std::fs::read_dir(format!("/proc/{runner}/fd"))
@@ -175,8 +174,48 @@ fn a_warm_runner_is_a_copy_holding_its_guest_and_no_secret() {
     }
     let v = post_run(&s.socket, &json!({"runtime": "python", "code": "import os\nos.abort()"})).json();
     assert_eq!(v["status"], "wasm-trap", "{v}");
+    shares_an_empty_network_namespace(&s);
     let v = post_run(&s.socket, &json!({"runtime": "python", "code": "print(6 * 7)"})).json();
     assert_eq!((v["status"].as_str(), v["stdout"]["text"].as_str()), (Some("ok"), Some("42\n")), "{v}");
+}
+
+/// The warm Wasm runners share one network namespace, neither the host's nor the server's, with
+/// nothing in it to tell two runs apart or to use: no interface but `lo` (down: no address, no
+/// route), no socket; a guest cannot make one; the report says the namespace is shared.
+fn shares_an_empty_network_namespace(s: &Server) {
+    if !is_root() {
+        eprintln!("skipping the runners' network namespace: reading it needs root");
+        return;
+    }
+    s.wait_warm();
+    let runners = runners_of(s);
+    assert_eq!(runners.len(), 2, "the server's processes: {:?}", descendants_of(s.pid()));
+    let ns = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/net")).expect("a net namespace");
+    let shared = ns(&runners[0].to_string());
+    assert!(runners.iter().all(|r| ns(&r.to_string()) == shared), "the runners' namespaces differ");
+    assert_ne!(shared, ns("self"), "the runners are in the host's network namespace");
+    assert_ne!(shared, ns(&s.pid().to_string()), "the runners are in the server's network namespace");
+    let lines = |file: &str| -> Vec<String> {
+        let text = std::fs::read_to_string(format!("/proc/{}/net/{file}", runners[0])).expect("net file");
+        text.lines().map(str::to_string).collect()
+    };
+    let dev = lines("dev");
+    assert!(dev.len() == 3 && dev[2].trim_start().starts_with("lo:"), "interfaces: {dev:?}");
+    for file in ["unix", "tcp", "tcp6", "udp", "udp6", "route", "raw", "packet"] {
+        assert!(lines(file).len() <= 1, "{file}: {:?}", lines(file));
+    }
+    let code = "import socket\ntry:\n    socket.socket()\nexcept OSError as e:\n    print('refused')";
+    let v = post_run(&s.socket, &json!({"runtime": "python", "code": code})).json();
+    assert_eq!(v["stdout"]["text"], "refused\n", "{v}");
+    let net = v["enforcement"].as_array().and_then(|l| l.iter().find(|l| l["layer"] == "namespace.net")).cloned();
+    let applied = net.as_ref().and_then(|n| n["applied"].as_str()).unwrap_or_default();
+    assert!(applied.starts_with("shared: an empty one"), "{net:?}");
+}
+
+/// The warm runners of a server's jails (each a copy of its helper).
+fn runners_of(s: &Server) -> Vec<i32> {
+    let comm = |p: &i32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default().trim().to_string();
+    descendants_of(s.pid()).into_iter().filter(|p| comm(p) == "stockade-runner").collect()
 }
 
 /// Whether the readable memory of process `pid` holds `needle`.

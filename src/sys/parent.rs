@@ -519,3 +519,9 @@ pub fn read_at(dir: BorrowedFd<'_>, name: &CStr) -> Result<String, Errno> {
     let n = r?;
     Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
+
+/// `setns(fd, CLONE_NEWNET)`: the calling thread joins the network namespace `fd` names.
+pub fn setns_net(fd: BorrowedFd<'_>) -> Result<(), Errno> {
+    // SAFETY: an fd and an integer flag; no pointers.
+    check_int(unsafe { libc::setns(fd.as_raw_fd(), libc::CLONE_NEWNET) }).map(drop)
+}

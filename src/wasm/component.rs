@@ -6,7 +6,7 @@
 
 use super::runner::{self, Ran, RunnerConfig, State, Times};
 use std::time::Instant;
-use wasmtime::component::{Linker, ResourceTable};
+use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 /// The core instances the Python component is made of (CPython, its libc and its extension
@@ -27,8 +27,19 @@ impl WasiView for State<P2> {
     }
 }
 
+/// The Python guest's imports resolved against WASI preview 2, once per engine and component.
+pub(super) type Pre = wasmtime::component::InstancePre<State<P2>>;
+
+/// Resolves `component`'s imports (WASI preview 2) in `engine`.
+pub(super) fn instance_pre(engine: &wasmtime::Engine, component: &Component) -> Result<Pre, String> {
+    let mut linker = Linker::<State<P2>>::new(engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| runner::one_line(&e))?;
+    linker.instantiate_pre(component).map_err(|e| format!("cannot link the Python guest: {}", runner::one_line(&e)))
+}
+
 /// Runs the Python guest once: `code` with `args` as `sys.argv[1:]`, or (`code` `None`) the
-/// code framed on stdin, in the run's environment; `loaded`: the guest this process loaded ahead. `Err` in words when it cannot be loaded or instantiated.
+/// code framed on stdin, in the run's environment; `loaded`: the guest this process loaded
+/// ahead, linked. `Err` in words when it cannot be loaded or instantiated.
 pub(super) fn run_python(
     engine: &wasmtime::Engine,
     c: &RunnerConfig,
@@ -38,28 +49,27 @@ pub(super) fn run_python(
 ) -> Result<Ran, String> {
     let t0 = Instant::now();
     let artifact = c.artifact.as_ref().ok_or("no artifact of the Python guest")?;
-    let component = match loaded {
-        Some(super::preload::Guest::Component(component)) => component.clone(),
-        _ => crate::sys::load_component(engine, artifact, c.artifact_id)
-            .map_err(|e| format!("cannot load {}: {}", artifact.display(), runner::one_line(&e)))?,
+    let pre = match loaded {
+        Some(super::preload::Guest::Component(pre)) => pre.clone(),
+        _ => {
+            let component = crate::sys::load_component(engine, artifact, c.artifact_id)
+                .map_err(|e| format!("cannot load {}: {}", artifact.display(), runner::one_line(&e)))?;
+            instance_pre(engine, &component)?
+        }
     };
     let load = t0.elapsed();
     let wasi = P2 { ctx: runner::wasi_ctx(c)?.build(), table: ResourceTable::new() };
     let mut store = runner::store(engine, c, wasi, PYTHON_INSTANCES)?;
-    let mut linker = Linker::<State<P2>>::new(engine);
-    wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| runner::one_line(&e))?;
     runner::deadline_tick(engine, c);
 
     let t1 = Instant::now();
-    let instance = linker
-        .instantiate(&mut store, &component)
-        .map_err(|e| format!("cannot instantiate: {}", runner::one_line(&e)))?;
+    let instance = pre.instantiate(&mut store).map_err(|e| format!("cannot instantiate: {}", runner::one_line(&e)))?;
     let run = instance
         .get_typed_func::<(Option<&str>, &[String], &[(String, String)]), (i32,)>(&mut store, "run")
         .map_err(|e| format!("the Python guest has no run export: {}", runner::one_line(&e)))?;
     let instantiate = t1.elapsed();
     let started = Instant::now();
     let result = run.call(&mut store, (code, args, &c.env)).map(|(status,)| status);
-    std::mem::forget(linker);
+    std::mem::forget(pre);
     Ok(Ran::of(store, result, Times { load, compile: None, instantiate, started }))
 }

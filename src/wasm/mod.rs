@@ -414,7 +414,8 @@ impl WasmPlan {
         let prepared = match loaded {
             // Loaded ahead by this process: the runner is a copy of it (when it has one thread).
             Some(l) => {
-                let code = crate::InProcess { entry: runner::main_in_process, keep: l.fds.clone() };
+                // The runner's own filter refuses every socket before any guest code runs.
+                let code = crate::InProcess { entry: runner::main_in_process, keep: l.fds.clone(), shared_net: true };
                 self.plan.prestart_in_process(&code)?.0
             }
             None => self.plan.prestart()?,

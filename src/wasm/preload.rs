@@ -24,10 +24,10 @@ pub(super) struct Key {
     pub(super) component: bool,
 }
 
-/// A guest loaded into its engine.
+/// A guest loaded into its engine, its imports resolved (WASI's).
 pub(super) enum Guest {
-    Component(wasmtime::component::Component),
-    Module(wasmtime::Module),
+    Component(super::component::Pre),
+    Module(super::runner::Pre),
 }
 
 pub(super) struct Loaded {
@@ -55,13 +55,16 @@ pub(super) fn load(key: &Key) -> Result<(), String> {
     let before = open_fds()?;
     let low = hold_low_numbers()?;
     let engine = engine::engine(key.kind).map_err(|e| e.to_string())?;
-    let guest = match key.component {
-        true => sys::load_component(&engine, &key.path, key.id)
-            .and_then(|c| c.initialize_copy_on_write_image().map(|()| Guest::Component(c))),
-        false => sys::load_artifact(&engine, &key.path, key.id)
-            .and_then(|m| m.initialize_copy_on_write_image().map(|()| Guest::Module(m))),
-    }
-    .map_err(|e| format!("cannot load {}: {e:#}", key.path.display()))?;
+    let cannot = |e: wasmtime::Error| format!("cannot load {}: {e:#}", key.path.display());
+    let guest = if key.component {
+        let c = sys::load_component(&engine, &key.path, key.id).map_err(cannot)?;
+        c.initialize_copy_on_write_image().map_err(cannot)?;
+        Guest::Component(super::component::instance_pre(&engine, &c)?)
+    } else {
+        let m = sys::load_artifact(&engine, &key.path, key.id).map_err(cannot)?;
+        m.initialize_copy_on_write_image().map_err(cannot)?;
+        Guest::Module(super::runner::instance_pre(&engine, &m)?)
+    };
     drop(low);
     let fds: Vec<RawFd> = open_fds()?.into_iter().filter(|fd| !before.contains(fd)).collect();
     let loaded = Loaded { key: key.clone(), engine, guest, fds };

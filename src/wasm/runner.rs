@@ -411,34 +411,41 @@ fn start(
     loaded: Option<&super::preload::Guest>,
 ) -> Result<Ran, String> {
     let t0 = Instant::now();
-    let (module, compile) = match (&c.artifact, c.module_bytes) {
-        (Some(_), _) if let Some(super::preload::Guest::Module(m)) = loaded => (m.clone(), None),
-        (Some(artifact), _) => match crate::sys::load_artifact(engine, artifact, c.artifact_id) {
-            Ok(m) => (m, None),
+    let (pre, compile) = match (&c.artifact, c.module_bytes, loaded) {
+        (Some(_), _, Some(super::preload::Guest::Module(pre))) => (pre.clone(), None),
+        (Some(artifact), _, _) => match crate::sys::load_artifact(engine, artifact, c.artifact_id) {
+            Ok(m) => (instance_pre(engine, &m)?, None),
             Err(e) => return Err(format!("cannot load {}: {}", artifact.display(), one_line(&e))),
         },
-        (None, Some(size)) => {
+        (None, Some(size), _) => {
             let (m, took) = compile(engine, size, summary_out)?;
-            (m, Some(took))
+            (instance_pre(engine, &m)?, Some(took))
         }
-        (None, None) => return Err("no artifact and no module to compile".into()),
+        (None, None, _) => return Err("no artifact and no module to compile".into()),
     };
     let load = t0.elapsed() - compile.unwrap_or_default();
     let mut store = store(engine, c, wasi_ctx(c)?.build_p1(), c.instances_max)?;
-    let mut linker: Linker<State<WasiP1Ctx>> = Linker::new(engine);
-    wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s| &mut s.wasi).map_err(|e| one_line(&e))?;
     deadline_tick(engine, c);
 
     let t1 = Instant::now();
-    let instance =
-        linker.instantiate(&mut store, &module).map_err(|e| format!("cannot instantiate: {}", one_line(&e)))?;
+    let instance = pre.instantiate(&mut store).map_err(|e| format!("cannot instantiate: {}", one_line(&e)))?;
     let start =
         instance.get_typed_func::<(), ()>(&mut store, "_start").map_err(|e| format!("no _start: {}", one_line(&e)))?;
     let instantiate = t1.elapsed();
     let started = Instant::now();
     let result = start.call(&mut store, ()).map(|()| 0);
-    std::mem::forget(linker);
+    std::mem::forget(pre);
     Ok(Ran::of(store, result, Times { load, compile, instantiate, started }))
+}
+
+/// A command module's imports resolved against WASI preview 1.
+pub(super) type Pre = wasmtime::InstancePre<State<WasiP1Ctx>>;
+
+/// Resolves `module`'s imports (WASI preview 1) in `engine`.
+pub(super) fn instance_pre(engine: &wasmtime::Engine, module: &wasmtime::Module) -> Result<Pre, String> {
+    let mut linker: Linker<State<WasiP1Ctx>> = Linker::new(engine);
+    wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s| &mut s.wasi).map_err(|e| one_line(&e))?;
+    linker.instantiate_pre(module).map_err(|e| format!("cannot link: {}", one_line(&e)))
 }
 
 /// The guest's WASI: its argv and environment, stdout and stderr inherited (the supervisor's

@@ -71,6 +71,15 @@ impl Spawner {
         let (_, pidfd) = stockade::helper::fork_helper(|| {
             drop(server_end.take());
             scrub();
+            // The warm Wasm jails share one empty network namespace (root's service only: said
+            // when root cannot make it).
+            if let Err(e) = stockade::helper::make_empty_net()
+                && rustix::process::geteuid().is_root()
+            {
+                eprintln!(
+                    "stockade serve: each Wasm jail gets a network namespace of its own: cannot make a shared empty one: {e}"
+                );
+            }
             preload(&pools);
             spawner(&theirs, &pools)
         })?;
