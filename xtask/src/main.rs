@@ -33,6 +33,7 @@
 //!   clap definitions (default `target/man`, `target/completions`).
 
 mod container;
+mod memory;
 mod seccomp;
 mod serve;
 

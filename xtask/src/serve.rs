@@ -239,6 +239,9 @@ pub fn bench(root: &Path, stockade: &Path, dir: &Path, guests: &Path) -> Result<
     let names = names.join(",");
     let g = guests.display().to_string();
     let s = stockade.display().to_string();
+    println!("\nmemory, the pools warm");
+    super::memory::warm_jails(server.pid(), "with the spawner");
+    super::memory::one_run(&server.socket);
     println!("\nthe service (stockade serve, unix socket, warm pools of {warm}), {cores} cores");
     println!(
         "latency: one request per runtime per round, 40 rounds, 150 ms apart (the pools refill), against `stockade run` in the same rounds"
@@ -280,6 +283,7 @@ pub fn bench(root: &Path, stockade: &Path, dir: &Path, guests: &Path) -> Result<
     println!(
         "\nthe spawner: the same throughput, warm jails built by the spawner's helpers against on the server's threads"
     );
+    super::memory::warm_jails(threads.pid(), "without it (jails built on the server's threads, runners exec'd)");
     let other = threads.socket.display().to_string();
     super::run(
         Command::new(&load).args(["--socket", &socket, "--against", &other, "--labels", "spawner,threads"]).args([

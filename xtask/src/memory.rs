@@ -1,0 +1,128 @@
+//! The memory rows of `cargo xtask bench`: what a warm Python jail of `stockade serve` holds while
+//! it waits (the proportional set size of its processes: pages shared with the spawner or with
+//! the other jails are counted by their share), and what one Python run takes (its report's
+//! figures). Reading another uid's processes needs root: without it, the rows say so.
+
+use std::path::Path;
+use std::process::Command;
+
+/// A process's comm, parent and proportional set size (kB; `None`: not readable).
+struct Proc {
+    pid: u32,
+    comm: String,
+    parent: u32,
+    pss_kb: Option<u64>,
+}
+
+/// A jail: its init, its program (the runner), and the process above it when that is not the
+/// server (a helper of the spawner).
+type Jail<'a> = (&'a Proc, &'a Proc, Option<&'a Proc>);
+
+fn proc_of(pid: u32) -> Option<Proc> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (head, rest) = stat.rsplit_once(") ")?;
+    let comm = head.split_once(" (")?.1.to_string();
+    let parent = rest.split(' ').nth(1)?.parse().ok()?;
+    let rollup = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).unwrap_or_default();
+    let pss_kb = rollup
+        .lines()
+        .find_map(|l| l.strip_prefix("Pss:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok());
+    Some(Proc { pid, comm, parent, pss_kb })
+}
+
+/// Whether process `pid` holds the Python guest's artifact open (its runner).
+fn runs_python(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten().any(|e| {
+        std::fs::read_link(e.path()).is_ok_and(|l| {
+            let l = l.to_string_lossy();
+            l.contains("python314-") && l.ends_with(".cwasm")
+        })
+    })
+}
+
+fn mb(kb: u64) -> String {
+    format!("{:.1} MB", kb as f64 / 1024.0)
+}
+
+/// Prints what each warm Python jail of the server `server` holds, by process, and the server's
+/// and its spawner's own (`label` names the server).
+pub fn warm_jails(server: u32, label: &str) {
+    let all: Vec<Proc> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| proc_of(e.file_name().to_str()?.parse().ok()?))
+        .collect();
+    let by_pid = |pid: u32| all.iter().find(|p| p.pid == pid);
+    let below = |p: &Proc| {
+        let mut at = p.parent;
+        for _ in 0..8 {
+            if at == server {
+                return true;
+            }
+            match by_pid(at) {
+                Some(q) => at = q.parent,
+                None => return false,
+            }
+        }
+        false
+    };
+    // Each jail: its init, the program (the runner) below it, and the process that supervises it
+    // above it (a helper of the spawner, or the server itself).
+    let jails: Vec<Jail<'_>> = all
+        .iter()
+        .filter(|p| p.comm == "stockade-init" && below(p))
+        .filter_map(|init| {
+            let runner = all.iter().find(|p| p.parent == init.pid && runs_python(p.pid))?;
+            Some((init, runner, by_pid(init.parent).filter(|h| h.pid != server)))
+        })
+        .collect();
+    if jails.is_empty() {
+        println!("{label}: no warm Python jail readable (reading another uid's processes needs root)");
+        return;
+    }
+    let n = jails.len() as u64;
+    let sum = |f: &dyn Fn(&Jail<'_>) -> Option<u64>| -> Option<u64> {
+        jails.iter().map(f).sum::<Option<u64>>().map(|s| s / n)
+    };
+    let init = sum(&|j| j.0.pss_kb);
+    let runner = sum(&|j| j.1.pss_kb);
+    let helper = sum(&|j| j.2.map_or(Some(0), |h| h.pss_kb));
+    let (Some(init), Some(runner), Some(helper)) = (init, runner, helper) else {
+        println!("{label}: the jails' memory is not readable (it needs root)");
+        return;
+    };
+    let spawner = all.iter().find(|p| p.parent == server && p.comm == "stockade").and_then(|p| p.pss_kb);
+    println!(
+        "{label}: per warm Python jail (PSS, mean of {n}): {} (helper {}, init {}, runner {}); the server {}{}",
+        mb(helper + init + runner),
+        mb(helper),
+        mb(init),
+        mb(runner),
+        by_pid(server).and_then(|p| p.pss_kb).map_or("?".into(), mb),
+        spawner.map_or(String::new(), |s| format!(", its spawner {}", mb(s)))
+    );
+}
+
+/// Prints what one Python `print(1)` run on `socket` took, from its report.
+pub fn one_run(socket: &Path) {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "60", "-X", "POST", "--unix-socket"])
+        .arg(socket)
+        .args(["-H", "content-type: application/json", "--data-binary", r#"{"runtime":"python","code":"print(1)"}"#])
+        .arg("http://stockade/v1/runs")
+        .output();
+    let report: Option<serde_json::Value> = out.ok().and_then(|o| serde_json::from_slice(&o.stdout).ok());
+    let Some(r) = report else {
+        println!("per Python run: no report (curl)");
+        return;
+    };
+    let mib = |key: &str| r[key].as_u64().map_or("?".into(), |b| mb(b / 1024));
+    println!(
+        "per Python run (print(1)): the jail's cgroup memory peak {}, the guest's linear memory {}, the runner's peak RSS {}",
+        mib("memory-peak-bytes"),
+        mib("wasm-memory-peak-bytes"),
+        mib("max-rss-bytes")
+    );
+}
