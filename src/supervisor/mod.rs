@@ -75,8 +75,8 @@ struct RunFds {
 }
 
 /// A jail whose PID 2 runs code of this process instead of exec'ing the plan's program: for a
-/// process that has loaded what that program would load first (a Wasm engine and a guest, see
-/// [`crate::wasm::preload`]). The jail is the same: PID 2 is forked from the jail's init after
+/// process that has loaded what that program would load first (a Wasm engine and a guest:
+/// `WasmPlan::preload`). The jail is the same: PID 2 is forked from the jail's init after
 /// every layer is applied, then does what an exec would have (every fd closed but the program's
 /// and [`InProcess::keep`], the fault-signal handlers of this process put back) and calls
 /// `entry` with the program's argument vector. Its memory is a copy of this process's: nothing
