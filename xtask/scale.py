@@ -98,6 +98,11 @@ defaults
     # A connection a replica refused never reached it: try another.
     retries 2
     option redispatch
+    # A new connection to the replica per request: a draining replica closes its idle
+    # keep-alive connections once its runs are done, and a request HAProxy sent on one at that
+    # moment would be lost unanswered; a new connection to a replica that stopped listening is
+    # refused, and goes to another.
+    option http-server-close
 frontend api
     bind 127.0.0.1:{self.port}
     default_backend stockade
