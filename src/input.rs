@@ -34,7 +34,15 @@ pub fn read_regular(path: &Path, max: u64, what: &'static str) -> Result<Vec<u8>
     if meta.len() > max {
         return Err(InputError::TooLarge { path: path.to_path_buf(), max, what });
     }
-    read_capped(file, max).map_err(io)?.ok_or_else(|| InputError::TooLarge { path: path.to_path_buf(), max, what })
+    // A buffer of the file's size: read without growing (no copy left behind: a secret's reader
+    // can wipe the one buffer).
+    let mut buf = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0).saturating_add(1));
+    file.take(max.saturating_add(1)).read_to_end(&mut buf).map_err(io)?;
+    Some(buf).filter(|b| b.len() as u64 <= max).ok_or_else(|| InputError::TooLarge {
+        path: path.to_path_buf(),
+        max,
+        what,
+    })
 }
 
 /// Reads at most `max` bytes; `None` when there is more (a file that grew while being read).

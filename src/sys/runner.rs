@@ -15,8 +15,7 @@ pub fn take_inherited_fd(fd: RawFd) -> Option<OwnedFd> {
     if ADOPTED.fetch_or(bit, Ordering::SeqCst) & bit != 0 {
         return None;
     }
-    // SAFETY: F_GETFD only queries the descriptor.
-    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+    if !fd_is_open(fd) {
         return None;
     }
     // SAFETY: the fd is open, was inherited across exec (nothing in this process opened it, and

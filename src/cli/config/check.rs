@@ -312,27 +312,6 @@ fn read_policy_dir(dir: &Path) -> Result<Vec<(String, Policy)>, String> {
     }
 }
 
-/// The bytes of a small secret file of `len` bytes (at most 1 MiB), in a buffer wiped when dropped.
-fn read_secret(path: &Path, len: u64) -> std::io::Result<zeroize::Zeroizing<Vec<u8>>> {
-    use std::io::Read;
-    const MAX: u64 = 1 << 20;
-    if len > MAX {
-        return Err(std::io::Error::other("larger than 1 MiB"));
-    }
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other(format!("{}, not a regular file", stockade::input::kind_of(&meta))));
-    }
-    let mut buf = zeroize::Zeroizing::new(Vec::with_capacity(usize::try_from(len).unwrap_or(0) + 1));
-    file.take(MAX + 1).read_to_end(&mut buf)?;
-    if buf.len() as u64 > MAX {
-        return Err(std::io::Error::other("larger than 1 MiB"));
-    }
-    Ok(buf)
-}
-
 /// Bearer tokens: one per line, `#` comments; the file readable by its owner only.
 fn read_tokens(path: &Path) -> Result<Vec<String>, String> {
     use std::os::unix::fs::MetadataExt;
@@ -344,8 +323,10 @@ fn read_tokens(path: &Path) -> Result<Vec<String>, String> {
             meta.mode() & 0o777
         ));
     }
-    // Read into a buffer of the file's size (no copy left behind by a growing one), wiped after.
-    let text = read_secret(path, meta.len()).map_err(|e| format!("{}: {e}", path.display()))?;
+    // Read into one buffer of the file's size, wiped after.
+    let text = zeroize::Zeroizing::new(
+        stockade::input::read_regular(path, 1 << 20, "a tokens file").map_err(|e| e.to_string())?,
+    );
     let text = std::str::from_utf8(&text).map_err(|_| format!("{}: not UTF-8", path.display()))?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
