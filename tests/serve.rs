@@ -467,7 +467,19 @@ fn the_openapi_file_is_the_generated_one() {
     assert!(got == want, "docs/openapi.json is stale: STOCKADE_BLESS=1 cargo test --test serve");
     let doc: serde_json::Value = serde_json::from_str(&got).expect("JSON");
     assert_eq!(doc["openapi"], "3.1.0");
-    for path in ["/v1/runs", "/v1/health", "/v1/health/ready", "/v1/health/live", "/v1/info", "/metrics"] {
+    for path in [
+        "/v1/runs",
+        "/v1/sessions",
+        "/v1/sessions/{id}",
+        "/v1/sessions/{id}/runs",
+        "/v1/sessions/{id}/files",
+        "/v1/sessions/{id}/files/{path}",
+        "/v1/health",
+        "/v1/health/ready",
+        "/v1/health/live",
+        "/v1/info",
+        "/metrics",
+    ] {
         assert!(doc["paths"].get(path).is_some(), "{path} is not described");
     }
     let props = doc["components"]["schemas"]["RunBody"]["properties"].as_object().expect("RunBody");

@@ -22,6 +22,16 @@ pub enum ErrorCode {
     PolicyNotFound,
     /// No such endpoint.
     NotFound,
+    /// No such session (for this token).
+    SessionNotFound,
+    /// The session ended (the message says which clock, or who, ended it).
+    SessionEnded,
+    /// The session is running a run (the error's `run` names it).
+    SessionBusy,
+    /// The server holds as many sessions as it may (`sessions.max`).
+    TooManySessions,
+    /// A file operation the workspace cannot do (its quota, a path that is a directory).
+    FileConflict,
     MethodNotAllowed,
     /// The body did not arrive in time, or came too slowly.
     BodyTimeout,
@@ -47,12 +57,17 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 16] = [
+    pub const ALL: [ErrorCode; 21] = [
         ErrorCode::BadRequest,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
         ErrorCode::PolicyNotFound,
         ErrorCode::NotFound,
+        ErrorCode::SessionNotFound,
+        ErrorCode::SessionEnded,
+        ErrorCode::SessionBusy,
+        ErrorCode::TooManySessions,
+        ErrorCode::FileConflict,
         ErrorCode::MethodNotAllowed,
         ErrorCode::BodyTimeout,
         ErrorCode::PayloadTooLarge,
@@ -72,12 +87,14 @@ impl ErrorCode {
             ErrorCode::BadRequest => 400,
             ErrorCode::Unauthorized => 401,
             ErrorCode::Forbidden => 403,
-            ErrorCode::PolicyNotFound | ErrorCode::NotFound => 404,
+            ErrorCode::PolicyNotFound | ErrorCode::NotFound | ErrorCode::SessionNotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::BodyTimeout => 408,
+            ErrorCode::SessionBusy | ErrorCode::FileConflict => 409,
+            ErrorCode::SessionEnded => 410,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
-            ErrorCode::QueueFull => 429,
+            ErrorCode::QueueFull | ErrorCode::TooManySessions => 429,
             ErrorCode::JailSetupFailed | ErrorCode::Internal => 500,
             ErrorCode::QueueTimeout | ErrorCode::Busy | ErrorCode::Draining | ErrorCode::RuntimeUnavailable => 503,
         }
@@ -91,6 +108,11 @@ impl ErrorCode {
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::PolicyNotFound => "policy-not-found",
             ErrorCode::NotFound => "not-found",
+            ErrorCode::SessionNotFound => "session-not-found",
+            ErrorCode::SessionEnded => "session-ended",
+            ErrorCode::SessionBusy => "session-busy",
+            ErrorCode::TooManySessions => "too-many-sessions",
+            ErrorCode::FileConflict => "file-conflict",
             ErrorCode::MethodNotAllowed => "method-not-allowed",
             ErrorCode::BodyTimeout => "body-timeout",
             ErrorCode::PayloadTooLarge => "payload-too-large",
@@ -120,6 +142,9 @@ pub struct ApiError {
     /// The request field the refusal is about (`files[0].path`, `limits.memory-max-bytes`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// The run in progress a refusal is about (`session-busy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<String>,
     /// Seconds after which trying again may work (the `Retry-After` header).
     #[serde(skip)]
     pub retry_after: Option<u64>,
@@ -134,7 +159,7 @@ pub struct ErrorBody {
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
-        ApiError { code, message: message.into(), field: None, retry_after: None }
+        ApiError { code, message: message.into(), field: None, run: None, retry_after: None }
     }
 
     /// A 400 about one field of the request.
@@ -187,6 +212,9 @@ pub struct RunResult {
     /// How many matching entries were not given back in all.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub files_skipped_count: Option<u64>,
+    /// A run of a session: the session, this run's id, and its workspace as kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<super::session::SessionRun>,
 }
 
 /// A file given back.
@@ -231,6 +259,7 @@ impl RunResult {
                 t.skipped.iter().map(|s| SkippedFile { path: s.path.clone(), reason: s.reason.to_string() }).collect()
             }),
             files_skipped_count: skipped.map(|t| t.skipped_count as u64),
+            session: None,
         }
     }
 

@@ -119,6 +119,7 @@ pub struct RunBody {
 mod answer;
 mod bounded;
 mod openapi;
+pub mod session;
 
 pub use answer::{ApiError, ErrorBody, ErrorCode, LastEvent, ReturnedFile, RunResult, SkippedFile};
 pub use openapi::openapi;
@@ -180,6 +181,10 @@ fn b64(field: &str, text: &str) -> Result<Vec<u8>, ApiError> {
 /// Decodes a request body: JSON, every field known and typed, lists no longer than `caps` allow
 /// (stopped while parsing); an error names the field.
 pub fn decode(body: &[u8], caps: &RequestCaps) -> Result<RunBody, ApiError> {
+    decode_with(body, caps)
+}
+
+fn decode_with<T: serde::de::DeserializeOwned>(body: &[u8], caps: &RequestCaps) -> Result<T, ApiError> {
     let argv_max = (caps.argv_max_count as usize).min(crate::handover::MAX_ARGS);
     bounded::CAPS.with(|c| c.set([argv_max, caps.files_max_count as usize, caps.return_patterns_max as usize]));
     let decoded = decode_json(body);
@@ -187,9 +192,9 @@ pub fn decode(body: &[u8], caps: &RequestCaps) -> Result<RunBody, ApiError> {
     decoded
 }
 
-fn decode_json(body: &[u8]) -> Result<RunBody, ApiError> {
+fn decode_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let mut de = serde_json::Deserializer::from_slice(body);
-    let parsed: RunBody = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let parsed: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let field = if path == "." { None } else { Some(path) };
         let message = e.inner().to_string().lines().next().unwrap_or("").to_string();

@@ -1,6 +1,7 @@
 //! The OpenAPI 3.1 description of API v1: the request, result and error schemas come from the
 //! types themselves (schemars); the paths are written here.
 
+use super::session::{FileInfo, FileList, SessionBody, SessionInfo, SessionRunBody};
 use super::{ErrorBody, LastEvent, RunBody, RunResult};
 
 /// The OpenAPI 3.1 description of API v1 (`docs/openapi.json` is this, checked by a test; `stockade
@@ -15,6 +16,11 @@ pub fn openapi() -> serde_json::Value {
     generator.subschema_for::<RunResult>();
     generator.subschema_for::<ErrorBody>();
     generator.subschema_for::<LastEvent>();
+    let session_body = generator.subschema_for::<SessionBody>();
+    let session_run = generator.subschema_for::<SessionRunBody>();
+    generator.subschema_for::<SessionInfo>();
+    generator.subschema_for::<FileInfo>();
+    generator.subschema_for::<FileList>();
     let mut schemas = serde_json::Map::new();
     for (name, schema) in generator.take_definitions(true) {
         schemas.insert(name, schema);
@@ -41,6 +47,7 @@ pub fn openapi() -> serde_json::Value {
         e["headers"] = json!({"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}});
         e
     };
+    let session_id = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^s-[0-9a-f]{32}$"}});
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -75,6 +82,93 @@ pub fn openapi() -> serde_json::Value {
                     "503": busy("the server is draining, the queue wait timed out, too many bodies or answers are in memory, or the runtime is unavailable")
                 }
             }},
+            "/v1/sessions": {
+                "post": {
+                    "summary": "Open a session: runs of one runtime and policy that share a workspace (/app) between them",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": session_body}}},
+                    "responses": {
+                        "201": {"description": "the session", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SessionInfo"}}}},
+                        "400": err("a bad request: the field is named"),
+                        "404": err("no such policy"),
+                        "429": busy("the server holds sessions.max sessions (Retry-After: when the first one ends)")
+                    }
+                },
+                "get": {
+                    "summary": "The caller's sessions (made with its token, or on the unix socket)",
+                    "responses": {"200": {"description": "the caller's sessions", "content": {"application/json": {"schema": {
+                        "type": "object", "properties": {"sessions": {"type": "array", "items": {"$ref": "#/components/schemas/SessionInfo"}}}
+                    }}}}}
+                }
+            },
+            "/v1/sessions/{id}": {
+                "parameters": [session_id.clone()],
+                "get": {
+                    "summary": "A session",
+                    "responses": {
+                        "200": {"description": "the session", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SessionInfo"}}}},
+                        "403": err("with tokens on: no session of this id for this token (the same answer whether it exists or not)"),
+                        "404": err("no such session (unix socket)"),
+                        "410": err("the session ended (the message says what ended it)")
+                    }
+                },
+                "delete": {
+                    "summary": "End a session and forget its files (a run in progress ends at its own wall limit; its workspace is not kept)",
+                    "responses": {"204": {"description": "ended"}, "403": err("not this token's"), "404": err("no such session"), "410": err("already ended")}
+                }
+            },
+            "/v1/sessions/{id}/runs": {
+                "parameters": [session_id.clone()],
+                "post": {
+                    "summary": "Run code in the session's workspace: a fresh jail, /app holding the session's files; /app as the run leaves it is kept",
+                    "parameters": [{"name": "stream", "in": "query", "required": false, "schema": {"type": "string", "enum": ["ndjson"]}, "description": "as for /v1/runs"}],
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": session_run}}},
+                    "responses": {
+                        "200": {"description": "the run happened: its result, with `session` (the run's id, the workspace as kept, what was not kept and why)", "content": {
+                            "application/json": {"schema": {"$ref": "#/components/schemas/RunResult"}},
+                            "application/x-ndjson": {"schema": {"type": "string"}}
+                        }},
+                        "400": err("a bad request: the field is named (a limit looser than the session's, files past the workspace's quota)"),
+                        "403": err("not this token's"),
+                        "404": err("no such session"),
+                        "409": err("the session is running a run: the error's `run` names it"),
+                        "410": err("the session ended"),
+                        "429": busy("the queue is full"),
+                        "500": err("the jail could not be built, or a bug of the server's"),
+                        "503": busy("draining, queue timeout, busy, or the runtime is unavailable")
+                    }
+                }
+            },
+            "/v1/sessions/{id}/files": {
+                "parameters": [session_id.clone()],
+                "get": {
+                    "summary": "The workspace's files, with their sizes and modification times",
+                    "responses": {
+                        "200": {"description": "the files", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/FileList"}}}},
+                        "403": err("not this token's"), "404": err("no such session"), "410": err("the session ended")
+                    }
+                }
+            },
+            "/v1/sessions/{id}/files/{path}": {
+                "parameters": [session_id, {"name": "path", "in": "path", "required": true, "schema": {"type": "string"}, "description": "relative to the workspace: plain names only (no `..`, `.`, leading `/`, NUL); percent-encoded as a URL's path"}],
+                "put": {
+                    "summary": "Write a file (its bytes are the body, any content type); its directories are made",
+                    "requestBody": {"required": true, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+                    "responses": {
+                        "200": {"description": "written", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/FileInfo"}}}},
+                        "400": err("a path that leaves the workspace"),
+                        "409": err("a run is under way, or the path is both a file and a directory"),
+                        "413": err("past the workspace's quota (sessions.workspace-max-bytes, -files) or requests.body-max-bytes")
+                    }
+                },
+                "get": {
+                    "summary": "A file's bytes",
+                    "responses": {"200": {"description": "the bytes", "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}}, "404": err("no such file, or no such session")}
+                },
+                "delete": {
+                    "summary": "Remove a file",
+                    "responses": {"204": {"description": "removed"}, "404": err("no such file, or no such session"), "409": err("a run is under way")}
+                }
+            },
             "/v1/health": {"get": {
                 "summary": "Readiness, as /v1/health/ready (no token needed)",
                 "responses": {

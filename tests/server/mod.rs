@@ -31,8 +31,9 @@ pub struct Server {
     pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
-/// A test's token (a file of it is written mode 0600).
+/// A test's token (a file of it is written mode 0600), and a second one the server accepts too.
 pub const TOKEN: &str = "test-token-0123456789abcdef";
+pub const OTHER_TOKEN: &str = "test-token-other-fedcba9876543210";
 
 impl Server {
     /// Starts `stockade serve` with a configuration of `server` (lines of its `[server]` table
@@ -47,7 +48,7 @@ impl Server {
         let dir = tempfile::Builder::new().prefix("stockade-serve-test").tempdir().expect("temp dir");
         let socket = dir.path().join("api.sock");
         let tokens = dir.path().join("tokens");
-        std::fs::write(&tokens, format!("# test\n{TOKEN}\n")).expect("tokens");
+        std::fs::write(&tokens, format!("# test\n{TOKEN}\n{OTHER_TOKEN}\n")).expect("tokens");
         std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
         let mut listen = vec![format!("\"unix:{}\"", socket.display())];
         if tcp {
@@ -206,13 +207,22 @@ pub fn post_run(socket: &Path, body: &serde_json::Value) -> Response {
 
 /// `POST /v1/runs?stream=ndjson`: each line as it arrives, with when it arrived.
 pub fn post_stream(socket: &Path, body: &serde_json::Value) -> (u16, Vec<(Duration, serde_json::Value)>) {
+    post_stream_to(socket, "/v1/runs", body)
+}
+
+/// `POST path?stream=ndjson`: each line as it arrives, with when it arrived.
+pub fn post_stream_to(
+    socket: &Path,
+    path: &str,
+    body: &serde_json::Value,
+) -> (u16, Vec<(Duration, serde_json::Value)>) {
     runtime().block_on(async {
         let io = tokio::net::UnixStream::connect(socket).await.expect("connect");
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await.expect("handshake");
         tokio::spawn(conn);
         let req = Request::builder()
             .method("POST")
-            .uri("/v1/runs?stream=ndjson")
+            .uri(format!("{path}?stream=ndjson"))
             .header("host", "localhost")
             .header("content-type", "application/json")
             .body(Full::new(Bytes::from(body.to_string())))

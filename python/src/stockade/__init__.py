@@ -7,20 +7,24 @@
 """
 
 from . import _types
-from ._client import AsyncClient, Client
+from ._client import AsyncClient, AsyncSession, Client, Session
 from ._types import (
     BadRequest,
     Busy,
+    FileInfo,
     Limits,
     Output,
     PolicyNotFound,
     Result,
     RunFailed,
     ServerUnavailable,
+    SessionBusy,
+    SessionEnded,
+    SessionNotFound,
     StockadeError,
     Unauthorized,
 )
 
 __version__ = "0.1.0"
 
-__all__ = ["Client", "AsyncClient", *_types.__all__]
+__all__ = ["Client", "AsyncClient", "Session", "AsyncSession", *_types.__all__]

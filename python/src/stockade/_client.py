@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator, Dict, Iterable, Iterator, Optional, Sequence, Union
+from typing import Any, AsyncIterator, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 import httpx
 
 from . import _wire
-from ._types import Output, Result, StockadeError
+from ._types import FileInfo, Output, Result, SessionEnded, SessionNotFound, StockadeError
 
-__all__ = ["Client", "AsyncClient"]
+__all__ = ["Client", "AsyncClient", "Session", "AsyncSession"]
 
 Event = Union[Output, Result]
 
@@ -66,12 +66,20 @@ class Client(_Base):
         """Closes the client's connections."""
         self._http.close()
 
-    def _request(self, method: str, path: str, *, json_body: Any = None, idempotent: bool = True) -> httpx.Response:
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        content: Optional[bytes] = None,
+        idempotent: bool = True,
+    ) -> httpx.Response:
         retry = _wire.Retry(self._retries, idempotent)
         while True:
             try:
-                response = self._http.request(method, path, json=json_body)
-                if response.status_code == 200:
+                response = self._http.request(method, path, json=json_body, content=content)
+                if 200 <= response.status_code < 300:
                     return response
                 failure: Exception = _wire.error_for(response, response.content)
             except httpx.TransportError as e:
@@ -160,6 +168,14 @@ class Client(_Base):
                 failure = e
             time.sleep(retry.after(failure))
 
+    def session(self, runtime: str = "python", **kw: Any) -> "Session":
+        """Opens a session (``POST /v1/sessions``): runs of ``runtime`` that share a workspace
+        (``/app``) between them. Keywords: ``mode`` (``"workspace"``), ``policy``, ``limits`` (for
+        every run), ``idle_timeout_ms``, ``max_lifetime_ms``. Use it with ``with``: leaving the
+        block ends the session (``DELETE``)."""
+        info = self._request("POST", "/v1/sessions", json_body=_wire.session_body(runtime, **kw), idempotent=False)
+        return Session(self, dict(info.json()))
+
     def stream_python(self, code: str, **kw: Any) -> Iterator[Event]:
         """:meth:`stream` for Python code."""
         return self.stream("python", code, **kw)
@@ -200,13 +216,19 @@ class AsyncClient(_Base):
         await self._http.aclose()
 
     async def _request(
-        self, method: str, path: str, *, json_body: Any = None, idempotent: bool = True
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        content: Optional[bytes] = None,
+        idempotent: bool = True,
     ) -> httpx.Response:
         retry = _wire.Retry(self._retries, idempotent)
         while True:
             try:
-                response = await self._http.request(method, path, json=json_body)
-                if response.status_code == 200:
+                response = await self._http.request(method, path, json=json_body, content=content)
+                if 200 <= response.status_code < 300:
                     return response
                 failure: Exception = _wire.error_for(response, response.content)
             except httpx.TransportError as e:
@@ -290,6 +312,12 @@ class AsyncClient(_Base):
                 failure = e
             await asyncio.sleep(retry.after(failure))
 
+    async def session(self, runtime: str = "python", **kw: Any) -> "AsyncSession":
+        """See :meth:`Client.session` (``async with await client.session() as s``)."""
+        body = _wire.session_body(runtime, **kw)
+        info = await self._request("POST", "/v1/sessions", json_body=body, idempotent=False)
+        return AsyncSession(self, dict(info.json()))
+
     def stream_python(self, code: str, **kw: Any) -> AsyncIterator[Event]:
         """See :meth:`Client.stream_python`."""
         return self.stream("python", code, **kw)
@@ -297,3 +325,111 @@ class AsyncClient(_Base):
     def stream_js(self, code: str, **kw: Any) -> AsyncIterator[Event]:
         """See :meth:`Client.stream_js`."""
         return self.stream("javascript", code, **kw)
+
+
+class Session:
+    """A session of a :class:`Client` (:meth:`Client.session`): each :meth:`run` is a fresh jail
+    and interpreter whose ``/app`` holds the session's files, and the ``/app`` it leaves is the
+    next run's. ``id`` is the server's id; ``info`` what the server said when it was made."""
+
+    def __init__(self, client: Client, info: Dict[str, Any]) -> None:
+        self._client = client
+        self.id: str = str(info["id"])
+        self.info: Dict[str, Any] = info
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(self, code: str, **kw: Any) -> Result:
+        """Runs ``code`` in the session: :meth:`Client.run`'s keywords but ``policy``
+        (``limits`` may only tighten the session's). ``result.session`` says what was kept."""
+        b = _wire.session_run_body(code, **kw)
+        r = self._client._request("POST", f"/v1/sessions/{self.id}/runs", json_body=b, idempotent=False)
+        return Result.from_report(r.json())
+
+    def upload(self, path: str, data: Union[bytes, str]) -> FileInfo:
+        """Writes a file into the workspace (``path`` relative to ``/app``; its directories are
+        made)."""
+        content = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        r = self._client._request("PUT", _wire.file_path(self.id, path), content=content)
+        return FileInfo.from_json(r.json())
+
+    def download(self, path: str) -> bytes:
+        """A file of the workspace (:class:`SessionNotFound` when there is none)."""
+        return self._client._request("GET", _wire.file_path(self.id, path)).content
+
+    def remove(self, path: str) -> None:
+        """Removes a file from the workspace."""
+        self._client._request("DELETE", _wire.file_path(self.id, path))
+
+    def files(self) -> List[FileInfo]:
+        """The workspace's files, in path order."""
+        r = self._client._request("GET", f"/v1/sessions/{self.id}/files")
+        return [FileInfo.from_json(f) for f in r.json()["files"]]
+
+    def refresh(self) -> Dict[str, Any]:
+        """``GET /v1/sessions/{id}``: the session as the server sees it now."""
+        self.info = dict(self._client._request("GET", f"/v1/sessions/{self.id}").json())
+        return self.info
+
+    def close(self) -> None:
+        """Ends the session (``DELETE``); one that already ended is left as it is."""
+        try:
+            self._client._request("DELETE", f"/v1/sessions/{self.id}")
+        except (SessionNotFound, SessionEnded):
+            pass
+
+
+class AsyncSession:
+    """:class:`Session` for an :class:`AsyncClient`: the same methods, awaited."""
+
+    def __init__(self, client: AsyncClient, info: Dict[str, Any]) -> None:
+        self._client = client
+        self.id: str = str(info["id"])
+        self.info: Dict[str, Any] = info
+
+    async def __aenter__(self) -> "AsyncSession":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def run(self, code: str, **kw: Any) -> Result:
+        """See :meth:`Session.run`."""
+        b = _wire.session_run_body(code, **kw)
+        r = await self._client._request("POST", f"/v1/sessions/{self.id}/runs", json_body=b, idempotent=False)
+        return Result.from_report(r.json())
+
+    async def upload(self, path: str, data: Union[bytes, str]) -> FileInfo:
+        """See :meth:`Session.upload`."""
+        content = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        r = await self._client._request("PUT", _wire.file_path(self.id, path), content=content)
+        return FileInfo.from_json(r.json())
+
+    async def download(self, path: str) -> bytes:
+        """See :meth:`Session.download`."""
+        return (await self._client._request("GET", _wire.file_path(self.id, path))).content
+
+    async def remove(self, path: str) -> None:
+        """See :meth:`Session.remove`."""
+        await self._client._request("DELETE", _wire.file_path(self.id, path))
+
+    async def files(self) -> List[FileInfo]:
+        """See :meth:`Session.files`."""
+        r = await self._client._request("GET", f"/v1/sessions/{self.id}/files")
+        return [FileInfo.from_json(f) for f in r.json()["files"]]
+
+    async def refresh(self) -> Dict[str, Any]:
+        """See :meth:`Session.refresh`."""
+        self.info = dict((await self._client._request("GET", f"/v1/sessions/{self.id}")).json())
+        return self.info
+
+    async def close(self) -> None:
+        """See :meth:`Session.close`."""
+        try:
+            await self._client._request("DELETE", f"/v1/sessions/{self.id}")
+        except (SessionNotFound, SessionEnded):
+            pass

@@ -17,6 +17,10 @@ __all__ = [
     "Busy",
     "ServerUnavailable",
     "RunFailed",
+    "SessionNotFound",
+    "SessionEnded",
+    "SessionBusy",
+    "FileInfo",
 ]
 
 
@@ -77,6 +81,37 @@ class ServerUnavailable(StockadeError):
     def __init__(self, message: str, *, retry_after: Optional[float] = None, **kw: Any) -> None:
         super().__init__(message, **kw)
         self.retry_after = retry_after
+
+
+class SessionNotFound(StockadeError):
+    """No such session, or no such file in its workspace (404). With tokens on, a session of
+    another token is :class:`Unauthorized` (403), as an id never made is."""
+
+
+class SessionEnded(SessionNotFound):
+    """The session ended (410): the message says which clock ended it, or that it was deleted."""
+
+
+class SessionBusy(StockadeError):
+    """The session is running a run (409 ``session-busy``): ``run`` is its id. Nothing ran."""
+
+    def __init__(self, message: str, *, run: Optional[str] = None, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.run = run
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A file of a session's workspace: its path, size, and when its content last changed
+    (milliseconds since the epoch, by the server's clock)."""
+
+    path: str
+    bytes: int
+    modified_unix_ms: int
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "FileInfo":
+        return cls(str(d["path"]), int(d["bytes"]), int(d["modified-unix-ms"]))
 
 
 class RunFailed(StockadeError):
@@ -187,6 +222,9 @@ class Result:
     enforcement: List[Dict[str, Any]]
     error: Optional[str]
     report: Dict[str, Any] = field(repr=False)
+    #: A session's run: the session's id, this run's id (``run``), the workspace as kept
+    #: (``workspace``), and what was not kept with why (``dropped``); else ``None``.
+    session: Optional[Dict[str, Any]] = None
 
     @property
     def ok(self) -> bool:
@@ -247,4 +285,5 @@ class Result:
             enforcement=list(report.get("enforcement") or []),
             error=report.get("error"),
             report=report,
+            session=report.get("session"),
         )

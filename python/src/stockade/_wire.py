@@ -15,6 +15,9 @@ from ._types import (
     Output,
     PolicyNotFound,
     ServerUnavailable,
+    SessionBusy,
+    SessionEnded,
+    SessionNotFound,
     StockadeError,
     Unauthorized,
 )
@@ -91,6 +94,45 @@ def body(
     return b
 
 
+def session_body(
+    runtime: str,
+    *,
+    mode: str = "workspace",
+    policy: Optional[str] = None,
+    limits: Optional[Limits] = None,
+    idle_timeout_ms: Optional[int] = None,
+    max_lifetime_ms: Optional[int] = None,
+) -> Dict[str, Any]:
+    """The JSON of ``POST /v1/sessions``."""
+    b: Dict[str, Any] = {"runtime": runtime, "mode": mode}
+    if policy is not None:
+        b["policy"] = policy
+    if limits:
+        b["limits"] = LimitsType.of(limits).to_json()
+    if idle_timeout_ms is not None:
+        b["idle-timeout-ms"] = int(idle_timeout_ms)
+    if max_lifetime_ms is not None:
+        b["max-lifetime-ms"] = int(max_lifetime_ms)
+    return b
+
+
+def session_run_body(code: str, **kw: Any) -> Dict[str, Any]:
+    """The JSON of ``POST /v1/sessions/{id}/runs``: :func:`body`'s, without runtime and policy."""
+    if "policy" in kw:
+        raise TypeError("a session's runs have the session's policy")
+    b = body("", code=code, **kw)
+    del b["runtime"]
+    return b
+
+
+def file_path(session: str, path: str) -> str:
+    """The URL path of a file of a session: ``path`` percent-encoded whole, its slashes too, so
+    that nothing on the way resolves a ``..`` in it (the server decodes it and checks it)."""
+    from urllib.parse import quote
+
+    return f"/v1/sessions/{session}/files/{quote(path, safe='')}"
+
+
 def retry_after(response: httpx.Response) -> Optional[float]:
     value = response.headers.get("Retry-After")
     try:
@@ -102,10 +144,10 @@ def retry_after(response: httpx.Response) -> Optional[float]:
 def error_for(response: httpx.Response, content: bytes) -> StockadeError:
     """The exception for a non-200 answer (its JSON error, or the status alone)."""
     status = response.status_code
-    code, message, field = None, f"HTTP {status}", None
+    code, message, field, run = None, f"HTTP {status}", None, None
     try:
         err = json.loads(content)["error"]
-        code, message, field = err.get("code"), err.get("message", message), err.get("field")
+        code, message, field, run = err.get("code"), err.get("message", message), err.get("field"), err.get("run")
     except (ValueError, KeyError, TypeError):
         pass
     kw: Dict[str, Any] = {"code": code, "field": field, "status": status}
@@ -113,6 +155,12 @@ def error_for(response: httpx.Response, content: bytes) -> StockadeError:
         return Unauthorized(message, **kw)
     if status == 404 and code == "policy-not-found":
         return PolicyNotFound(message, **kw)
+    if status == 410:
+        return SessionEnded(message, **kw)
+    if status == 404 and code in ("session-not-found", "not-found"):
+        return SessionNotFound(message, **kw)
+    if status == 409 and code == "session-busy":
+        return SessionBusy(message, run=run, **kw)
     if status == 429 or (status == 503 and code in ("queue-timeout", "busy")):
         return Busy(message, retry_after=retry_after(response), **kw)
     if status >= 500:

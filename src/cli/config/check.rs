@@ -1,8 +1,8 @@
 //! The checks of a configuration file: every problem said with its key (and its line), then a
 //! [`Config`] made of what was checked.
 
-use super::file::{ConfigFile, PoliciesFile, RuntimeFile, ServerFile};
-use super::{Bounds, Config, Kind, Listen, Listeners, Runtime};
+use super::file::{ConfigFile, PoliciesFile, RuntimeFile, ServerFile, SessionsFile};
+use super::{Bounds, Config, Kind, Listen, Listeners, Runtime, SessionBounds};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
@@ -49,6 +49,7 @@ pub(super) fn check(
     let s = &file.server;
     let (listen, socket_gid, tokens) = check_listeners(s, &mut bad);
     check_bounds(s, &file.requests, &mut bad);
+    check_sessions(&file.sessions, &mut bad);
     let mut policies = named_policies(&file.policies, &mut bad);
     if let Some(p) = also
         && !policies.contains_key(p)
@@ -85,6 +86,13 @@ pub(super) fn check(
         answers_in_flight_max_bytes: r.answers_in_flight_max_bytes,
         drain_timeout: Duration::from_millis(s.drain_timeout_ms),
         spawner: s.spawner,
+        sessions: SessionBounds {
+            max: file.sessions.max as usize,
+            idle_timeout_ms: file.sessions.idle_timeout_ms,
+            max_lifetime_ms: file.sessions.max_lifetime_ms,
+            workspace_max_bytes: file.sessions.workspace_max_bytes,
+            workspace_max_files: u64::from(file.sessions.workspace_max_files),
+        },
     };
     let catalog = Catalog {
         runtimes: runtimes
@@ -178,6 +186,30 @@ fn check_bounds(s: &ServerFile, r: &RequestCaps, bad: &mut dyn FnMut(&str, Strin
     positive("requests.code-max-bytes", r.code_max_bytes, bad);
     if r.body_max_bytes > 1 << 30 {
         bad("requests.body-max-bytes", "at most 1 GiB".into());
+    }
+}
+
+/// `[sessions]`: clocks and quotas more than 0 (when sessions are kept), and a workspace that
+/// fits the server's memory.
+fn check_sessions(s: &SessionsFile, bad: &mut dyn FnMut(&str, String)) {
+    if s.max == 0 {
+        return;
+    }
+    for (key, v) in [
+        ("sessions.idle-timeout-ms", s.idle_timeout_ms),
+        ("sessions.max-lifetime-ms", s.max_lifetime_ms),
+        ("sessions.workspace-max-bytes", s.workspace_max_bytes),
+        ("sessions.workspace-max-files", u64::from(s.workspace_max_files)),
+    ] {
+        if v == 0 {
+            bad(key, "must be more than 0 (or sessions.max = 0: no sessions)".into());
+        }
+    }
+    if s.workspace_max_bytes > 1 << 30 {
+        bad("sessions.workspace-max-bytes", "at most 1 GiB (workspaces are held in the server's memory)".into());
+    }
+    if s.workspace_max_files > 100_000 {
+        bad("sessions.workspace-max-files", "at most 100000".into());
     }
 }
 

@@ -17,6 +17,8 @@ pub struct ConfigFile {
     pub requests: RequestCaps,
     #[serde(default)]
     pub policies: PoliciesFile,
+    #[serde(default)]
+    pub sessions: SessionsFile,
     /// Runtimes by name. A file that lists any lists all of them.
     #[serde(default = "default_runtimes")]
     pub runtimes: BTreeMap<String, RuntimeFile>,
@@ -79,6 +81,36 @@ impl Default for ServerFile {
             drain_timeout_ms: 30_000,
             wasm_modules: true,
             spawner: true,
+        }
+    }
+}
+
+/// `[sessions]`: runs that share a workspace, kept in the server's memory between runs.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct SessionsFile {
+    /// Sessions open at once, all clients together (past it, 429); 0: no sessions.
+    pub max: u32,
+    /// A session ends after this long without a run or a file operation (a session may ask
+    /// for less, not more).
+    pub idle_timeout_ms: u64,
+    /// A session ends this long after it was made, whatever it does (a session may ask for
+    /// less, not more).
+    pub max_lifetime_ms: u64,
+    /// A session's workspace: its bytes and its files, together (its files are held in the
+    /// server's memory: `max` times this, at most).
+    pub workspace_max_bytes: u64,
+    pub workspace_max_files: u32,
+}
+
+impl Default for SessionsFile {
+    fn default() -> Self {
+        SessionsFile {
+            max: 32,
+            idle_timeout_ms: 600_000,
+            max_lifetime_ms: 3_600_000,
+            workspace_max_bytes: 8 << 20,
+            workspace_max_files: 256,
         }
     }
 }
@@ -168,6 +200,7 @@ pub fn default_file_text() -> String {
         server: ServerFile::default(),
         requests: RequestCaps::default(),
         policies: PoliciesFile::default(),
+        sessions: SessionsFile::default(),
         runtimes: default_runtimes(),
     };
     toml::to_string_pretty(&file).unwrap_or_default()

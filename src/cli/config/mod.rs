@@ -5,7 +5,7 @@
 mod check;
 mod file;
 
-pub use file::{ConfigFile, PoliciesFile, ServerFile, default_file_text, default_runtimes};
+pub use file::{ConfigFile, PoliciesFile, ServerFile, SessionsFile, default_file_text, default_runtimes};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -141,6 +141,18 @@ pub struct Bounds {
     pub drain_timeout: Duration,
     /// Whether a spawner process builds the warm jails (`server.spawner`).
     pub spawner: bool,
+    /// `[sessions]`.
+    pub sessions: SessionBounds,
+}
+
+/// `[sessions]`, checked: how many, their clocks' most, their workspaces' quota.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionBounds {
+    pub max: usize,
+    pub idle_timeout_ms: u64,
+    pub max_lifetime_ms: u64,
+    pub workspace_max_bytes: u64,
+    pub workspace_max_files: u64,
 }
 
 /// The checked configuration.
@@ -180,6 +192,7 @@ pub fn load(path: Option<&Path>, over: &Overrides<'_>) -> Result<Config, PolicyE
             server: ServerFile::default(),
             requests: RequestCaps::default(),
             policies: PoliciesFile::default(),
+            sessions: SessionsFile::default(),
             runtimes: default_runtimes(),
         },
         Some(_) => match stockade::policy::parse_toml::<ConfigFile>(&text, &origin) {

@@ -134,6 +134,15 @@ impl Engine {
                 "return-files-max-count": r.return_files_max_count,
                 "return-files-max-bytes": r.return_files_max_bytes,
             },
+            "sessions": {
+                "max": self.bounds.sessions.max,
+                "open": self.sessions.open(),
+                "modes": ["workspace"],
+                "idle-timeout-ms": self.bounds.sessions.idle_timeout_ms,
+                "max-lifetime-ms": self.bounds.sessions.max_lifetime_ms,
+                "workspace-max-bytes": self.bounds.sessions.workspace_max_bytes,
+                "workspace-max-files": self.bounds.sessions.workspace_max_files,
+            },
             "uptime-s": self.uptime_s(),
         })
     }

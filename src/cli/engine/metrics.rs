@@ -44,6 +44,9 @@ pub struct Metrics {
     warm_died: Family<RuntimeLabel, Counter>,
     refusals: Family<ReasonLabel, Counter>,
     setup_failures: Family<RuntimeLabel, Counter>,
+    sessions_open: Gauge,
+    sessions_created: Counter,
+    sessions_ended: Family<ReasonLabel, Counter>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -80,8 +83,21 @@ impl Metrics {
             "Jails that could not be built or whose setup failed inside",
             setup_failures.clone(),
         );
+        let sessions_open = Gauge::default();
+        registry.register("sessions_open", "Sessions open", sessions_open.clone());
+        let sessions_created = Counter::default();
+        registry.register("sessions_created", "Sessions made", sessions_created.clone());
+        let sessions_ended = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "sessions_ended",
+            "Sessions ended, by what ended them (idle-timeout, max-lifetime, deleted)",
+            sessions_ended.clone(),
+        );
         Metrics {
             registry,
+            sessions_open,
+            sessions_created,
+            sessions_ended,
             runs,
             latency,
             queue_depth,
@@ -128,6 +144,16 @@ impl Metrics {
 
     pub fn setup_failed(&self, runtime: &str) {
         self.setup_failures.get_or_create(&RuntimeLabel { runtime: runtime.into() }).inc();
+    }
+
+    pub fn session_opened(&self, open: usize) {
+        self.sessions_created.inc();
+        self.sessions_open.set(i64::try_from(open).unwrap_or(i64::MAX));
+    }
+
+    pub fn session_ended(&self, why: &str, open: usize) {
+        self.sessions_ended.get_or_create(&ReasonLabel { reason: why.into() }).inc();
+        self.sessions_open.set(i64::try_from(open).unwrap_or(i64::MAX));
     }
 
     /// The text exposition.

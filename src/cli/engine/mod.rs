@@ -10,6 +10,7 @@ mod handoff;
 mod health;
 pub mod metrics;
 mod pool;
+pub mod sessions;
 mod slot;
 mod spawner;
 
@@ -27,6 +28,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 use stockade::api::{ApiError, Catalog, ErrorCode, RunRequest, RunResult, Target};
+use stockade::layers::filesystem::exchange::Taken;
 use stockade::policy::Limits;
 use stockade::runtime::{Code, Recipe, WORK_DIR};
 use stockade::{Exchange, Gated, JailLimit, Start, handover};
@@ -55,6 +57,8 @@ pub struct Engine {
     started: Instant,
     /// The process that builds the warm jails, when one was forked ([`Engine::fork_spawner`]).
     spawner: std::sync::OnceLock<Arc<Spawner>>,
+    /// Runs that share a workspace.
+    sessions: Arc<sessions::Sessions>,
 }
 
 /// Where a run's output goes: into its report, or to pipes a streaming response reads.
@@ -75,6 +79,7 @@ impl Engine {
             metrics.warm_target(&rt.name, rt.warm);
             pools.insert(rt.name.clone(), Arc::new(pool));
         }
+        let sessions = Arc::new(sessions::Sessions::new(config.bounds.sessions, metrics.clone()));
         Ok(Engine {
             slots: Arc::new(Semaphore::new(config.bounds.concurrency)),
             catalog: config.catalog.clone(),
@@ -89,6 +94,7 @@ impl Engine {
             runner,
             started: Instant::now(),
             spawner: std::sync::OnceLock::new(),
+            sessions,
         })
     }
 
@@ -124,11 +130,25 @@ impl Engine {
         self.spawner.get().is_some_and(|s| s.alive())
     }
 
-    /// Starts filling the warm pools, and proving the runtimes without any (in the background).
+    /// Starts filling the warm pools, and proving the runtimes without any (in the background);
+    /// and ending sessions as their clocks run out.
     pub fn fill_pools(&self) {
         for p in self.pools.values() {
             tokio::spawn(p.clone().keep_filled());
         }
+        let sessions = self.sessions.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_millis(250));
+            loop {
+                tick.tick().await;
+                sessions.reap();
+            }
+        });
+    }
+
+    /// The sessions.
+    pub fn sessions(&self) -> &Arc<sessions::Sessions> {
+        &self.sessions
     }
 
     /// `Err` (503, naming the runtime and why) while a request's runtime cannot run here.
@@ -219,6 +239,22 @@ impl Engine {
         req: RunRequest,
         streams: Streams,
     ) -> Result<RunResult, ApiError> {
+        self.execute_then(permit, req, streams, |report, files| RunResult::new(report, files.as_ref())).await
+    }
+
+    /// [`Engine::execute`], the answer made by `then` from the run's report and the files taken
+    /// back. `then` runs when the run is over, whether or not the caller is still there (a
+    /// session keeps its workspace so); it is dropped, not run, when the run did not happen.
+    pub async fn execute_then<F>(
+        self: &Arc<Self>,
+        permit: OwnedSemaphorePermit,
+        req: RunRequest,
+        streams: Streams,
+        then: F,
+    ) -> Result<RunResult, ApiError>
+    where
+        F: FnOnce(stockade::Report, Option<Taken>) -> RunResult + Send + 'static,
+    {
         let t0 = Instant::now();
         let req = Arc::new(req);
         let warm_pool = match &req.target {
@@ -234,14 +270,14 @@ impl Engine {
             let result = engine.run_once(&req, warm_pool, streams).await;
             drop(running);
             let (status, warm) = match &result {
-                Ok((ran, warm)) => (ran.report.status.as_str(), *warm),
+                Ok(((report, _), warm)) => (report.status.as_str(), *warm),
                 Err(_) => ("refused", false),
             };
             if status == stockade::Status::SetupFailed.as_str() {
                 engine.metrics.setup_failed(&req.runtime_name);
             }
             engine.metrics.run_done(&req.runtime_name, status, warm, t0.elapsed().as_secs_f64());
-            result.map(|(ran, _)| ran)
+            result.map(|((report, files), _)| then(report, files))
         });
         task.await.unwrap_or_else(|_| Err(internal("the run's task ended abnormally")))
     }
@@ -257,7 +293,7 @@ impl Engine {
         req: &Arc<RunRequest>,
         pool: Option<Arc<Pool>>,
         streams: Streams,
-    ) -> Result<(RunResult, bool), ApiError> {
+    ) -> Result<(Ran, bool), ApiError> {
         if let Some(pool) = &pool
             && let Some(slot) = pool.take()
         {
@@ -415,9 +451,15 @@ fn shown_argv(req: &RunRequest) -> Vec<String> {
     v
 }
 
-fn finished(gated: Result<Gated, SlotError>) -> Result<RunResult, ApiError> {
+/// A run's report and the files taken back from it.
+type Ran = (stockade::Report, Option<Taken>);
+
+fn finished(gated: Result<Gated, SlotError>) -> Result<Ran, ApiError> {
     match gated {
-        Ok(Gated::Ran(f)) => Ok(RunResult::new(f.report, f.files.as_ref())),
+        Ok(Gated::Ran(f)) => {
+            let f = *f;
+            Ok((f.report, f.files))
+        }
         Ok(Gated::NotStarted(why)) => Err(incident(
             ErrorCode::JailSetupFailed,
             "the run's jail ended before the run started",

@@ -3,15 +3,17 @@
 //! it is parsed, and parsed into typed values whose errors name the field.
 
 use super::answer::{self, Piece, Which};
+use super::sessions;
 use crate::config::Bounds;
 use crate::engine::{Engine, Readiness};
+use crate::engine::{Streams, sessions::owner_of};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use http_body_util::BodyExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,6 +59,14 @@ impl Bodies {
 pub fn router(app: App) -> Router {
     Router::new()
         .route("/v1/runs", post(runs))
+        .route("/v1/sessions", post(sessions::create).get(sessions::list))
+        .route("/v1/sessions/{id}", get(sessions::show).delete(sessions::delete))
+        .route("/v1/sessions/{id}/runs", post(sessions::run))
+        .route("/v1/sessions/{id}/files", get(sessions::files))
+        .route(
+            "/v1/sessions/{id}/files/{*path}",
+            put(sessions::put_file).get(sessions::get_file).delete(sessions::delete_file),
+        )
         .route("/v1/health", get(ready))
         .route("/v1/health/ready", get(ready))
         .route("/v1/health/live", get(live))
@@ -92,8 +102,11 @@ async fn method_not_allowed() -> Response {
 }
 
 /// Bearer tokens, compared in constant time; the health endpoints are open (probes).
-async fn auth(State(app): State<App>, req: Request, next: Next) -> Response {
-    let Some(tokens) = &app.tokens else { return next.run(req).await };
+async fn auth(State(app): State<App>, mut req: Request, next: Next) -> Response {
+    let Some(tokens) = &app.tokens else {
+        req.extensions_mut().insert(sessions::Caller(None));
+        return next.run(req).await;
+    };
     if matches!(req.uri().path(), "/v1/health" | "/v1/health/ready" | "/v1/health/live") {
         return next.run(req).await;
     }
@@ -113,6 +126,8 @@ async fn auth(State(app): State<App>, req: Request, next: Next) -> Response {
         ok |= t.as_bytes().ct_eq(given.as_bytes());
     }
     if bool::from(ok) {
+        let caller = sessions::Caller(owner_of(Some(given)));
+        req.extensions_mut().insert(caller);
         next.run(req).await
     } else {
         app.engine.metrics().refused(ErrorCode::Forbidden.as_str());
@@ -166,35 +181,49 @@ async fn runs(State(app): State<App>, req: Request) -> Response {
 async fn accept_run(app: &App, req: Request) -> Result<Response, ApiError> {
     let stream = stream_param(req.uri().query())?;
     check_content_type(req.headers())?;
-    let (body, _budget) = read_body(app, req).await?;
-    // A large body is decoded off the async workers (they answer health probes meanwhile).
-    let caps = app.engine.catalog().caps.clone();
-    let parsed = if body.len() > DECODE_INLINE_MAX {
-        tokio::task::spawn_blocking(move || api::decode(&body, &caps))
-            .await
-            .map_err(|_| ApiError::new(ErrorCode::Internal, "the request's decoder ended abnormally"))??
-    } else {
-        let parsed = api::decode(&body, &caps);
-        drop(body);
-        parsed?
-    };
+    // The body's room is held until the run is over: its decoded content is in the request.
+    let (parsed, _budget) = decode::<api::RunBody>(app, req).await?;
     let request = api::check(parsed, app.engine.catalog())?;
     app.engine.available(&request)?;
     let permit = app.engine.admit().await?;
     // The answer's room, before its run: a run whose answer could not be held is not started.
     let reserved =
         app.answers.reserve(&request).inspect_err(|_| app.engine.metrics().refused(ErrorCode::Busy.as_str()))?;
+    let engine = app.engine.clone();
     if stream {
-        return streamed(app.engine.clone(), permit, request, reserved);
+        return streamed(move |s| async move { engine.execute(permit, request, s).await }, reserved);
     }
-    let ran = app.engine.execute(permit, request, None).await?;
+    let ran = engine.execute(permit, request, None).await?;
+    Ok(held(ran, reserved))
+}
+
+/// A run's result as a JSON answer, its room held until it is sent.
+pub(super) fn held(ran: api::RunResult, reserved: answer::Reserved) -> Response {
     let mut r = Response::new(Body::from_stream(answer::Held::new(ran.to_json(), reserved)));
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    Ok(r)
+    r
+}
+
+/// A JSON body read within its bounds and decoded into `T` (a large one off the async workers:
+/// they answer health probes meanwhile), with the body's room in the in-flight budget.
+pub(super) async fn decode<T: serde::de::DeserializeOwned + Send + 'static>(
+    app: &App,
+    req: Request,
+) -> Result<(T, Option<OwnedSemaphorePermit>), ApiError> {
+    let (body, budget) = read_body(app, req).await?;
+    let caps = app.engine.catalog().caps.clone();
+    let decoded = if body.len() > DECODE_INLINE_MAX {
+        tokio::task::spawn_blocking(move || api::session::decode_as::<T>(&body, &caps))
+            .await
+            .map_err(|_| ApiError::new(ErrorCode::Internal, "the request's decoder ended abnormally"))??
+    } else {
+        api::session::decode_as::<T>(&body, &caps)?
+    };
+    Ok((decoded, budget))
 }
 
 /// `stream=ndjson`, or nothing; any other query parameter is an error.
-fn stream_param(query: Option<&str>) -> Result<bool, ApiError> {
+pub(super) fn stream_param(query: Option<&str>) -> Result<bool, ApiError> {
     let mut stream = false;
     for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
@@ -211,7 +240,7 @@ fn stream_param(query: Option<&str>) -> Result<bool, ApiError> {
     Ok(stream)
 }
 
-fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+pub(super) fn check_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     let mime = ct.split(';').next().unwrap_or("").trim();
     if mime.eq_ignore_ascii_case("application/json") {
@@ -230,7 +259,7 @@ const SMALL_BODY: usize = 1 << 20;
 /// The body, at most `requests.body-max-bytes`, within `server.body-timeout-ms` and at least
 /// `server.body-min-bytes-per-second` every second after the first, its bytes counted against
 /// the server's in-flight budget (held by the returned permit).
-async fn read_body(app: &App, req: Request) -> Result<(Vec<u8>, Option<OwnedSemaphorePermit>), ApiError> {
+pub(super) async fn read_body(app: &App, req: Request) -> Result<(Vec<u8>, Option<OwnedSemaphorePermit>), ApiError> {
     let b = &app.bodies;
     let max = b.max_bytes;
     let too_large =
@@ -316,12 +345,11 @@ async fn read_body(app: &App, req: Request) -> Result<(Vec<u8>, Option<OwnedSema
 /// for bytes that are not UTF-8), the same for stderr, then `{"report": ...}` (or `{"error":
 /// ...}`). The run's output is read from its pipes as it comes, whatever the client does (the
 /// supervisor caps it): a client that stops reading never holds the run, its slot or its jail.
-fn streamed(
-    engine: Arc<Engine>,
-    permit: OwnedSemaphorePermit,
-    request: api::RunRequest,
-    reserved: answer::Reserved,
-) -> Result<Response, ApiError> {
+pub(super) fn streamed<F, Fut>(run: F, reserved: answer::Reserved) -> Result<Response, ApiError>
+where
+    F: FnOnce(Streams) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<api::RunResult, ApiError>> + Send + 'static,
+{
     let pipe = || std::io::pipe().map_err(|e| ApiError::new(ErrorCode::Internal, format!("cannot make a pipe: {e}")));
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
@@ -345,7 +373,7 @@ fn streamed(
     let out_task = tokio::spawn(reader(out_r, Which::Stdout, tx.clone()));
     let err_task = tokio::spawn(reader(err_r, Which::Stderr, tx.clone()));
     tokio::spawn(async move {
-        let result = engine.execute(permit, request, Some((out_w.into(), err_w.into()))).await;
+        let result = run(Some((out_w.into(), err_w.into()))).await;
         let _ = out_task.await;
         let _ = err_task.await;
         let last = match result {

@@ -11,6 +11,7 @@
 mod answer;
 mod http;
 mod listen;
+mod sessions;
 
 use crate::config;
 use crate::engine::{Engine, metrics::Metrics};

@@ -113,6 +113,10 @@ pub const PATTERN_MAX_BYTES: usize = 1024;
 /// How long taking files back may take, walking and reading together; past it the rest is
 /// left out (and `capped` says so).
 pub const TAKE_TIME_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+/// Why a file was left out at [`Pick::max_files`] and at [`Pick::max_bytes`].
+pub const OVER_COUNT: &str = "over the request's return-files-max-count";
+pub const OVER_BYTES: &str = "over the request's return-files-max-bytes";
+
 /// How many left-out files a [`Taken`] names (the rest are counted).
 pub const SKIPPED_NAMED_MAX: usize = 100;
 
@@ -161,7 +165,7 @@ pub fn take(root: &OwnedFd, pick: &Pick) -> Taken {
     for rel in rest.by_ref() {
         if t.files.len() >= pick.max_files {
             t.capped = true;
-            t.skip(rel, "over the request's return-files-max-count");
+            t.skip(rel, OVER_COUNT);
             break;
         }
         if std::time::Instant::now() >= deadline {
@@ -176,7 +180,7 @@ pub fn take(root: &OwnedFd, pick: &Pick) -> Taken {
             }
             Some(Err(())) => {
                 t.capped = true;
-                t.skip(rel, "over the request's return-files-max-bytes");
+                t.skip(rel, OVER_BYTES);
                 break;
             }
             None => t.skip(rel, "not a regular file any more"),
@@ -184,6 +188,32 @@ pub fn take(root: &OwnedFd, pick: &Pick) -> Taken {
     }
     for rel in rest {
         t.skip(rel, "left out after a cap was reached");
+    }
+    t
+}
+
+/// What [`take`] would take with `pick` from a directory holding `files` (relative paths in path
+/// order, and their bytes) and nothing else: a choice among files already taken.
+pub fn select(files: &[(String, Vec<u8>)], pick: &Pick) -> Taken {
+    let mut t = Taken::default();
+    let mut bytes = 0u64;
+    let mut matching = files.iter().filter(|(path, _)| pick.patterns.is_match(path));
+    for (path, data) in matching.by_ref() {
+        if t.files.len() >= pick.max_files {
+            t.capped = true;
+            t.skip(path.clone(), OVER_COUNT);
+            break;
+        }
+        if bytes + data.len() as u64 > pick.max_bytes {
+            t.capped = true;
+            t.skip(path.clone(), OVER_BYTES);
+            break;
+        }
+        bytes += data.len() as u64;
+        t.files.push((path.clone(), data.clone()));
+    }
+    for (path, _) in matching {
+        t.skip(path.clone(), "left out after a cap was reached");
     }
     t
 }
@@ -337,5 +367,26 @@ mod tests {
         let t = std::time::Instant::now();
         assert!(!set.is_match(&path));
         assert!(t.elapsed() < std::time::Duration::from_secs(1), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn a_selection_keeps_take_s_order_caps_and_reasons() {
+        let files: Vec<(String, Vec<u8>)> =
+            ["a.csv", "b.csv", "c.csv", "d.txt"].iter().map(|p| (p.to_string(), vec![b'x'; 10])).collect();
+        let pick = |max_files, max_bytes| Pick {
+            patterns: patterns(&["*.csv".into()]).expect("valid"),
+            sources: vec!["*.csv".into()],
+            max_files,
+            max_bytes,
+        };
+        let t = select(&files, &pick(10, 100));
+        assert_eq!(t.files.iter().map(|f| f.0.as_str()).collect::<Vec<_>>(), ["a.csv", "b.csv", "c.csv"]);
+        assert!(!t.capped && t.skipped.is_empty());
+        let t = select(&files, &pick(2, 100));
+        assert_eq!((t.files.len(), t.capped, t.skipped_count), (2, true, 1));
+        assert_eq!(t.skipped[0].reason, OVER_COUNT);
+        let t = select(&files, &pick(10, 25));
+        assert_eq!((t.files.len(), t.capped, t.skipped_count), (2, true, 1));
+        assert_eq!((t.skipped[0].path.as_str(), t.skipped[0].reason.as_str()), ("c.csv", OVER_BYTES));
     }
 }

@@ -1,0 +1,103 @@
+"""Sessions through the SDK, against a real `stockade serve` (see conftest.py): a file uploaded,
+transformed by Python, downloaded; a file one run writes read by the next; the errors of a busy,
+an ended and a foreign session; sync and async."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from stockade import (
+    AsyncClient,
+    BadRequest,
+    Client,
+    FileInfo,
+    SessionBusy,
+    SessionEnded,
+    SessionNotFound,
+    Unauthorized,
+)
+
+
+def test_a_file_round_trip_and_two_turns(server) -> None:
+    with Client(socket=server.socket) as client, client.session("python") as s:
+        assert s.id.startswith("s-") and s.info["mode"] == "workspace"
+        info = s.upload("temps.csv", "city,temp\nOslo,3\nLima,19\n")
+        assert isinstance(info, FileInfo) and info.bytes == 25
+        r = s.run(
+            "import csv\n"
+            "rows = list(csv.DictReader(open('temps.csv')))\n"
+            "open('warm.txt', 'w').write(','.join(r['city'] for r in rows if int(r['temp']) > 10))\n"
+            "print(len(rows), 'cities')",
+            return_files="*.txt",
+        )
+        assert r.ok and r.stdout == "2 cities\n", r
+        assert r.files == {"warm.txt": b"Lima"}
+        assert r.session is not None and r.session["id"] == s.id and r.session["workspace"]["files"] == 2
+        # The next turn reads what the last one wrote.
+        assert s.run("print(open('warm.txt').read())").stdout == "Lima\n"
+        assert s.download("warm.txt") == b"Lima"
+        assert [f.path for f in s.files()] == ["temps.csv", "warm.txt"]
+        s.upload("bin/data.bin", bytes(range(256)))
+        assert s.download("bin/data.bin") == bytes(range(256))
+        s.remove("temps.csv")
+        with pytest.raises(SessionNotFound):
+            s.download("temps.csv")
+        with pytest.raises(BadRequest) as e:
+            s.upload("../escape", b"x")
+        assert e.value.field == "path"
+        with pytest.raises(BadRequest) as e:
+            s.run("1", limits={"wall_timeout_ms": 10**9})
+        assert e.value.field == "limits.wall-timeout-ms"
+        sid = s.id
+    # Leaving the block ended it.
+    with Client(socket=server.socket) as client:
+        with pytest.raises(SessionEnded) as e:
+            client._request("GET", f"/v1/sessions/{sid}")
+        assert "deleted" in str(e.value)
+
+
+def test_one_run_at_a_time_and_a_session_is_its_token_s(server) -> None:
+    with Client(url=server.url, token=server.token) as client, client.session(
+        "python", limits={"wall_timeout_ms": 3000}
+    ) as s:
+        done = threading.Event()
+
+        def long() -> None:
+            try:
+                s.run("while True: pass")
+            finally:
+                done.set()
+
+        t = threading.Thread(target=long)
+        t.start()
+        end = time.monotonic() + 10
+        while s.refresh().get("running") is None and time.monotonic() < end:
+            time.sleep(0.02)
+        with pytest.raises(SessionBusy) as e:
+            s.run("print(1)")
+        assert e.value.run == s.info["running"]
+        t.join()
+        # The unix socket's clients do not reach a token's session.
+        with Client(socket=server.socket) as other:
+            with pytest.raises(SessionNotFound):
+                other._request("GET", f"/v1/sessions/{s.id}")
+        with Client(url=server.url, token="a-token-the-server-does-not-know") as stranger:
+            with pytest.raises(Unauthorized):
+                stranger._request("GET", f"/v1/sessions/{s.id}")
+
+
+def test_async_sessions(server) -> None:
+    async def main() -> None:
+        async with AsyncClient(socket=server.socket) as client:
+            async with await client.session("javascript") as s:
+                await s.upload("in.txt", "abc")
+                r = await s.run("const t = std.loadFile('/app/in.txt'); const f = std.open('/app/out.txt', 'w'); f.puts(t.toUpperCase()); f.close(); console.log(t)")
+                assert r.ok and r.stdout == "abc\n", r
+                assert await s.download("out.txt") == b"ABC"
+                assert [f.path for f in await s.files()] == ["in.txt", "out.txt"]
+
+    asyncio.run(main())

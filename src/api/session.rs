@@ -1,0 +1,201 @@
+//! Sessions of the service API (v1), as sent and as answered: a session keeps a runtime, a
+//! policy, limits and a workspace (the `/app` of each of its runs) between runs, under three
+//! clocks. Pure, like the rest of `api`: the service holds the sessions, these are their shapes
+//! and checks.
+
+use super::bounded;
+use super::{ApiError, ErrorCode, FileBody, RunBody, SkippedFile};
+use crate::policy::Limits;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// How a session's runs share their state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Each run is a fresh jail and interpreter; the session's `/app` persists between runs.
+    #[default]
+    Workspace,
+    /// One interpreter keeps its variables between runs (not in this server yet: refused).
+    Live,
+}
+
+/// `POST /v1/sessions`, as sent.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SessionBody {
+    /// A runtime this server serves (`GET /v1/info`); not `wasm`.
+    pub runtime: String,
+    #[serde(default)]
+    pub mode: Mode,
+    /// A named policy the runtime may run under; default: the runtime's.
+    #[serde(default)]
+    pub policy: Option<String>,
+    /// Limits for every run of the session, tighter than the policy's; a run may tighten them
+    /// further, never loosen them.
+    #[serde(default)]
+    pub limits: Limits,
+    /// The session ends after this long without a run or a file operation (the clock slides);
+    /// default and most: the server's `sessions.idle-timeout-ms`.
+    #[serde(default)]
+    pub idle_timeout_ms: Option<u64>,
+    /// The session ends this long after it was made, whatever it does; default and most: the
+    /// server's `sessions.max-lifetime-ms`.
+    #[serde(default)]
+    pub max_lifetime_ms: Option<u64>,
+}
+
+/// `POST /v1/sessions/{id}/runs`, as sent: a run request without its runtime and policy (the
+/// session's).
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SessionRunBody {
+    /// The code to run.
+    pub code: Option<String>,
+    /// Arguments after the code.
+    #[serde(default, deserialize_with = "bounded::argv")]
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub stdin: Option<String>,
+    #[serde(default)]
+    pub stdin_base64: Option<String>,
+    /// Files written into the workspace before the run (they stay in it, as the run leaves them).
+    #[serde(default, deserialize_with = "bounded::files")]
+    pub files: Vec<FileBody>,
+    /// Files of the workspace given back with the result, by pattern, after the run.
+    #[serde(default, deserialize_with = "bounded::patterns")]
+    pub return_files: Vec<String>,
+    /// Limits tighter than the session's.
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+impl SessionRunBody {
+    /// The run request it makes in a session of `runtime` under `policy`, with `limits`.
+    pub fn into_run(self, runtime: &str, policy: &str, limits: Limits) -> RunBody {
+        RunBody {
+            runtime: runtime.to_string(),
+            code: self.code,
+            module: None,
+            argv: self.argv,
+            stdin: self.stdin,
+            stdin_base64: self.stdin_base64,
+            files: self.files,
+            policy: Some(policy.to_string()),
+            limits,
+            return_files: self.return_files,
+        }
+    }
+}
+
+/// A session, as answered (`POST /v1/sessions`, `GET /v1/sessions[/{id}]`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct SessionInfo {
+    /// Its id (`s-` and 32 hex digits): a balancer may route by it.
+    pub id: String,
+    pub runtime: String,
+    pub mode: Mode,
+    pub policy: String,
+    /// Every run's limits (the policy's, tightened by the session's).
+    pub limits: Limits,
+    pub idle_timeout_ms: u64,
+    pub max_lifetime_ms: u64,
+    /// When it was made, and when it ends if nothing else happens (the sooner of its two
+    /// clocks), in milliseconds since the Unix epoch.
+    pub created_unix_ms: u64,
+    pub expires_unix_ms: u64,
+    /// Its runs so far.
+    pub runs: u64,
+    /// The run in progress, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub running: Option<String>,
+    pub workspace: WorkspaceUse,
+}
+
+/// What a session's workspace holds, against its quota.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct WorkspaceUse {
+    pub files: u64,
+    pub bytes: u64,
+    pub files_max: u64,
+    pub bytes_max: u64,
+}
+
+/// A file of a session's workspace (`GET /v1/sessions/{id}/files`).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct FileInfo {
+    /// Relative to the workspace.
+    pub path: String,
+    pub bytes: u64,
+    /// When its content last changed (an upload, or a run that wrote it), in milliseconds since
+    /// the Unix epoch, by the server's clock.
+    pub modified_unix_ms: u64,
+}
+
+/// `GET /v1/sessions/{id}/files`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct FileList {
+    pub files: Vec<FileInfo>,
+    pub workspace: WorkspaceUse,
+}
+
+/// What a run of a session adds to its result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct SessionRun {
+    /// The session's id.
+    pub id: String,
+    /// This run's id (`r-` and 16 hex digits).
+    pub run: String,
+    /// The workspace as the run left it, as kept for the next run.
+    pub workspace: WorkspaceUse,
+    /// What the run left in the workspace that was not kept, each with the reason (symlinks,
+    /// special files, names that are not UTF-8, files past the quota): the first 100.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<SkippedFile>,
+    /// How many entries were not kept in all.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_count: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Checks a session's id as a client wrote it: `s-` and 32 lowercase hex digits.
+pub fn check_id(id: &str) -> Result<(), ApiError> {
+    let ok = id.len() == 34 && id.starts_with("s-") && id[2..].bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if ok { Ok(()) } else { Err(ApiError::new(ErrorCode::SessionNotFound, "a session id is s- and 32 hex digits")) }
+}
+
+/// Decodes a JSON body of type `T`: every field known and typed, lists within the request caps
+/// of [`super::decode`]; an error names the field.
+pub fn decode_as<T: serde::de::DeserializeOwned>(body: &[u8], caps: &super::RequestCaps) -> Result<T, ApiError> {
+    super::decode_with(body, caps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_checked_before_they_are_looked_up() {
+        assert!(check_id(&format!("s-{}", "0a".repeat(16))).is_ok());
+        for bad in ["", "s-", "s-0A0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a", "x-00000000000000000000000000000000", "s-../.."] {
+            assert_eq!(check_id(bad).unwrap_err().code, ErrorCode::SessionNotFound, "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_session_body_names_a_bad_field() {
+        let caps = super::super::RequestCaps::default();
+        let e = decode_as::<SessionBody>(br#"{"runtime": "python", "mode": "kernel"}"#, &caps).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("mode"), "{e}");
+        let e = decode_as::<SessionRunBody>(br#"{"code": "1", "limits": {"wall": 1}}"#, &caps).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("limits.wall"), "{e}");
+    }
+}

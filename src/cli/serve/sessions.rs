@@ -1,0 +1,178 @@
+//! `/v1/sessions`: sessions over HTTP (the store is the engine's, [`crate::engine::sessions`]).
+//! A session is its maker's: the auth layer says who calls ([`Caller`]), and every handler asks
+//! the store with it.
+
+use super::http::{App, check_content_type, decode, held, read_body, respond, stream_param, streamed};
+use crate::engine::sessions::Owner;
+use axum::Extension;
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use stockade::api::session::{SessionBody, SessionRunBody};
+use stockade::api::{ApiError, ErrorCode, RunResult};
+
+/// Who calls: the owner a session made now gets, and the one a session must have to be reached.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller(pub Owner);
+
+/// Answers `Ok` as JSON with `status`, a refusal as itself (a 4xx counted by its code).
+fn answer<T: serde::Serialize>(app: &App, status: StatusCode, r: Result<T, ApiError>) -> Response {
+    match r {
+        Ok(v) => (status, axum::Json(v)).into_response(),
+        Err(e) => refuse(app, e),
+    }
+}
+
+fn refuse(app: &App, e: ApiError) -> Response {
+    if (400..500).contains(&e.status()) {
+        app.engine.metrics().refused(e.code.as_str());
+    }
+    respond(e)
+}
+
+/// A path's parts, or the refusal of a path that does not decode (bad percent-encoding, not
+/// UTF-8).
+fn parts<T>(p: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
+    p.map(|Path(v)| v).map_err(|e| ApiError::field("path", format!("the URL's path: {e}")))
+}
+
+/// `POST /v1/sessions`: 201 and the session.
+pub async fn create(State(app): State<App>, Extension(caller): Extension<Caller>, req: Request) -> Response {
+    let made = async {
+        check_content_type(req.headers())?;
+        let (body, _) = decode::<SessionBody>(&app, req).await?;
+        let spec = app.engine.sessions().check(body, app.engine.catalog())?;
+        app.engine.sessions().create(caller.0, spec)
+    }
+    .await;
+    answer(&app, StatusCode::CREATED, made)
+}
+
+/// `GET /v1/sessions`: the caller's.
+pub async fn list(State(app): State<App>, Extension(caller): Extension<Caller>) -> Response {
+    let sessions = app.engine.sessions().list(caller.0);
+    axum::Json(serde_json::json!({ "sessions": sessions })).into_response()
+}
+
+pub async fn show(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    id: Result<Path<String>, PathRejection>,
+) -> Response {
+    let r = parts(id).and_then(|id| app.engine.sessions().info(&id, caller.0));
+    answer(&app, StatusCode::OK, r)
+}
+
+/// `DELETE /v1/sessions/{id}`: 204.
+pub async fn delete(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    id: Result<Path<String>, PathRejection>,
+) -> Response {
+    match parts(id).and_then(|id| app.engine.sessions().delete(&id, caller.0)) {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => refuse(&app, e),
+    }
+}
+
+/// `POST /v1/sessions/{id}/runs[?stream=ndjson]`: a run in the session's workspace.
+pub async fn run(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    id: Result<Path<String>, PathRejection>,
+    req: Request,
+) -> Response {
+    match accept_run(&app, caller, id, req).await {
+        Ok(r) => r,
+        Err(e) => refuse(&app, e),
+    }
+}
+
+async fn accept_run(
+    app: &App,
+    caller: Caller,
+    id: Result<Path<String>, PathRejection>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let id = parts(id)?;
+    let stream = stream_param(req.uri().query())?;
+    check_content_type(req.headers())?;
+    // Looked up before the body is read: a stranger's request ends here.
+    app.engine.sessions().info(&id, caller.0)?;
+    let (body, _budget) = decode::<SessionRunBody>(app, req).await?;
+    // The session is this run's from here until the run is over (or refused).
+    let mut turn = app.engine.sessions().begin(&id, caller.0)?;
+    let (mut request, workspace) = turn.request(body, app.engine.catalog())?;
+    app.engine.available(&request)?;
+    let permit = app.engine.admit().await?;
+    let reserved =
+        app.answers.reserve(&request).inspect_err(|_| app.engine.metrics().refused(ErrorCode::Busy.as_str()))?;
+    let asked = request.return_files.replace(workspace);
+    let then = move |report, taken| {
+        let (session, returned) = turn.finish(taken, asked.as_ref());
+        RunResult { session: Some(session), ..RunResult::new(report, returned.as_ref()) }
+    };
+    let engine = app.engine.clone();
+    if stream {
+        return streamed(move |s| async move { engine.execute_then(permit, request, s, then).await }, reserved);
+    }
+    let ran = engine.execute_then(permit, request, None, then).await?;
+    Ok(held(ran, reserved))
+}
+
+/// `GET /v1/sessions/{id}/files`: the workspace's files, with sizes and modification times.
+pub async fn files(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    id: Result<Path<String>, PathRejection>,
+) -> Response {
+    let r = parts(id).and_then(|id| app.engine.sessions().files(&id, caller.0));
+    answer(&app, StatusCode::OK, r)
+}
+
+/// `PUT /v1/sessions/{id}/files/{path}`: the body is the file's bytes (any content type).
+pub async fn put_file(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    p: Result<Path<(String, String)>, PathRejection>,
+    req: Request,
+) -> Response {
+    let r = async {
+        let (id, path) = parts(p)?;
+        app.engine.sessions().info(&id, caller.0)?;
+        let (bytes, _budget) = read_body(&app, req).await?;
+        app.engine.sessions().put_file(&id, caller.0, &path, bytes)
+    }
+    .await;
+    answer(&app, StatusCode::OK, r)
+}
+
+/// `GET /v1/sessions/{id}/files/{path}`: the file's bytes.
+pub async fn get_file(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    p: Result<Path<(String, String)>, PathRejection>,
+) -> Response {
+    match parts(p).and_then(|(id, path)| app.engine.sessions().get_file(&id, caller.0, &path)) {
+        Ok(bytes) => {
+            let mut r = Response::new(Body::from(bytes));
+            r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+            r
+        }
+        Err(e) => refuse(&app, e),
+    }
+}
+
+/// `DELETE /v1/sessions/{id}/files/{path}`: 204.
+pub async fn delete_file(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    p: Result<Path<(String, String)>, PathRejection>,
+) -> Response {
+    match parts(p).and_then(|(id, path)| app.engine.sessions().delete_file(&id, caller.0, &path)) {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => refuse(&app, e),
+    }
+}
