@@ -11,6 +11,9 @@
 //!       same code through `stockade run` (the CLI) in the same rounds: medians and ratios.
 //!   load --socket PATH --throughput SECS --concurrency C [--runtimes ...]
 //!       each runtime for SECS with C clients: runs per second.
+//!   load --socket PATH --sessions ROUNDS --spaced-ms MS [--runtimes ...]
+//!       per runtime, a one-off run and a run of a workspace session (a 4 KiB file in it) in
+//!       turn, spaced: their medians and ratio.
 //!   load --socket PATH --against PATH --labels A,B --throughput SECS --rounds K --concurrency C
 //!       the same on two servers, alternating between them K times per runtime: the median
 //!       rates and their ratio (the first server's over the second's).
@@ -77,6 +80,22 @@ impl Client {
 }
 
 impl Client {
+    /// One request: its status, its body and how long it took.
+    async fn send(&mut self, method: &str, uri: &str, body: Vec<u8>) -> (u16, Bytes, Duration) {
+        let req = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header("host", "localhost")
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .expect("request");
+        let t = Instant::now();
+        let resp = self.sender.send_request(req).await.expect("send");
+        let status = resp.status().as_u16();
+        let body = resp.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+        (status, body, t.elapsed())
+    }
+
     /// The sum of one metric's samples in the server's `/metrics` (0 when absent).
     async fn metric(&mut self, name: &str) -> f64 {
         let req = Request::builder()
@@ -127,6 +146,12 @@ fn main() {
         let spaced = Duration::from_millis(arg(&args, "--spaced-ms").map_or(150, |m| m.parse().expect("ms")));
         let stockade = arg(&args, "--stockade").expect("--stockade BIN");
         rt.block_on(latency(&socket, &runtimes, rounds, spaced, &stockade, &args));
+        return;
+    }
+    if let Some(rounds) = arg(&args, "--sessions") {
+        let rounds: usize = rounds.parse().expect("rounds");
+        let spaced = Duration::from_millis(arg(&args, "--spaced-ms").map_or(150, |m| m.parse().expect("ms")));
+        rt.block_on(sessions(&socket, &runtimes, rounds, spaced));
         return;
     }
     if let (Some(secs), Some(other)) = (arg(&args, "--throughput"), arg(&args, "--against")) {
@@ -331,6 +356,44 @@ async fn latency(socket: &str, runtimes: &[String], rounds: usize, spaced: Durat
             pct(&s, 900),
             pct(&c, 500),
             pct(&s, 500) / pct(&c, 500)
+        );
+    }
+}
+
+/// One-off runs against runs of a workspace session holding a 4 KiB file, in turn.
+async fn sessions(socket: &str, runtimes: &[String], rounds: usize, spaced: Duration) {
+    let mut client = Client::connect(socket).await;
+    println!("runtime        one-off p50 ms   session p50 ms   session / one-off");
+    for r in runtimes {
+        let (status, made, _) =
+            client.send("POST", "/v1/sessions", serde_json::json!({"runtime": r}).to_string().into_bytes()).await;
+        assert_eq!(status, 201, "{}", String::from_utf8_lossy(&made));
+        let id =
+            serde_json::from_slice::<serde_json::Value>(&made).expect("JSON")["id"].as_str().expect("id").to_string();
+        let (status, _, _) = client.send("PUT", &format!("/v1/sessions/{id}/files/data.txt"), vec![b'x'; 4096]).await;
+        assert_eq!(status, 200);
+        let body = serde_json::json!({"runtime": r, "code": code_for(r)}).to_string().into_bytes();
+        let in_session = serde_json::json!({"code": code_for(r)}).to_string().into_bytes();
+        let (mut once, mut kept) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            tokio::time::sleep(spaced).await;
+            let (status, _, took) = client.send("POST", "/v1/runs", body.clone()).await;
+            assert_eq!(status, 200);
+            once.push(took);
+            tokio::time::sleep(spaced).await;
+            let (status, answer, took) =
+                client.send("POST", &format!("/v1/sessions/{id}/runs"), in_session.clone()).await;
+            assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+            kept.push(took);
+        }
+        let _ = client.send("DELETE", &format!("/v1/sessions/{id}"), Vec::new()).await;
+        once.sort();
+        kept.sort();
+        println!(
+            "{r:<14} {:>14.2} {:>16.2} {:>19.3}",
+            pct(&once, 500),
+            pct(&kept, 500),
+            pct(&kept, 500) / pct(&once, 500)
         );
     }
 }

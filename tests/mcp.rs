@@ -126,10 +126,10 @@ fn tools_run_python_and_javascript_here() {
     let mut m = Mcp::start(&[]);
     let list = m.call("tools/list", json!({}));
     let tools = list["result"]["tools"].as_array().expect("tools").clone();
-    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
-    assert_eq!(names.len(), 2, "{list}");
-    assert!(names.contains(&"run_python") && names.contains(&"run_javascript"), "{list}");
-    for t in &tools {
+    let mut names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["list_files", "read_file", "run_javascript", "run_python", "write_file"], "{list}");
+    for t in tools.iter().filter(|t| t["name"].as_str().is_some_and(|n| n.starts_with("run_"))) {
         assert_eq!(t["inputSchema"]["required"], json!(["code"]), "{t}");
         assert!(t["outputSchema"]["properties"]["stdout"].is_object(), "{t}");
         assert!(t["inputSchema"]["properties"].get("policy").is_none(), "the model picks no policy: {t}");
@@ -163,6 +163,60 @@ fn tools_run_python_and_javascript_here() {
     assert!(tool_error(&out).contains("files[0].path"), "{out}");
     let out = m.tool("run_python", json!({"code": "1", "policy": "wide-open"}));
     assert!(out["error"].is_object() || out["result"]["isError"] == json!(true), "a policy from the model: {out}");
+    m.finish();
+}
+
+/// One session per runtime for the client's connection: what a call leaves in /app is there
+/// for the next, the file tools reach it; through the engine here and through a server. With
+/// `--session none`, every call a fresh /app and no file tools.
+#[test]
+fn calls_share_a_workspace_and_the_file_tools_reach_it() {
+    if !guests() {
+        return;
+    }
+    let s = server::Server::start(
+        "",
+        "[runtimes.python]\nguest = \"python\"\nwarm = 1\n[runtimes.javascript]\nguest = \"javascript\"\nwarm = 1\n",
+        false,
+    );
+    let socket = s.socket.display().to_string();
+    for args in [vec![], vec!["--serve", socket.as_str()]] {
+        let mut m = Mcp::start(&args);
+        let out = m.tool("write_file", json!({"path": "in/data.csv", "content": "a,b\n1,2\n"}));
+        assert_eq!(ran(&out)["files"][0]["path"], "in/data.csv", "{out}");
+        let code =
+            "rows = open('in/data.csv').read().split()\nopen('count.txt', 'w').write(str(len(rows)))\nprint(rows)";
+        let r = ran(&m.tool("run_python", json!({"code": code}))).clone();
+        assert_eq!(r["stdout"], "['a,b', '1,2']\n", "{args:?}: {r}");
+        assert_eq!(r["workspace_files"], json!(["count.txt", "in/data.csv"]), "{r}");
+        let r = ran(&m.tool("run_python", json!({"code": "print(open('count.txt').read())"}))).clone();
+        assert_eq!(r["stdout"], "2\n", "the next call sees what the last one left: {r}");
+        let out = m.tool("read_file", json!({"path": "count.txt"}));
+        assert_eq!(ran(&out)["content"], "2", "{out}");
+        let out = m.tool("list_files", json!({}));
+        assert_eq!(ran(&out)["files"].as_array().map(Vec::len), Some(2), "{out}");
+        // JavaScript's session is its own.
+        let r = ran(&m.tool(
+            "run_javascript",
+            json!({"code": "console.log(os.readdir('/app')[0].filter(n => n[0] != '.').length)"}),
+        ))
+        .clone();
+        assert_eq!(r["stdout"], "0\n", "{r}");
+        let e = tool_error(&m.tool("read_file", json!({"path": "../etc/passwd"})));
+        assert!(e.contains("'..'"), "{e}");
+        m.finish();
+    }
+    // The client's sessions ended with it.
+    let (_, v) = server::get(&s.socket, "/v1/sessions");
+    assert_eq!(v["sessions"], json!([]), "{v}");
+
+    let mut m = Mcp::start(&["--session", "none"]);
+    let list = m.call("tools/list", json!({}));
+    assert_eq!(list["result"]["tools"].as_array().map(Vec::len), Some(2), "{list}");
+    let r = ran(&m.tool("run_python", json!({"code": "open('x.txt', 'w').write('1')"}))).clone();
+    assert!(r.get("workspace_files").is_none(), "{r}");
+    let r = ran(&m.tool("run_python", json!({"code": "import os; print(os.listdir('.'))"}))).clone();
+    assert_eq!(r["stdout"], "[]\n", "{r}");
     m.finish();
 }
 

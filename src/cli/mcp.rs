@@ -23,7 +23,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use stockade::Report;
-use stockade::api::{self, ApiError, ErrorBody, FileBody, RunBody};
+use stockade::api::session::{SessionBody, SessionRunBody};
+use stockade::api::{self, ApiError, ErrorBody, ErrorCode, FileBody, RunBody};
 use stockade::policy::Limits;
 
 /// `stockade mcp`'s arguments: what every tool call runs under.
@@ -50,8 +51,20 @@ pub struct McpArgs {
     /// How much of stdout (and of stderr) a call gets back, bytes (at most the policy's).
     #[arg(long, value_name = "BYTES")]
     pub output_max_bytes: Option<u64>,
+    /// What successive calls share: `workspace` (the default): one session per runtime for this
+    /// client's connection, so a file one call writes in /app is there for the next (and the
+    /// file tools reach it); `none`: every call a fresh /app.
+    #[arg(long, value_enum, default_value = "workspace")]
+    pub session: SessionMode,
     #[command(flatten)]
     pub cgroups: crate::args::CgroupArgs,
+}
+
+/// What successive tool calls share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SessionMode {
+    Workspace,
+    None,
 }
 
 /// A tool call: what the model may send.
@@ -103,6 +116,12 @@ pub struct RunOutput {
     /// What went wrong, in words, when the jail itself failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The files in /app after the run, kept for the next call (with sessions on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace_files: Option<Vec<String>>,
+    /// What the workspace did not keep, and why; or that an earlier workspace had ended.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl RunOutput {
@@ -128,6 +147,8 @@ impl RunOutput {
             cpu_ms: r.cpu_user_ms + r.cpu_sys_ms,
             memory_peak_bytes: r.memory_peak_bytes,
             error: r.error,
+            workspace_files: None,
+            notes: Vec::new(),
         }
     }
 }
@@ -171,13 +192,74 @@ struct Tools {
     policy: Option<String>,
     /// The operator's limits: every call runs with these, or tighter ones it asks for.
     ceiling: Limits,
+    /// This connection's session of each runtime, made at its first call (`--session
+    /// workspace`), and `None` without sessions.
+    sessions: Option<Arc<tokio::sync::Mutex<BTreeMap<String, String>>>>,
     tool_router: ToolRouter<Tools>,
+}
+
+/// A file tool's call: a path in /app, of the session of `runtime`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileArgs {
+    /// Relative to /app.
+    pub path: String,
+    /// The session's runtime: python (the default) or javascript.
+    #[serde(default)]
+    pub runtime: Option<String>,
+}
+
+/// `write_file`'s call.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WriteArgs {
+    /// Relative to /app; its directories are made.
+    pub path: String,
+    /// The file's text.
+    pub content: String,
+    /// The session's runtime: python (the default) or javascript.
+    #[serde(default)]
+    pub runtime: Option<String>,
+}
+
+/// `list_files`'s call.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListArgs {
+    /// The session's runtime: python (the default) or javascript.
+    #[serde(default)]
+    pub runtime: Option<String>,
+}
+
+/// A file's text, as `read_file` returns it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FileText {
+    pub path: String,
+    pub bytes: u64,
+    /// Its bytes as text (bytes that are not UTF-8 shown as U+FFFD).
+    pub content: String,
+}
+
+/// `list_files`' answer.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Listing {
+    pub files: Vec<api::session::FileInfo>,
 }
 
 #[tool_router(router = tool_router)]
 impl Tools {
-    fn new(backend: Backend, policy: Option<String>, ceiling: Limits) -> Tools {
-        Tools { backend: Arc::new(backend), policy, ceiling, tool_router: Self::tool_router() }
+    fn new(backend: Backend, policy: Option<String>, ceiling: Limits, mode: SessionMode) -> Tools {
+        let mut tool_router = Self::tool_router();
+        let sessions = match mode {
+            SessionMode::Workspace => Some(Arc::default()),
+            SessionMode::None => {
+                for name in ["list_files", "read_file", "write_file"] {
+                    tool_router.remove_route(name);
+                }
+                None
+            }
+        };
+        Tools { backend: Arc::new(backend), policy, ceiling, sessions, tool_router }
     }
 
     /// Runs Python 3.14 code (CPython for WASI) in a fresh stockade jail: no network, no host
@@ -195,6 +277,37 @@ impl Tools {
     async fn run_javascript(&self, Parameters(args): Parameters<RunArgs>) -> Result<Json<RunOutput>, String> {
         self.run("javascript", args).await.map(Json)
     }
+
+    /// Lists the files in /app of this conversation's session (kept between calls), with their
+    /// sizes.
+    #[tool(name = "list_files")]
+    async fn list_files(&self, Parameters(args): Parameters<ListArgs>) -> Result<Json<Listing>, String> {
+        let id = self.session(runtime_of(args.runtime.as_deref())).await?;
+        Ok(Json(Listing { files: self.backend.files(&id).await.map_err(said)? }))
+    }
+
+    /// Reads a file of /app of this conversation's session, as text.
+    #[tool(name = "read_file")]
+    async fn read_file(&self, Parameters(args): Parameters<FileArgs>) -> Result<Json<FileText>, String> {
+        let id = self.session(runtime_of(args.runtime.as_deref())).await?;
+        let bytes = self.backend.file(&id, "GET", &args.path, None).await.map_err(said)?;
+        let content = String::from_utf8_lossy(&bytes).into_owned();
+        Ok(Json(FileText { path: args.path, bytes: bytes.len() as u64, content }))
+    }
+
+    /// Writes a text file into /app of this conversation's session (the next run sees it).
+    #[tool(name = "write_file")]
+    async fn write_file(&self, Parameters(args): Parameters<WriteArgs>) -> Result<Json<Listing>, String> {
+        let id = self.session(runtime_of(args.runtime.as_deref())).await?;
+        let content = args.content.into_bytes();
+        self.backend.file(&id, "PUT", &args.path, Some(content)).await.map_err(said)?;
+        Ok(Json(Listing { files: self.backend.files(&id).await.map_err(said)? }))
+    }
+}
+
+/// A file tool's runtime: python unless it names another.
+fn runtime_of(asked: Option<&str>) -> &str {
+    asked.unwrap_or("python")
 }
 
 impl Tools {
@@ -231,13 +344,196 @@ impl Tools {
 
     async fn run(&self, runtime: &str, args: RunArgs) -> Result<RunOutput, String> {
         let body = self.body(runtime, args)?;
-        let report = match &*self.backend {
-            Backend::Here(engine) => here(engine, body).await.map_err(|e| e.to_string())?,
-            Backend::Server(socket) => remote(socket, &body).await?,
-            Backend::Unavailable(why) => return Err(format!("unavailable: this host cannot run jails: {why}")),
-        };
-        Ok(RunOutput::from_report(report))
+        if self.sessions.is_none() {
+            let report = match &*self.backend {
+                Backend::Here(engine) => here(engine, body).await.map_err(|e| e.to_string())?,
+                Backend::Server(socket) => remote_run(socket, &body).await?,
+                Backend::Unavailable(why) => return Err(unavailable(why)),
+            };
+            return Ok(RunOutput::from_report(report));
+        }
+        let mut notes = Vec::new();
+        let id = self.session(runtime).await?;
+        let ran = match self.backend.run_in(&id, session_run(&body)).await {
+            // The session ended (its idle timeout, say): a new one, said.
+            Err(e) if matches!(e.code, ErrorCode::SessionEnded | ErrorCode::SessionNotFound) => {
+                self.forget(runtime).await;
+                notes.push(format!("the earlier workspace is gone ({}): /app started empty", e.message));
+                let id = self.session(runtime).await?;
+                self.backend.run_in(&id, session_run(&body)).await
+            }
+            other => other,
+        }
+        .map_err(said)?;
+        let (report, part) = ran;
+        let mut out = RunOutput::from_report(report);
+        if let Some(part) = part {
+            notes.extend(part.dropped.iter().map(|d| format!("not kept: {}: {}", d.path, d.reason)));
+            let id = part.id;
+            let files = self.backend.files(&id).await.map_err(said)?;
+            out.workspace_files = Some(files.into_iter().map(|f| f.path).collect());
+        }
+        out.notes = notes;
+        Ok(out)
     }
+
+    /// This connection's session of `runtime`, made now when it has none.
+    async fn session(&self, runtime: &str) -> Result<String, String> {
+        let Some(sessions) = &self.sessions else {
+            return Err("this server keeps no sessions (stockade mcp --session none)".into());
+        };
+        let mut open = sessions.lock().await;
+        if let Some(id) = open.get(runtime) {
+            return Ok(id.clone());
+        }
+        let body = SessionBody {
+            runtime: runtime.to_string(),
+            mode: api::session::Mode::Workspace,
+            policy: self.policy.clone(),
+            limits: self.ceiling,
+            idle_timeout_ms: None,
+            max_lifetime_ms: None,
+        };
+        let id = self.backend.open(body).await.map_err(said)?;
+        open.insert(runtime.to_string(), id.clone());
+        Ok(id)
+    }
+
+    async fn forget(&self, runtime: &str) {
+        if let Some(sessions) = &self.sessions {
+            sessions.lock().await.remove(runtime);
+        }
+    }
+
+    /// Ends this connection's sessions (when its client goes).
+    async fn close(&self) {
+        let Some(sessions) = &self.sessions else { return };
+        let open = std::mem::take(&mut *sessions.lock().await);
+        for id in open.values() {
+            let _ = self.backend.end(id).await;
+        }
+    }
+}
+
+/// A tool call's request, as a run of a session (its runtime and policy are the session's).
+fn session_run(body: &RunBody) -> SessionRunBody {
+    SessionRunBody {
+        code: body.code.clone(),
+        argv: body.argv.clone(),
+        stdin: body.stdin.clone(),
+        stdin_base64: None,
+        files: body.files.iter().map(|f| FileBody { path: f.path.clone(), content: f.content.clone() }).collect(),
+        return_files: Vec::new(),
+        limits: body.limits,
+    }
+}
+
+/// A refusal as a tool error: `unavailable: ...` said as itself (the client's cue that the
+/// host, not the call, is the problem), the rest with their code.
+fn said(e: ApiError) -> String {
+    if e.code == ErrorCode::RuntimeUnavailable { e.message } else { e.to_string() }
+}
+
+fn unavailable(why: &str) -> String {
+    format!("unavailable: this host cannot run jails: {why}")
+}
+
+/// A run's report and, for a run of a session, the session's part of its answer.
+type SessionRan = (Report, Option<api::session::SessionRun>);
+
+impl Backend {
+    async fn open(&self, body: SessionBody) -> Result<String, ApiError> {
+        match self {
+            Backend::Here(engine) => {
+                let spec = engine.sessions().check(body, engine.catalog())?;
+                Ok(engine.sessions().create(None, spec)?.id)
+            }
+            Backend::Server(socket) => {
+                let bytes = remote(socket, "POST", "/v1/sessions", Some(json_of(&body))).await?;
+                let info: api::session::SessionInfo = parse(&bytes)?;
+                Ok(info.id)
+            }
+            Backend::Unavailable(why) => Err(ApiError::new(ErrorCode::RuntimeUnavailable, unavailable(why))),
+        }
+    }
+
+    async fn run_in(&self, id: &str, body: SessionRunBody) -> Result<SessionRan, ApiError> {
+        let ran = match self {
+            Backend::Here(engine) => {
+                let mut turn = engine.sessions().begin(id, None)?;
+                let (request, workspace) = turn.request(body, engine.catalog())?;
+                engine.available(&request)?;
+                let permit = engine.admit().await?;
+                engine.run_turn(permit, turn, request, workspace, None).await?
+            }
+            Backend::Server(socket) => {
+                let path = format!("/v1/sessions/{id}/runs");
+                let bytes = remote(socket, "POST", &path, Some(json_of(&body))).await?;
+                let mut v: serde_json::Value = parse(&bytes)?;
+                let part = v.as_object_mut().and_then(|o| o.remove("session"));
+                let report = serde_json::from_value(v).map_err(|e| garbled(&e))?;
+                return Ok((report, part.and_then(|p| serde_json::from_value(p).ok())));
+            }
+            Backend::Unavailable(why) => return Err(ApiError::new(ErrorCode::RuntimeUnavailable, unavailable(why))),
+        };
+        Ok((ran.report, ran.session))
+    }
+
+    async fn files(&self, id: &str) -> Result<Vec<api::session::FileInfo>, ApiError> {
+        match self {
+            Backend::Here(engine) => Ok(engine.sessions().files(id, None)?.files),
+            Backend::Server(socket) => {
+                let bytes = remote(socket, "GET", &format!("/v1/sessions/{id}/files"), None).await?;
+                Ok(parse::<api::session::FileList>(&bytes)?.files)
+            }
+            Backend::Unavailable(why) => Err(ApiError::new(ErrorCode::RuntimeUnavailable, unavailable(why))),
+        }
+    }
+
+    /// A file of a session: `GET` its bytes, or `PUT` them.
+    async fn file(&self, id: &str, method: &str, path: &str, put: Option<Vec<u8>>) -> Result<Vec<u8>, ApiError> {
+        match (self, put) {
+            (Backend::Here(engine), None) => engine.sessions().get_file(id, None, path),
+            (Backend::Here(engine), Some(bytes)) => {
+                engine.sessions().put_file(id, None, path, bytes).map(|_| Vec::new())
+            }
+            (Backend::Server(socket), put) => {
+                let at = format!("/v1/sessions/{id}/files/{}", percent_encoded(path));
+                remote(socket, method, &at, put).await
+            }
+            (Backend::Unavailable(why), _) => Err(ApiError::new(ErrorCode::RuntimeUnavailable, unavailable(why))),
+        }
+    }
+
+    async fn end(&self, id: &str) -> Result<(), ApiError> {
+        match self {
+            Backend::Here(engine) => engine.sessions().delete(id, None),
+            Backend::Server(socket) => remote(socket, "DELETE", &format!("/v1/sessions/{id}"), None).await.map(|_| ()),
+            Backend::Unavailable(_) => Ok(()),
+        }
+    }
+}
+
+/// Every byte but an unreserved one as `%XX` (a `/` too: nothing on the way resolves a `..`).
+fn percent_encoded(path: &str) -> String {
+    path.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn json_of<T: Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap_or_default()
+}
+
+fn parse<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| garbled(&e))
+}
+
+fn garbled(e: &dyn std::fmt::Display) -> ApiError {
+    ApiError::new(ErrorCode::Internal, format!("the server's answer did not read: {e}"))
 }
 
 /// One run through the engine in this process: the same checks as a request to the server.
@@ -248,31 +544,47 @@ async fn here(engine: &Arc<Engine>, body: RunBody) -> Result<Report, ApiError> {
     Ok(engine.execute(permit, request, None).await?.report)
 }
 
-/// One run through a server's unix socket (hyper's client).
-async fn remote(socket: &std::path::Path, body: &RunBody) -> Result<Report, String> {
+/// One run through a server's unix socket.
+async fn remote_run(socket: &std::path::Path, body: &RunBody) -> Result<Report, String> {
+    let bytes = remote(socket, "POST", "/v1/runs", Some(json_of(body))).await.map_err(said)?;
+    // No files were asked back: the answer is the report.
+    parse::<Report>(&bytes).map_err(said)
+}
+
+/// One request to a server's unix socket (hyper's client): the answer's body when it is a
+/// success, else the server's refusal (or why it could not be asked).
+async fn remote(
+    socket: &std::path::Path,
+    method: &str,
+    path: &str,
+    body: Option<Vec<u8>>,
+) -> Result<Vec<u8>, ApiError> {
     use http_body_util::{BodyExt, Full};
-    let unreachable = |e: &dyn std::fmt::Display| format!("unavailable: cannot reach {}: {e}", socket.display());
+    let unreachable = |e: &dyn std::fmt::Display| {
+        ApiError::new(ErrorCode::RuntimeUnavailable, format!("unavailable: cannot reach {}: {e}", socket.display()))
+    };
     let io = tokio::net::UnixStream::connect(socket).await.map_err(|e| unreachable(&e))?;
     let (mut sender, conn) =
         hyper::client::conn::http1::handshake::<_, Full<hyper::body::Bytes>>(hyper_util::rt::TokioIo::new(io))
             .await
             .map_err(|e| unreachable(&e))?;
     tokio::spawn(conn);
-    let request = hyper::Request::post("/v1/runs")
+    let request = hyper::Request::builder()
+        .method(method)
+        .uri(path)
         .header("host", "localhost")
         .header("content-type", "application/json")
-        .body(Full::new(hyper::body::Bytes::from(serde_json::to_vec(body).unwrap_or_default())))
+        .body(Full::new(hyper::body::Bytes::from(body.unwrap_or_default())))
         .map_err(|e| unreachable(&e))?;
     let response = sender.send_request(request).await.map_err(|e| unreachable(&e))?;
     let status = response.status();
     let bytes = response.into_body().collect().await.map_err(|e| unreachable(&e))?.to_bytes();
     if status.is_success() {
-        // No files were asked back: the answer is the report.
-        return serde_json::from_slice::<Report>(&bytes).map_err(|e| unreachable(&e));
+        return Ok(bytes.to_vec());
     }
     match serde_json::from_slice::<ErrorBody>(&bytes) {
-        Ok(refused) => Err(refused.error.to_string()),
-        Err(_) => Err(format!("the server refused the run ({status})")),
+        Ok(refused) => Err(refused.error),
+        Err(_) => Err(ApiError::new(ErrorCode::Internal, format!("the server refused the request ({status})"))),
     }
 }
 
@@ -298,8 +610,11 @@ impl ServerHandler for Tools {
             .with_server_info(Implementation::new("stockade", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "Runs code in stockade jails: run_python (CPython 3.14) and run_javascript (QuickJS). \
-                 Each call gets a fresh jail with no network and no host files; files you pass land in \
-                 its working directory /app. Limits may only be tightened.",
+                 Each call gets a fresh jail and interpreter with no network and no host files, in the \
+                 working directory /app; files you pass land there. Unless the operator turned sessions \
+                 off, /app is kept between your calls of the same language (variables are not: save \
+                 what the next call needs to a file), and list_files, read_file and write_file reach it. \
+                 Limits may only be tightened.",
             )
     }
 }
@@ -345,11 +660,13 @@ pub fn command(args: McpArgs) -> ExitCode {
             Backend::Here(e) => Some(e.clone()),
             Backend::Server(_) | Backend::Unavailable(_) => None,
         };
-        let tools = Tools::new(backend, args.policy.clone(), ceiling);
-        let served = match tools.serve(rmcp::transport::stdio()).await {
+        let tools = Tools::new(backend, args.policy.clone(), ceiling, args.session);
+        let served = match tools.clone().serve(rmcp::transport::stdio()).await {
             Ok(s) => s.waiting().await.map(|_| ()).map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
+        // The client has gone: so have its sessions.
+        tools.close().await;
         if let Some(engine) = engine {
             engine.drain().await;
         }

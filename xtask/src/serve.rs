@@ -261,6 +261,14 @@ pub fn bench(root: &Path, stockade: &Path, dir: &Path, guests: &Path) -> Result<
         "--runtimes",
         &names,
     ]))?;
+    println!(
+        "\nsessions: a run of a workspace session (a 4 KiB file in it) against a one-off run, in turn, 30 rounds, 150 ms apart"
+    );
+    super::run(
+        Command::new(&load)
+            .args(["--socket", &socket, "--sessions", "30", "--spaced-ms", "150"])
+            .args(["--runtimes", "python,javascript"]),
+    )?;
     let clients = 2 * cores;
     println!("\nthroughput: {clients} clients, 6 s per runtime");
     super::run(Command::new(&load).args(["--socket", &socket, "--throughput", "6"]).args([

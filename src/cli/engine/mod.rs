@@ -282,6 +282,25 @@ impl Engine {
         task.await.unwrap_or_else(|_| Err(internal("the run's task ended abnormally")))
     }
 
+    /// Runs an admitted run of a session ([`sessions::Turn::request`] made `req` and
+    /// `workspace`): the whole workspace is taken back for the session, and the answer gives
+    /// back what the request asked.
+    pub async fn run_turn(
+        self: &Arc<Self>,
+        permit: OwnedSemaphorePermit,
+        turn: sessions::Turn,
+        mut req: RunRequest,
+        workspace: stockade::layers::filesystem::exchange::Pick,
+        streams: Streams,
+    ) -> Result<RunResult, ApiError> {
+        let asked = req.return_files.replace(workspace);
+        let then = move |report, taken| {
+            let (session, returned) = turn.finish(taken, asked.as_ref());
+            RunResult { session: Some(session), ..RunResult::new(report, returned.as_ref()) }
+        };
+        self.execute_then(permit, req, streams, then).await
+    }
+
     fn runtime_policy(&self, runtime: &str) -> &str {
         self.runtimes.get(runtime).map_or("", |r| r.policy.as_str())
     }

@@ -108,11 +108,20 @@ pub struct Sessions {
     bounds: SessionBounds,
     metrics: Arc<Metrics>,
     state: Mutex<State>,
+    /// What a run of a session takes back: its whole workspace, within the quota.
+    workspace: Pick,
 }
 
 impl Sessions {
     pub fn new(bounds: SessionBounds, metrics: Arc<Metrics>) -> Sessions {
-        Sessions { bounds, metrics, state: Mutex::new(State::default()) }
+        let all = vec!["**".to_string()];
+        let workspace = Pick {
+            patterns: exchange::patterns(&all).unwrap_or_default(),
+            sources: all,
+            max_files: usize::try_from(bounds.workspace_max_files).unwrap_or(usize::MAX),
+            max_bytes: bounds.workspace_max_bytes,
+        };
+        Sessions { bounds, metrics, state: Mutex::new(State::default()), workspace }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -397,13 +406,7 @@ impl Turn {
         let bytes: u64 = files.iter().map(|f| f.bytes.len() as u64).sum();
         over_quota(b, files.len() as u64, bytes).map_err(|e| ApiError { field: Some("files".into()), ..e })?;
         req.files = files;
-        let pick = Pick {
-            patterns: exchange::patterns(&["**".to_string()]).map_err(|(_, why)| internal(&why))?,
-            sources: vec!["**".into()],
-            max_files: usize::try_from(b.workspace_max_files).unwrap_or(usize::MAX),
-            max_bytes: b.workspace_max_bytes,
-        };
-        Ok((req, pick))
+        Ok((req, self.sessions.workspace.clone()))
     }
 
     /// The run is over: its workspace, as the run left it (within the quota), is the session's
@@ -659,6 +662,22 @@ mod tests {
     fn a_path_is_not_both_a_file_and_a_directory() {
         assert!(nested("a/b", "a") && nested("a", "a/b/c"));
         assert!(!nested("ab", "a") && !nested("a", "a") && !nested("a.txt", "a"));
+    }
+
+    #[test]
+    fn a_run_of_a_session_takes_its_whole_workspace_back() {
+        let b = SessionBounds {
+            max: 1,
+            idle_timeout_ms: 1,
+            max_lifetime_ms: 1,
+            workspace_max_bytes: 10,
+            workspace_max_files: 2,
+        };
+        let s = Sessions::new(b, Arc::new(Metrics::new()));
+        for path in ["a", ".hidden", "d/e/f.bin", "x y"] {
+            assert!(s.workspace.patterns.is_match(path), "{path}");
+        }
+        assert_eq!((s.workspace.max_files, s.workspace.max_bytes), (2, 10));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use stockade::api::session::{SessionBody, SessionRunBody};
-use stockade::api::{ApiError, ErrorCode, RunResult};
+use stockade::api::{ApiError, ErrorCode};
 
 /// Who calls: the owner a session made now gets, and the one a session must have to be reached.
 #[derive(Debug, Clone, Copy)]
@@ -104,21 +104,17 @@ async fn accept_run(
     let (body, _budget) = decode::<SessionRunBody>(app, req).await?;
     // The session is this run's from here until the run is over (or refused).
     let mut turn = app.engine.sessions().begin(&id, caller.0)?;
-    let (mut request, workspace) = turn.request(body, app.engine.catalog())?;
+    let (request, workspace) = turn.request(body, app.engine.catalog())?;
     app.engine.available(&request)?;
     let permit = app.engine.admit().await?;
+    // The room of the answer the request asked for (its own return-files).
     let reserved =
         app.answers.reserve(&request).inspect_err(|_| app.engine.metrics().refused(ErrorCode::Busy.as_str()))?;
-    let asked = request.return_files.replace(workspace);
-    let then = move |report, taken| {
-        let (session, returned) = turn.finish(taken, asked.as_ref());
-        RunResult { session: Some(session), ..RunResult::new(report, returned.as_ref()) }
-    };
     let engine = app.engine.clone();
     if stream {
-        return streamed(move |s| async move { engine.execute_then(permit, request, s, then).await }, reserved);
+        return streamed(move |s| async move { engine.run_turn(permit, turn, request, workspace, s).await }, reserved);
     }
-    let ran = engine.execute_then(permit, request, None, then).await?;
+    let ran = engine.run_turn(permit, turn, request, workspace, None).await?;
     Ok(held(ran, reserved))
 }
 
