@@ -12,8 +12,8 @@
 //!   load --socket PATH --throughput SECS --concurrency C [--runtimes ...]
 //!       each runtime for SECS with C clients: runs per second.
 //!   load --socket PATH --sessions ROUNDS --spaced-ms MS [--runtimes ...]
-//!       per runtime, a one-off run and a run of a workspace session (a 4 KiB file in it) in
-//!       turn, spaced: their medians and ratio.
+//!       per runtime, a one-off run, a run of a workspace session (a 4 KiB file in it) and a
+//!       one-off run carrying the same file in and back, in turn, spaced: medians and ratios.
 //!   load --socket PATH --against PATH --labels A,B --throughput SECS --rounds K --concurrency C
 //!       the same on two servers, alternating between them K times per runtime: the median
 //!       rates and their ratio (the first server's over the second's).
@@ -360,41 +360,51 @@ async fn latency(socket: &str, runtimes: &[String], rounds: usize, spaced: Durat
     }
 }
 
-/// One-off runs against runs of a workspace session holding a 4 KiB file, in turn.
+/// One-off runs against runs of a workspace session holding a 4 KiB file, in turn; and one-off
+/// runs that carry the same file in and take it back, as a session's run does.
 async fn sessions(socket: &str, runtimes: &[String], rounds: usize, spaced: Duration) {
+    use base64::Engine as _;
     let mut client = Client::connect(socket).await;
-    println!("runtime        one-off p50 ms   session p50 ms   session / one-off");
+    println!(
+        "runtime        one-off p50 ms   session p50 ms   session / one-off   one-off, the file in and out   session / that"
+    );
     for r in runtimes {
         let (status, made, _) =
             client.send("POST", "/v1/sessions", serde_json::json!({"runtime": r}).to_string().into_bytes()).await;
         assert_eq!(status, 201, "{}", String::from_utf8_lossy(&made));
         let id =
             serde_json::from_slice::<serde_json::Value>(&made).expect("JSON")["id"].as_str().expect("id").to_string();
-        let (status, _, _) = client.send("PUT", &format!("/v1/sessions/{id}/files/data.txt"), vec![b'x'; 4096]).await;
+        let file = vec![b'x'; 4096];
+        let (status, _, _) = client.send("PUT", &format!("/v1/sessions/{id}/files/data.txt"), file.clone()).await;
         assert_eq!(status, 200);
-        let body = serde_json::json!({"runtime": r, "code": code_for(r)}).to_string().into_bytes();
+        let content = base64::engine::general_purpose::STANDARD.encode(&file);
+        let plain = serde_json::json!({"runtime": r, "code": code_for(r)}).to_string().into_bytes();
+        let carried = serde_json::json!({"runtime": r, "code": code_for(r), "files": [{"path": "data.txt", "content": content}], "return-files": ["**"]})
+            .to_string()
+            .into_bytes();
         let in_session = serde_json::json!({"code": code_for(r)}).to_string().into_bytes();
-        let (mut once, mut kept) = (Vec::new(), Vec::new());
+        let mut times: [Vec<Duration>; 3] = Default::default();
         for _ in 0..rounds {
-            tokio::time::sleep(spaced).await;
-            let (status, _, took) = client.send("POST", "/v1/runs", body.clone()).await;
-            assert_eq!(status, 200);
-            once.push(took);
-            tokio::time::sleep(spaced).await;
-            let (status, answer, took) =
-                client.send("POST", &format!("/v1/sessions/{id}/runs"), in_session.clone()).await;
-            assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
-            kept.push(took);
+            for (i, (uri, body)) in [
+                ("/v1/runs".to_string(), &plain),
+                (format!("/v1/sessions/{id}/runs"), &in_session),
+                ("/v1/runs".to_string(), &carried),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                tokio::time::sleep(spaced).await;
+                let (status, answer, took) = client.send("POST", &uri, body.clone()).await;
+                assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+                times[i].push(took);
+            }
         }
         let _ = client.send("DELETE", &format!("/v1/sessions/{id}"), Vec::new()).await;
-        once.sort();
-        kept.sort();
-        println!(
-            "{r:<14} {:>14.2} {:>16.2} {:>19.3}",
-            pct(&once, 500),
-            pct(&kept, 500),
-            pct(&kept, 500) / pct(&once, 500)
-        );
+        let [once, kept, carried] = times.map(|mut t| {
+            t.sort();
+            pct(&t, 500)
+        });
+        println!("{r:<14} {once:>14.2} {kept:>16.2} {:>19.3} {carried:>30.2} {:>16.3}", kept / once, kept / carried);
     }
 }
 

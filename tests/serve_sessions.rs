@@ -30,9 +30,14 @@ fn json_call(s: &Server, method: &str, path: &str, body: &Value) -> (u16, Value)
 }
 
 fn open_session(s: &Server, body: &Value) -> String {
-    let (status, v) = json_call(s, "POST", "/v1/sessions", body);
-    assert_eq!(status, 201, "{v}");
-    v["id"].as_str().expect("an id").to_string()
+    let r = call(s, "POST", "/v1/sessions", body.to_string().into_bytes());
+    let v = r.json();
+    assert_eq!(r.status, 201, "{v}");
+    let id = v["id"].as_str().expect("an id").to_string();
+    // Where it lives, for a balancer to learn (docs/deploy.md).
+    let location = r.headers.get("location").and_then(|l| l.to_str().ok());
+    assert_eq!(location, Some(format!("/v1/sessions/{id}").as_str()));
+    id
 }
 
 fn unb64(v: &Value) -> Vec<u8> {

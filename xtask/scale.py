@@ -5,7 +5,11 @@ Run by `cargo xtask scale` (which builds the server, makes the SDK's venv and fi
   2. a replica killed (SIGKILL) under load: only runs in flight on it fail (502 from the
      balancer; the SDK does not retry a request that was sent), its health check takes it out,
      and every run after that succeeds; restarted, it rejoins;
-  3. a replica drained (SIGTERM) under load: it stops listening at once (the balancer's next
+  3. sessions: each session's runs reach the replica that made it (the balancer learns where from
+     the Location of the session's 201, and matches the id in the path), while the sessions
+     themselves are spread; when that replica dies, the session's next run is a 404
+     (`SessionNotFound`) from another replica: a session lives on one server;
+  4. a replica drained (SIGTERM) under load: it stops listening at once (the balancer's next
      check fails), its runs in flight finish, the balancer sends it nothing new, no run fails.
 Then every server is stopped and nothing of theirs may be left (processes, cgroups, sockets).
 """
@@ -108,6 +112,12 @@ frontend api
     default_backend stockade
 backend stockade
     balance roundrobin
+    # A session's requests reach the replica that made it: the table learns the id from the
+    # Location of the session's 201 (/v1/sessions/ID) and matches it in the path
+    # (/v1/sessions/ID/...); everything else is spread. A session lives on one replica.
+    stick-table type string len 40 size 100k expire 2h
+    stick store-response res.hdr(location),field(4,/)
+    stick match path,field(4,/)
     option httpchk
     http-check send meth GET uri /v1/health/ready ver HTTP/1.1 hdr Host stockade
     http-check expect status 200
@@ -290,7 +300,10 @@ def scenario(lb, url, rep):
     time.sleep(2)
     check(client.run_python("print(1)").stdout == "1\n", "a run through the balancer after the restart")
 
-    # 3. A replica drained under load.
+    # 3. Sessions: each on its replica.
+    sessions(lb, url, rep)
+
+    # 4. A replica drained under load.
     load = Load(url, 4, "import time; time.sleep(0.3); print(1)")
     time.sleep(1.5)
     rep["r3"].signal(signal.SIGTERM)
@@ -301,7 +314,7 @@ def scenario(lb, url, rep):
     code = rep["r3"].proc.wait(30)
     sessions_end = lb.stat()["r3"][1]
     log(
-        f"3. r3 drained (SIGTERM) under 4 clients: haproxy took it out after {out_after * 1000:.0f} ms; "
+        f"4. r3 drained (SIGTERM) under 4 clients: haproxy took it out after {out_after * 1000:.0f} ms; "
         f"{load.ok} runs ok, {len(load.failed)} failed; r3 exited {code}"
     )
     for t0, t1, why in load.failed:
@@ -309,6 +322,45 @@ def scenario(lb, url, rep):
     check(not load.failed, "no run failed: r3 finished what it had, the others took the rest")
     check(code == 0, "the drained replica exited 0 (it stops listening at SIGTERM: the next check fails)")
     check(sessions_end == sessions_out, "the balancer sent r3 nothing once it was out")
+
+
+def sessions(lb, url, rep):
+    """Sessions through the balancer: each one's runs on the replica that made it."""
+    client = stockade.Client(url=url, timeout=60)
+    opened = [client.session("python") for _ in range(9)]
+    bump = "import os\nn = int(open('n.txt').read()) if os.path.exists('n.txt') else 0\nopen('n.txt', 'w').write(str(n + 1))\nprint(n + 1)"
+    wrong = []
+    for turn in range(1, 4):
+        for s in opened:
+            r = s.run(bump)
+            if r.stdout != f"{turn}\n":
+                wrong.append(f"{s.id} turn {turn}: {r.stdout!r}")
+    check(not wrong, f"every turn saw the files of the turns before it {wrong}")
+    where = {}
+    for name, r in rep.items():
+        with stockade.Client(socket=r.socket) as direct:
+            for info in direct._request("GET", "/v1/sessions").json()["sessions"]:
+                where[info["id"]] = name
+    held = {name: sum(1 for v in where.values() if v == name) for name in rep}
+    log(f"3. sessions: 9 sessions, 3 runs each through the balancer, every run on its session's replica; sessions per replica {held}")
+    check(all(s.id in where for s in opened), "each session is on one replica")
+    check(sum(1 for v in held.values() if v) >= 2, "the sessions are spread")
+    victim = where[opened[0].id]
+    rep[victim].signal(signal.SIGKILL)
+    rep[victim].proc.wait(10)
+    lb.wait_state(victim, "DOWN")
+    try:
+        opened[0].run("print(1)")
+        check(False, "a run of a session whose replica died did not fail")
+    except stockade.SessionNotFound as e:
+        log(f"   {victim} killed: its session's next run is {e.status} {e.code} from another replica")
+    others = [s for s in opened if where[s.id] != victim]
+    check(all(s.run(bump).stdout == "4\n" for s in others), "the other replicas' sessions go on")
+    for s in opened:
+        s.close()
+    rep[victim].start(settle=False)
+    lb.wait_state(victim, "UP", 20)
+    time.sleep(2)
 
 
 def left(replicas):

@@ -38,7 +38,8 @@ fn parts<T>(p: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
     p.map(|Path(v)| v).map_err(|e| ApiError::field("path", format!("the URL's path: {e}")))
 }
 
-/// `POST /v1/sessions`: 201 and the session.
+/// `POST /v1/sessions`: 201, the session, and its URL in `Location` (a balancer may learn from
+/// it where the session lives: docs/deploy.md).
 pub async fn create(State(app): State<App>, Extension(caller): Extension<Caller>, req: Request) -> Response {
     let made = async {
         check_content_type(req.headers())?;
@@ -47,7 +48,12 @@ pub async fn create(State(app): State<App>, Extension(caller): Extension<Caller>
         app.engine.sessions().create(caller.0, spec)
     }
     .await;
-    answer(&app, StatusCode::CREATED, made)
+    let location = made.as_ref().ok().and_then(|s| HeaderValue::from_str(&format!("/v1/sessions/{}", s.id)).ok());
+    let mut r = answer(&app, StatusCode::CREATED, made);
+    if let Some(l) = location {
+        r.headers_mut().insert(header::LOCATION, l);
+    }
+    r
 }
 
 /// `GET /v1/sessions`: the caller's.
