@@ -112,6 +112,60 @@ fn app_policy() -> Policy {
     policy
 }
 
+/// A run that talks with its caller in turns: its stdin comes from the caller's pipe as the
+/// caller writes it (after the start's own bytes), its output goes to the caller's pipes as it
+/// comes, and the caller closing its pipe is the program's end of file.
+#[test]
+fn a_run_reads_its_caller_s_pipe_as_the_caller_writes() {
+    let _alone = alone();
+    use std::io::{Read, Write};
+    use stockade::{Gate, Gated, Start};
+    // Shell builtins only: the default policy denies exec after the first.
+    let script = "while read line; do echo \"got $line\"; done; echo bye";
+    let job = Job::new("/bin/sh").args(["-c", script]).stdin_bytes(Vec::new());
+    let plan = Plan::prepare(&app_policy(), &job).expect("plan");
+    let gate = Gate::new().expect("gate");
+    let (stdin_r, mut stdin_w) = std::io::pipe().expect("pipe");
+    let (mut out_r, out_w) = std::io::pipe().expect("pipe");
+    let (_err_r, err_w) = std::io::pipe().expect("pipe");
+    let mut read_until = |want: &str| {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 256];
+        while !String::from_utf8_lossy(&got).contains(want) {
+            let n = out_r.read(&mut buf).expect("read the run's output");
+            assert!(n > 0, "the output ended before {want:?}: {:?}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    };
+    let f = std::thread::scope(|s| {
+        let (plan, g) = (&plan, &gate);
+        let run = s.spawn(move || plan.prestart().expect("prestart").run_gated(g, |_| None).expect("run"));
+        gate.open(Start {
+            stdin: b"zero\n".to_vec(),
+            stdin_from: Some(stdin_r.into()),
+            stdout_to: Some(out_w.into()),
+            stderr_to: Some(err_w.into()),
+            ..Start::default()
+        });
+        assert_eq!(read_until("got zero\n"), "got zero\n");
+        // Each line is answered before the next is written: the run reads the pipe as it comes.
+        for word in ["one", "two"] {
+            stdin_w.write_all(format!("{word}\n").as_bytes()).expect("write");
+            assert_eq!(read_until("\n"), format!("got {word}\n"));
+        }
+        drop(stdin_w);
+        assert_eq!(read_until("bye\n"), "bye\n");
+        let Gated::Ran(f) = run.join().expect("thread") else { panic!("the run did not start") };
+        f
+    });
+    let r = &f.report;
+    assert_eq!(r.status, Status::Ok, "{r:?}");
+    assert_eq!(r.stdout.bytes, "got zero\ngot one\ngot two\nbye\n".len() as u64, "{r:?}");
+    drop(f);
+    no_cgroups_left().expect("clean");
+}
+
 /// A jail released ahead of its run: the program starts and blocks on stdin; the gate's start
 /// brings the stdin, files in, tighter caps and the clock; files come back out.
 #[test]

@@ -117,6 +117,15 @@ fn a_workspace_keeps_its_files_between_runs_and_gives_them_back() {
     let r = call(&s, "GET", &format!("/v1/sessions/{js}/files/j.txt"), Vec::new());
     assert_eq!(r.body.as_ref(), b"from js");
 
+    // The quota: one file larger than a workspace is refused before it is read; files that
+    // together go past it are refused at the one that would.
+    let r = call(&s, "PUT", &at("/files/big"), vec![0u8; (8 << 20) + 1]);
+    assert_eq!((r.status, r.json()["error"]["code"].as_str()), (413, Some("payload-too-large")));
+    assert_eq!(call(&s, "PUT", &at("/files/half1"), vec![0u8; 5 << 20]).status, 200);
+    let r = call(&s, "PUT", &at("/files/half2"), vec![0u8; 5 << 20]);
+    assert_eq!(r.status, 413);
+    assert!(r.json()["error"]["message"].as_str().is_some_and(|m| m.contains("sessions.workspace-max-bytes")));
+
     // Deleted: 204, then the session is gone, and says so to its owner.
     assert_eq!(call(&s, "DELETE", &at(""), Vec::new()).status, 204);
     let (status, v) = json_call(&s, "GET", &at(""), &Value::Null);
@@ -281,7 +290,7 @@ fn a_session_is_reached_only_with_the_token_that_made_it() {
     if !guests() {
         return;
     }
-    let s = Server::start("", RUNTIMES, true);
+    let s = Server::start("", &format!("[sessions]\nmax-per-token = 2\n{RUNTIMES}"), true);
     s.wait_warm();
     let tcp = s.tcp.expect("a TCP listener");
     let ask = |token: &str, method: &str, path: &str, body: Value| {
@@ -319,6 +328,12 @@ fn a_session_is_reached_only_with_the_token_that_made_it() {
     // Its maker still has it, untouched.
     let (status, body) = ask(TOKEN, "GET", &format!("/v1/sessions/{id}/files/secret.txt"), Value::Null);
     assert_eq!((status, body.as_str()), (200, "\"x\""));
+    // One token cannot take every session: past its own cap, 429; another token still gets one.
+    assert_eq!(ask(TOKEN, "POST", "/v1/sessions", json!({"runtime": "javascript"})).0, 201);
+    let (status, body) = ask(TOKEN, "POST", "/v1/sessions", json!({"runtime": "javascript"}));
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains("sessions.max-per-token"), "{body}");
+    assert_eq!(ask(OTHER_TOKEN, "POST", "/v1/sessions", json!({"runtime": "javascript"})).0, 201);
 }
 
 #[test]

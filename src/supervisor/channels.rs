@@ -233,24 +233,64 @@ impl StreamId {
 pub(super) const BATCH: Duration = Duration::from_millis(2);
 pub(super) const SMALL_READ: usize = 16 * 1024;
 
-/// The program's stdin pipe and the bytes still to write to it.
+/// The program's stdin pipe, the bytes still to write to it, and where more come from.
 pub(super) struct Feed {
     pub(super) fd: OwnedFd,
     pub(super) data: std::sync::Arc<[u8]>,
     pub(super) at: usize,
+    /// The caller's pipe ([`Start::stdin_from`](super::Start::stdin_from)), read when `data`
+    /// is all written, until its end of file.
+    pub(super) source: Option<OwnedFd>,
 }
 
 impl Feed {
+    pub(super) fn new(fd: OwnedFd, data: std::sync::Arc<[u8]>, source: Option<OwnedFd>) -> Feed {
+        // Read only when it polled readable; non-blocking all the same, so that a spurious
+        // wake-up never holds the supervisor.
+        let source = source.filter(|s| sys::set_nonblocking(s.as_fd(), true).is_ok());
+        Feed { fd, data, at: 0, source }
+    }
+
+    /// The fd to poll, and for what: the caller's pipe once every byte was written and more
+    /// may come, else the program's pipe (written to, or closed: its end of file).
+    pub(super) fn wants(&self) -> (RawFd, libc::c_short) {
+        match &self.source {
+            Some(s) if self.at >= self.data.len() => (s.as_raw_fd(), libc::POLLIN),
+            _ => (self.fd.as_raw_fd(), libc::POLLOUT),
+        }
+    }
+
     /// Writes what fits now (the pipe is non-blocking); `true` when the feed is done: every
-    /// byte written, or the program closed its end (POLLERR).
+    /// byte written and no more to come, or the program closed its end (POLLERR).
     pub(super) fn write_some(&mut self) -> bool {
         match sys::write(self.fd.as_raw_fd(), &self.data[self.at..]) {
             Ok(k) => {
                 self.at += k;
-                self.at >= self.data.len()
+                self.at >= self.data.len() && self.source.is_none()
             }
             Err(Errno(libc::EAGAIN)) => false,
             Err(_) => true,
+        }
+    }
+
+    /// Reads what the caller wrote (at most [`CHUNK`]); `true` when the feed is done: the
+    /// caller closed its end (or it failed) and every byte was written.
+    pub(super) fn fill(&mut self) -> bool {
+        let Some(source) = &self.source else { return self.at >= self.data.len() };
+        let mut buf = vec![0u8; CHUNK];
+        match sys::read(source.as_raw_fd(), &mut buf) {
+            Ok(k) if k > 0 => {
+                buf.truncate(k);
+                self.data = std::sync::Arc::from(buf);
+                self.at = 0;
+                false
+            }
+            Err(Errno(libc::EAGAIN | libc::EINTR)) => false,
+            // Its end of file, or a fd that cannot be read: no more comes.
+            _ => {
+                self.source = None;
+                self.at >= self.data.len()
+            }
         }
     }
 }

@@ -32,6 +32,12 @@ pub struct Start {
     /// over), instead of into the report.
     pub stdout_to: Option<OwnedFd>,
     pub stderr_to: Option<OwnedFd>,
+    /// After `stdin`, what the caller writes into this pipe's other end, passed on to the
+    /// program as it comes (at most 64 KiB held at once: the caller's writes wait while the
+    /// program does not read); the program's stdin ends when the caller closes its end. For a
+    /// program that talks with its caller in turns, its output forwarded (`stdout_to`); the
+    /// run's wall clock holds as ever.
+    pub stdin_from: Option<OwnedFd>,
     /// The argument vector the report shows (the run's, not the waiting program's).
     pub argv_display: Option<Vec<String>>,
     /// The jail was built for this run, not ahead of it: its clock and CPU time count from the

@@ -224,6 +224,11 @@ impl<'a> Pump<'a> {
                             feed = None;
                         }
                     }
+                    Role::FeedSource => {
+                        if feed.as_mut().is_some_and(Feed::fill) {
+                            feed = None;
+                        }
+                    }
                     Role::Sync => {
                         self.want_listener = false;
                         if p.revents & libc::POLLIN != 0 {
@@ -301,7 +306,8 @@ impl<'a> Pump<'a> {
             }
         }
         if let Some(f) = feed {
-            add(f.fd.as_raw_fd(), libc::POLLOUT, Role::Feed);
+            let (fd, events) = f.wants();
+            add(fd, events, if events == libc::POLLOUT { Role::Feed } else { Role::FeedSource });
         }
         // Last, so that a wake-up with both reads init's report (its `Emptied`) first.
         if self.reaped.is_none() && !self.leaves_init(gate.is_some()) {
@@ -489,5 +495,7 @@ enum Role {
     Read(StreamId),
     Write(StreamId),
     Feed,
+    /// The caller's pipe of more stdin.
+    FeedSource,
     Gate,
 }

@@ -26,8 +26,9 @@ struct Begun {
     /// Where the run's clock starts.
     start: Instant,
     wall_timeout: Duration,
-    /// Bytes for the program's stdin.
+    /// Bytes for the program's stdin, and the caller's pipe of more.
     stdin: Option<Arc<[u8]>>,
+    stdin_from: Option<OwnedFd>,
     exchange: Option<Exchange>,
     argv_display: Option<Vec<String>>,
     warm: Option<WarmStart>,
@@ -94,6 +95,7 @@ impl Prepared<'_> {
             start: released,
             wall_timeout: plan.policy.wall_timeout,
             stdin: self.stdin_data.take(),
+            stdin_from: None,
             exchange: None,
             argv_display: None,
             warm: None,
@@ -113,7 +115,7 @@ impl Prepared<'_> {
                 }
             }
         }
-        let feed = stdin_feed.map(|fd| Feed { fd, data: begun.stdin.take().unwrap_or_default(), at: 0 });
+        let feed = stdin_feed.map(|fd| Feed::new(fd, begun.stdin.take().unwrap_or_default(), begun.stdin_from.take()));
         let Stop::Ended(outcome) = pump.go(&mut streams, feed, Some(begun.start + begun.wall_timeout), None)? else {
             return Err(Error::Supervisor { what: "pump the run", errno: Errno(libc::EINVAL) });
         };
@@ -224,6 +226,7 @@ impl Prepared<'_> {
         }
         begun.exchange = s.files;
         begun.argv_display = s.argv_display;
+        begun.stdin_from = s.stdin_from;
         let before = &begun.cpu_before;
         begun.warm = (!s.from_release).then_some(WarmStart {
             waited_ms: ms(begun.start.duration_since(begun.released)),

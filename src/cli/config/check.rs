@@ -88,6 +88,7 @@ pub(super) fn check(
         spawner: s.spawner,
         sessions: SessionBounds {
             max: file.sessions.max as usize,
+            max_per_token: file.sessions.max_per_token as usize,
             idle_timeout_ms: file.sessions.idle_timeout_ms,
             max_lifetime_ms: file.sessions.max_lifetime_ms,
             workspace_max_bytes: file.sessions.workspace_max_bytes,
@@ -196,6 +197,7 @@ fn check_sessions(s: &SessionsFile, bad: &mut dyn FnMut(&str, String)) {
         return;
     }
     for (key, v) in [
+        ("sessions.max-per-token", u64::from(s.max_per_token)),
         ("sessions.idle-timeout-ms", s.idle_timeout_ms),
         ("sessions.max-lifetime-ms", s.max_lifetime_ms),
         ("sessions.workspace-max-bytes", s.workspace_max_bytes),

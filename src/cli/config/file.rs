@@ -91,6 +91,9 @@ impl Default for ServerFile {
 pub struct SessionsFile {
     /// Sessions open at once, all clients together (past it, 429); 0: no sessions.
     pub max: u32,
+    /// Sessions open at once made with one bearer token (or on the unix socket), so that one
+    /// client cannot take them all (past it, 429).
+    pub max_per_token: u32,
     /// A session ends after this long without a run or a file operation (a session may ask
     /// for less, not more).
     pub idle_timeout_ms: u64,
@@ -107,6 +110,7 @@ impl Default for SessionsFile {
     fn default() -> Self {
         SessionsFile {
             max: 32,
+            max_per_token: 32,
             idle_timeout_ms: 600_000,
             max_lifetime_ms: 3_600_000,
             workspace_max_bytes: 8 << 20,

@@ -55,6 +55,8 @@ pub struct StartWire {
     limits: Limits,
     /// Two fds (stdout, stderr) come with the frame.
     streams: bool,
+    /// Then one more: the caller's pipe of more stdin ([`Start::stdin_from`]).
+    stdin_from: bool,
     argv_display: Option<Vec<String>>,
     from_release: bool,
 }
@@ -167,12 +169,15 @@ pub fn start_out(start: Start) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
         dir: x.dir,
         take: x.take.map(|p| (p.sources, p.max_files, p.max_bytes)),
     });
-    let fds: Vec<OwnedFd> = start.stdout_to.into_iter().chain(start.stderr_to).collect();
+    let streams = start.stdout_to.is_some() && start.stderr_to.is_some();
+    let stdin_from = start.stdin_from.is_some();
+    let fds: Vec<OwnedFd> = start.stdout_to.into_iter().chain(start.stderr_to).chain(start.stdin_from).collect();
     let wire = StartWire {
         stdin,
         files,
         limits: start.limits,
-        streams: fds.len() == 2,
+        streams,
+        stdin_from,
         argv_display: start.argv_display,
         from_release: start.from_release,
     };
@@ -182,10 +187,15 @@ pub fn start_out(start: Start) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
 /// A run's start from its frame, with the pipes that came with it.
 pub fn start_in(wire: StartWire, bytes: &[u8], fds: Vec<OwnedFd>) -> io::Result<Start> {
     let mut fds = fds.into_iter();
-    let (stdout_to, stderr_to) = match (wire.streams, fds.next(), fds.next()) {
-        (false, None, None) => (None, None),
-        (true, Some(o), Some(e)) => (Some(o), Some(e)),
+    let (stdout_to, stderr_to) = match (wire.streams, wire.streams.then(|| fds.next()).flatten()) {
+        (false, None) => (None, None),
+        (true, Some(o)) => (Some(o), Some(fds.next().ok_or_else(|| bad("its stderr pipe did not come with it"))?)),
         _ => return Err(bad("its output pipes did not come with it")),
+    };
+    let stdin_from = match (wire.stdin_from, fds.next()) {
+        (false, None) => None,
+        (true, Some(i)) => Some(i),
+        _ => return Err(bad("its pipes did not come with it as its header says")),
     };
     let files = match wire.files {
         None => None,
@@ -210,6 +220,7 @@ pub fn start_in(wire: StartWire, bytes: &[u8], fds: Vec<OwnedFd>) -> io::Result<
         limits: wire.limits,
         stdout_to,
         stderr_to,
+        stdin_from,
         argv_display: wire.argv_display,
         from_release: wire.from_release,
     })
@@ -254,6 +265,8 @@ pub fn finished_in(wire: RanWire, bytes: &[u8]) -> io::Result<Finished> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
 
     #[test]
     fn a_start_and_its_files_cross_unchanged() {
@@ -291,6 +304,31 @@ mod tests {
         assert_eq!((take.max_files, take.max_bytes), (3, 99));
         assert_eq!(got.limits.wall_timeout_ms, Some(5));
         assert!(got.from_release && got.stdout_to.is_none());
+    }
+
+    #[test]
+    fn a_start_s_pipes_cross_in_their_order() {
+        let pipe = || {
+            let (r, w) = std::io::pipe().expect("pipe");
+            (OwnedFd::from(r), OwnedFd::from(w))
+        };
+        let ((_, out), (_, err), (stdin, _)) = (pipe(), pipe(), pipe());
+        let ino = |fd: &OwnedFd| std::fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd())).map(|m| m.ino()).ok();
+        let want = [ino(&out), ino(&err), ino(&stdin)];
+        let start = Start { stdout_to: Some(out), stderr_to: Some(err), stdin_from: Some(stdin), ..Start::default() };
+        let (frame, fds) = start_out(start).expect("out");
+        assert_eq!(fds.len(), 3);
+        let (msg, bytes) = read_frame(&mut frame.as_slice()).expect("frame");
+        let Msg::Start(wire) = msg else { panic!("not a start: {msg:?}") };
+        let got = start_in(*wire, &bytes, fds).expect("in");
+        let have = [got.stdout_to.as_ref(), got.stderr_to.as_ref(), got.stdin_from.as_ref()].map(|f| f.and_then(ino));
+        assert_eq!(have, want);
+        // Fewer fds than the header says: refused.
+        let (_, out) = pipe();
+        let (frame, mut fds) = start_out(Start { stdin_from: Some(out), ..Start::default() }).expect("out");
+        let (Msg::Start(wire), bytes) = read_frame(&mut frame.as_slice()).expect("frame") else { panic!() };
+        fds.clear();
+        assert!(start_in(*wire, &bytes, fds).is_err());
     }
 
     #[test]

@@ -455,6 +455,7 @@ fn start_of(req: &RunRequest, streams: Streams, cold: bool) -> Start {
         limits: req.limits,
         stdout_to,
         stderr_to,
+        stdin_from: None,
         argv_display: Some(shown_argv(req)),
         from_release: cold,
     }

@@ -185,14 +185,19 @@ impl Sessions {
                     "this server keeps no sessions (sessions.max = 0)",
                 ));
             }
-            let now = Instant::now();
-            let soonest = st.open.values().map(Session::expires).min().unwrap_or(now);
-            let wait = soonest.saturating_duration_since(now).as_secs().clamp(1, 3600);
             return Err(ApiError::new(
                 ErrorCode::TooManySessions,
                 format!("the server holds {} sessions, its most (sessions.max): end one, or wait", st.open.len()),
             )
-            .retry_after(wait));
+            .retry_after(wait_for_first(st.open.values())));
+        }
+        let mine = st.open.values().filter(|s| same_owner(&s.owner, &owner)).count();
+        if mine >= self.bounds.max_per_token {
+            return Err(ApiError::new(
+                ErrorCode::TooManySessions,
+                format!("this token holds {mine} sessions, its most (sessions.max-per-token): end one, or wait"),
+            )
+            .retry_after(wait_for_first(st.open.values().filter(|s| same_owner(&s.owner, &owner)))));
         }
         let id = format!("s-{}", random_hex(16)?);
         let now = Instant::now();
@@ -311,7 +316,7 @@ impl Sessions {
             ));
         }
         let old = s.files.get(&rel).map_or(0, |f| f.bytes.len() as u64);
-        let count = s.files.len() as u64 + u64::from(old == 0 && !s.files.contains_key(&rel));
+        let count = s.files.len() as u64 + u64::from(!s.files.contains_key(&rel));
         let bytes_after = s.bytes - old + bytes.len() as u64;
         over_quota(&self.bounds, count, bytes_after)?;
         let info = FileInfo { path: rel.clone(), bytes: bytes.len() as u64, modified_unix_ms: unix_ms() };
@@ -353,6 +358,11 @@ impl Sessions {
             })
             .collect();
         Ok(FileList { files, workspace: s.usage(&self.bounds) })
+    }
+
+    /// The most bytes a workspace holds.
+    pub fn workspace_max_bytes(&self) -> u64 {
+        self.bounds.workspace_max_bytes
     }
 
     /// How many sessions are open.
@@ -553,6 +563,13 @@ fn find<'s>(st: &'s mut State, id: &str, owner: Owner) -> Result<&'s mut Session
     Err(none())
 }
 
+/// Seconds until the first of `sessions` ends by its clocks (1 to 3600), for `Retry-After`.
+fn wait_for_first<'a>(sessions: impl Iterator<Item = &'a Session>) -> u64 {
+    let now = Instant::now();
+    let soonest = sessions.map(Session::expires).min().unwrap_or(now);
+    soonest.saturating_duration_since(now).as_secs().clamp(1, 3600)
+}
+
 fn ended_why(why: End) -> &'static str {
     match why {
         End::Idle => "its idle timeout passed with no run or file operation (idle-timeout-ms)",
@@ -668,6 +685,7 @@ mod tests {
     fn a_run_of_a_session_takes_its_whole_workspace_back() {
         let b = SessionBounds {
             max: 1,
+            max_per_token: 1,
             idle_timeout_ms: 1,
             max_lifetime_ms: 1,
             workspace_max_bytes: 10,

@@ -129,10 +129,23 @@ fn bind_one(l: &Listen, mode: u32, gid: Option<u32>) -> Result<Bound, String> {
                     .map_err(|e| say("create its directory", e))?;
             }
             clear_stale(path).map_err(|why| format!("{l}: {why}"))?;
-            let std_listener = std::os::unix::net::UnixListener::bind(path).map_err(|e| say("bind", e))?;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(|e| say("chmod", e))?;
-            if let Some(g) = gid {
-                std::os::unix::fs::chown(path, None, Some(g)).map_err(|e| say("chown", e))?;
+            // Bound, listening, its mode and group set under a name of its own, then renamed
+            // into place: the socket appears at its path only when it takes connections, with
+            // the mode it is meant to have.
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let fresh = path.with_file_name(format!(".{name}.{}.new", std::process::id()));
+            let _ = std::fs::remove_file(&fresh);
+            let std_listener = std::os::unix::net::UnixListener::bind(&fresh).map_err(|e| say("bind", e))?;
+            let placed = std::fs::set_permissions(&fresh, std::fs::Permissions::from_mode(mode))
+                .map_err(|e| say("chmod", e))
+                .and_then(|()| match gid {
+                    Some(g) => std::os::unix::fs::chown(&fresh, None, Some(g)).map_err(|e| say("chown", e)),
+                    None => Ok(()),
+                })
+                .and_then(|()| std::fs::rename(&fresh, path).map_err(|e| say("put the socket in place", e)));
+            if let Err(e) = placed {
+                let _ = std::fs::remove_file(&fresh);
+                return Err(e);
             }
             std_listener.set_nonblocking(true).map_err(|e| say("set non-blocking", e))?;
             let listener = UnixListener::from_std(std_listener).map_err(|e| say("listen", e))?;

@@ -144,6 +144,15 @@ pub async fn put_file(
     let r = async {
         let (id, path) = parts(p)?;
         app.engine.sessions().info(&id, caller.0)?;
+        // A body larger than any workspace is refused before it is read.
+        let most = app.engine.sessions().workspace_max_bytes();
+        let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > most) {
+            return Err(ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("the file is over {most} bytes, a workspace's most (sessions.workspace-max-bytes)"),
+            ));
+        }
         let (bytes, _budget) = read_body(&app, req).await?;
         app.engine.sessions().put_file(&id, caller.0, &path, bytes)
     }
