@@ -87,7 +87,11 @@ pub fn openapi() -> serde_json::Value {
                     "summary": "Open a session: runs of one runtime and policy that share a workspace (/app) between them",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": session_body}}},
                     "responses": {
-                        "201": {"description": "the session", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SessionInfo"}}}},
+                        "201": {
+                            "description": "the session",
+                            "headers": {"Location": {"schema": {"type": "string"}, "description": "/v1/sessions/ID: where the session lives (a balancer may learn its replica from it)"}},
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SessionInfo"}}}
+                        },
                         "400": err("a bad request: the field is named"),
                         "404": err("no such policy"),
                         "429": busy("the server holds sessions.max sessions (Retry-After: when the first one ends)")
