@@ -184,17 +184,26 @@ async fn accept_run(app: &App, req: Request) -> Result<Response, ApiError> {
     // The body's room is held until the run is over: its decoded content is in the request.
     let (parsed, _budget) = decode::<api::RunBody>(app, req).await?;
     let request = api::check(parsed, app.engine.catalog())?;
-    app.engine.available(&request)?;
-    let permit = app.engine.admit().await?;
-    // The answer's room, before its run: a run whose answer could not be held is not started.
-    let reserved =
-        app.answers.reserve(&request).inspect_err(|_| app.engine.metrics().refused(ErrorCode::Busy.as_str()))?;
+    let (permit, reserved) = admitted(app, &request).await?;
     let engine = app.engine.clone();
     if stream {
         return streamed(move |s| async move { engine.execute(permit, request, s).await }, reserved);
     }
     let ran = engine.execute(permit, request, None).await?;
     Ok(held(ran, reserved))
+}
+
+/// A checked request's place: its runtime available, a run slot, and its answer's room, before
+/// its run (a run whose answer could not be held is not started).
+pub(super) async fn admitted(
+    app: &App,
+    request: &api::RunRequest,
+) -> Result<(OwnedSemaphorePermit, answer::Reserved), ApiError> {
+    app.engine.available(request)?;
+    let permit = app.engine.admit().await?;
+    let reserved =
+        app.answers.reserve(request).inspect_err(|_| app.engine.metrics().refused(ErrorCode::Busy.as_str()))?;
+    Ok((permit, reserved))
 }
 
 /// A run's result as a JSON answer, its room held until it is sent.

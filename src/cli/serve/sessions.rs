@@ -2,7 +2,7 @@
 //! A session is its maker's: the auth layer says who calls ([`Caller`]), and every handler asks
 //! the store with it.
 
-use super::http::{App, check_content_type, decode, held, read_body, respond, stream_param, streamed};
+use super::http::{App, admitted, check_content_type, decode, held, read_body, respond, stream_param, streamed};
 use crate::engine::sessions::Owner;
 use axum::Extension;
 use axum::body::Body;
@@ -111,11 +111,8 @@ async fn accept_run(
     // The session is this run's from here until the run is over (or refused).
     let mut turn = app.engine.sessions().begin(&id, caller.0)?;
     let (request, workspace) = turn.request(body, app.engine.catalog())?;
-    app.engine.available(&request)?;
-    let permit = app.engine.admit().await?;
     // The room of the answer the request asked for (its own return-files).
-    let reserved =
-        app.answers.reserve(&request).inspect_err(|_| app.engine.metrics().refused(ErrorCode::Busy.as_str()))?;
+    let (permit, reserved) = admitted(app, &request).await?;
     let engine = app.engine.clone();
     if stream {
         return streamed(move |s| async move { engine.run_turn(permit, turn, request, workspace, s).await }, reserved);
