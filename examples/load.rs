@@ -360,13 +360,14 @@ async fn latency(socket: &str, runtimes: &[String], rounds: usize, spaced: Durat
     }
 }
 
-/// One-off runs against runs of a workspace session holding a 4 KiB file, in turn; and one-off
-/// runs that carry the same file in and take it back, as a session's run does.
+/// One-off runs against runs of a workspace session holding a 4 KiB file, in turn; one-off
+/// runs that carry the same file in and take it back, as a session's run does; and a turn of a
+/// live session (`x += 1`, its interpreter kept).
 async fn sessions(socket: &str, runtimes: &[String], rounds: usize, spaced: Duration) {
     use base64::Engine as _;
     let mut client = Client::connect(socket).await;
     println!(
-        "runtime        one-off p50 ms   session p50 ms   session / one-off   one-off, the file in and out   session / that"
+        "runtime        one-off p50 ms   session p50 ms   session / one-off   one-off, the file in and out   session / that   live x += 1 p50 ms   live / one-off"
     );
     for r in runtimes {
         let (status, made, _) =
@@ -383,12 +384,28 @@ async fn sessions(socket: &str, runtimes: &[String], rounds: usize, spaced: Dura
             .to_string()
             .into_bytes();
         let in_session = serde_json::json!({"code": code_for(r)}).to_string().into_bytes();
-        let mut times: [Vec<Duration>; 3] = Default::default();
+        let live = serde_json::json!({"runtime": r, "mode": "live"}).to_string().into_bytes();
+        let (status, made, _) = client.send("POST", "/v1/sessions", live).await;
+        assert_eq!(status, 201, "{}", String::from_utf8_lossy(&made));
+        let live_id =
+            serde_json::from_slice::<serde_json::Value>(&made).expect("JSON")["id"].as_str().expect("id").to_string();
+        let first = if r.contains("javascript") { "var x = 0" } else { "x = 0" };
+        let (status, _, _) = client
+            .send(
+                "POST",
+                &format!("/v1/sessions/{live_id}/runs"),
+                serde_json::json!({"code": first}).to_string().into_bytes(),
+            )
+            .await;
+        assert_eq!(status, 200);
+        let turn = serde_json::json!({"code": "x += 1"}).to_string().into_bytes();
+        let mut times: [Vec<Duration>; 4] = Default::default();
         for _ in 0..rounds {
             for (i, (uri, body)) in [
                 ("/v1/runs".to_string(), &plain),
                 (format!("/v1/sessions/{id}/runs"), &in_session),
                 ("/v1/runs".to_string(), &carried),
+                (format!("/v1/sessions/{live_id}/runs"), &turn),
             ]
             .into_iter()
             .enumerate()
@@ -400,11 +417,17 @@ async fn sessions(socket: &str, runtimes: &[String], rounds: usize, spaced: Dura
             }
         }
         let _ = client.send("DELETE", &format!("/v1/sessions/{id}"), Vec::new()).await;
-        let [once, kept, carried] = times.map(|mut t| {
+        let _ = client.send("DELETE", &format!("/v1/sessions/{live_id}"), Vec::new()).await;
+        let [once, kept, carried, live] = times.map(|mut t| {
             t.sort();
             pct(&t, 500)
         });
-        println!("{r:<14} {once:>14.2} {kept:>16.2} {:>19.3} {carried:>30.2} {:>16.3}", kept / once, kept / carried);
+        println!(
+            "{r:<14} {once:>14.2} {kept:>16.2} {:>19.3} {carried:>30.2} {:>16.3} {live:>20.2} {:>16.3}",
+            kept / once,
+            kept / carried,
+            live / once
+        );
     }
 }
 

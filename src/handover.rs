@@ -106,6 +106,103 @@ pub const JS_BOOTSTRAP: &str = r#"(() => {
 })();
 "#;
 
+/// A live session's interpreter: the code of its first frame, a loop that runs each turn's code
+/// in the same main module, so that what one turn defines the next one sees. A turn comes framed
+/// on stdin ([`turn_frame`]): its code, its stdin (Python's `sys.stdin` for the turn) and a nonce
+/// of the caller's; when the code is done (an exception's traceback printed, `SystemExit` caught
+/// as its status), the loop flushes the standard streams and writes the nonce and the turn's
+/// status on stdout (`NONCE STATUS\n`) and the nonce on stderr (`NONCE\n`): everything before them
+/// is the turn's output. The interpreter's end (end of file) ends the loop.
+///
+/// The nonce is the caller's fresh secret for each turn, but not from the code: it is in the
+/// interpreter's own memory, where the code can read it and end its turn early. That only
+/// confuses its own session's output; every wall of the jail is the same.
+pub const PYTHON_LIVE: &str = r#"def _stockade_live():
+    import io, os, sys
+    g = globals()
+    del g["_stockade_live"]
+    def exact(n, first=False):
+        b = bytearray()
+        while len(b) < n:
+            c = os.read(0, n - len(b))
+            if not c:
+                raise SystemExit(0 if first and not b else 125)
+            b += c
+        return bytes(b)
+    def put(fd, b):
+        while b:
+            b = b[os.write(fd, b):]
+    while True:
+        n, k, nonce = exact(55, True).split()
+        src = exact(int(n)).decode("utf-8")
+        sys.stdin = io.TextIOWrapper(io.BytesIO(exact(int(k))), encoding="utf-8")
+        status = 0
+        try:
+            exec(compile(src, "<string>", "exec"), g)
+        except SystemExit as e:
+            if e.code is None:
+                status = 0
+            elif isinstance(e.code, int):
+                status = e.code & 0xFF
+            else:
+                print(e.code, file=sys.stderr)
+                status = 1
+        except BaseException as e:
+            e.__traceback__ = e.__traceback__.tb_next
+            sys.excepthook(type(e), e, e.__traceback__)
+            status = 1
+        for f in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            try:
+                f.flush()
+            except BaseException:
+                pass
+        put(1, nonce + b" %d\n" % status)
+        put(2, nonce + b"\n")
+_stockade_live()
+"#;
+
+/// [`PYTHON_LIVE`] for QuickJS: each turn's code evaluated as a global script (its `var`s,
+/// functions and top-level `let`s stay); a turn's stdin is not given to it.
+pub const JS_LIVE: &str = r#"(() => {
+  for (;;) {
+    const head = std.in.getline();
+    if (head === null) std.exit(0);
+    const [n, k, nonce] = head.split(" ");
+    const src = Number(n) > 0 ? std.in.readAsString(Number(n)) : "";
+    if (Number(k) > 0) std.in.readAsString(Number(k));
+    let status = 0;
+    try {
+      std.evalScript(src, { backtrace_barrier: true });
+    } catch (e) {
+      let text = String(e);
+      if (e instanceof Error && typeof e.stack === "string") {
+        text += "\n" + e.stack.replaceAll("(<evalScript>:", "(<cmdline>:").replaceAll("at <eval> (", "at <anonymous> (");
+      }
+      std.err.puts(text.endsWith("\n") ? text : text + "\n");
+      status = 1;
+    }
+    std.out.flush();
+    std.err.flush();
+    std.out.puts(nonce + " " + status + "\n");
+    std.out.flush();
+    std.err.puts(nonce + "\n");
+    std.err.flush();
+  }
+})();
+"#;
+
+/// The length of a turn's nonce ([`turn_frame`]), hex digits.
+pub const NONCE_LEN: usize = 32;
+
+/// One turn of a live interpreter ([`PYTHON_LIVE`]): `<code length, 10 digits> <stdin length, 10
+/// digits> <nonce, 32 hex digits>\n<code><stdin>`.
+pub fn turn_frame(code: &str, stdin: &[u8], nonce: &str) -> Vec<u8> {
+    let mut out = format!("{:010} {:010} {nonce}\n", code.len(), stdin.len()).into_bytes();
+    out.extend_from_slice(code.as_bytes());
+    out.extend_from_slice(stdin);
+    out
+}
+
 /// The frame of one run's code and arguments (see the module's documentation); the run's stdin
 /// follows it.
 ///

@@ -218,6 +218,26 @@ fn calls_share_a_workspace_and_the_file_tools_reach_it() {
     let r = ran(&m.tool("run_python", json!({"code": "import os; print(os.listdir('.'))"}))).clone();
     assert_eq!(r["stdout"], "[]\n", "{r}");
     m.finish();
+
+    // Live: one interpreter per language keeps its variables between calls, here and through a
+    // server; a call past its time limit says that the interpreter was restarted.
+    for args in [vec!["--session", "live"], vec!["--session", "live", "--serve", socket.as_str()]] {
+        let mut m = Mcp::start(&args);
+        ran(&m.tool("run_python", json!({"code": "x = 41"})));
+        let r = ran(&m.tool("run_python", json!({"code": "print(x + 1)"}))).clone();
+        assert_eq!(r["stdout"], "42\n", "{args:?}: {r}");
+        let r = ran(&m.tool("run_javascript", json!({"code": "var y = 1"}))).clone();
+        assert_eq!(r["status"], "ok", "{r}");
+        let r = ran(&m.tool("run_javascript", json!({"code": "console.log(y + 1)"}))).clone();
+        assert_eq!(r["stdout"], "2\n", "{r}");
+        let r =
+            ran(&m.tool("run_python", json!({"code": "while True: pass", "limits": {"wall_timeout_ms": 300}}))).clone();
+        assert_eq!(r["status"], "timeout", "{r}");
+        assert!(r["notes"].to_string().contains("restarted"), "{r}");
+        let r = ran(&m.tool("run_python", json!({"code": "print('x' in globals())"}))).clone();
+        assert_eq!(r["stdout"], "False\n", "{r}");
+        m.finish();
+    }
 }
 
 #[test]

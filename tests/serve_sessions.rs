@@ -17,17 +17,6 @@ use std::time::Duration;
 const RUNTIMES: &str = "[runtimes.python]\nguest = \"python\"\nwarm = 1\n\
                         [runtimes.javascript]\nguest = \"javascript\"\nwarm = 1\n";
 
-const JSON: (&str, &str) = ("content-type", "application/json");
-
-fn call(s: &Server, method: &str, path: &str, body: Vec<u8>) -> Response {
-    request(To::Unix(&s.socket), method, path, &[JSON], body)
-}
-
-fn json_call(s: &Server, method: &str, path: &str, body: &Value) -> (u16, Value) {
-    let r = call(s, method, path, body.to_string().into_bytes());
-    let v = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
-    (r.status, v)
-}
 
 fn open_session(s: &Server, body: &Value) -> String {
     let r = call(s, "POST", "/v1/sessions", body.to_string().into_bytes());

@@ -101,3 +101,29 @@ def test_async_sessions(server) -> None:
                 assert [f.path for f in await s.files()] == ["in.txt", "out.txt"]
 
     asyncio.run(main())
+
+
+def test_a_live_session_keeps_its_variables(server) -> None:
+    with Client(socket=server.socket) as client, client.session("python", mode="live") as s:
+        assert s.info["mode"] == "live"
+        r = s.run("x = 41")
+        assert r.ok and r.interpreter == "started", r
+        r = s.run("print(x + 1)")
+        assert r.stdout == "42\n" and r.interpreter == "kept", r
+        # Past its wall limit the interpreter is taken down; the files stay, the variables go.
+        s.upload("note.txt", "kept")
+        r = s.run("while True: pass", limits={"wall_timeout_ms": 300})
+        assert r.status == "timeout" and r.interpreter == "restarted", r
+        r = s.run("print(open('note.txt').read(), 'x' in globals())")
+        assert r.stdout == "kept False\n" and r.interpreter == "started", r
+
+
+def test_an_async_live_session(server) -> None:
+    async def main() -> None:
+        async with AsyncClient(socket=server.socket) as client:
+            async with await client.session("javascript", mode="live") as s:
+                await s.run("var n = 1")
+                r = await s.run("n += 1; console.log(n)")
+                assert r.stdout == "2\n" and r.interpreter == "kept", r
+
+    asyncio.run(main())

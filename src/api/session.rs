@@ -16,8 +16,24 @@ pub enum Mode {
     /// Each run is a fresh jail and interpreter; the session's `/app` persists between runs.
     #[default]
     Workspace,
-    /// One interpreter keeps its variables between runs (not in this server yet: refused).
+    /// One jailed interpreter keeps its state (variables, imports, definitions) between runs,
+    /// within the session's limits for its whole life; each run has its own wall limit and
+    /// output caps. `/app` persists as in a workspace session.
     Live,
+}
+
+/// What became of a live session's interpreter in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Interpreter {
+    /// A new one ran this run (the session's first run, or the first after one was lost): no
+    /// state from before.
+    Started,
+    /// The same one as the run before: its state kept.
+    Kept,
+    /// It ended in this run (its wall limit, a memory limit, its own exit) and was taken down:
+    /// its state is gone, the workspace's files are kept, and the next run starts a new one.
+    Restarted,
 }
 
 /// `POST /v1/sessions`, as sent.
@@ -160,6 +176,9 @@ pub struct SessionRun {
     /// How many entries were not kept in all.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dropped_count: u64,
+    /// A live session's run: what became of its interpreter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interpreter: Option<Interpreter>,
 }
 
 fn is_zero(n: &u64) -> bool {

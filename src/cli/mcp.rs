@@ -53,7 +53,8 @@ pub struct McpArgs {
     pub output_max_bytes: Option<u64>,
     /// What successive calls share: `workspace` (the default): one session per runtime for this
     /// client's connection, so a file one call writes in /app is there for the next (and the
-    /// file tools reach it); `none`: every call a fresh /app.
+    /// file tools reach it); `live`: the same, and one interpreter per runtime keeps its
+    /// variables between calls; `none`: every call a fresh /app.
     #[arg(long, value_enum, default_value = "workspace")]
     pub session: SessionMode,
     #[command(flatten)]
@@ -64,6 +65,7 @@ pub struct McpArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SessionMode {
     Workspace,
+    Live,
     None,
 }
 
@@ -195,6 +197,8 @@ struct Tools {
     /// This connection's session of each runtime, made at its first call (`--session
     /// workspace`), and `None` without sessions.
     sessions: Option<Arc<tokio::sync::Mutex<BTreeMap<String, String>>>>,
+    /// The sessions keep an interpreter each (`--session live`).
+    live: bool,
     tool_router: ToolRouter<Tools>,
 }
 
@@ -251,7 +255,7 @@ impl Tools {
     fn new(backend: Backend, policy: Option<String>, ceiling: Limits, mode: SessionMode) -> Tools {
         let mut tool_router = Self::tool_router();
         let sessions = match mode {
-            SessionMode::Workspace => Some(Arc::default()),
+            SessionMode::Workspace | SessionMode::Live => Some(Arc::default()),
             SessionMode::None => {
                 for name in ["list_files", "read_file", "write_file"] {
                     tool_router.remove_route(name);
@@ -259,7 +263,8 @@ impl Tools {
                 None
             }
         };
-        Tools { backend: Arc::new(backend), policy, ceiling, sessions, tool_router }
+        let live = mode == SessionMode::Live;
+        Tools { backend: Arc::new(backend), policy, ceiling, sessions, live, tool_router }
     }
 
     /// Runs Python 3.14 code (CPython for WASI) in a fresh stockade jail: no network, no host
@@ -369,6 +374,11 @@ impl Tools {
         let mut out = RunOutput::from_report(report);
         if let Some(part) = part {
             notes.extend(part.dropped.iter().map(|d| format!("not kept: {}: {}", d.path, d.reason)));
+            if part.interpreter == Some(api::session::Interpreter::Restarted) {
+                notes.push(
+                    "the interpreter ended in this call and was restarted: its variables are gone, /app is kept".into(),
+                );
+            }
             let id = part.id;
             let files = self.backend.files(&id).await.map_err(said)?;
             out.workspace_files = Some(files.into_iter().map(|f| f.path).collect());
@@ -388,7 +398,7 @@ impl Tools {
         }
         let body = SessionBody {
             runtime: runtime.to_string(),
-            mode: api::session::Mode::Workspace,
+            mode: if self.live { api::session::Mode::Live } else { api::session::Mode::Workspace },
             policy: self.policy.clone(),
             limits: self.ceiling,
             idle_timeout_ms: None,
@@ -444,10 +454,7 @@ type SessionRan = (Report, Option<api::session::SessionRun>);
 impl Backend {
     async fn open(&self, body: SessionBody) -> Result<String, ApiError> {
         match self {
-            Backend::Here(engine) => {
-                let spec = engine.sessions().check(body, engine.catalog())?;
-                Ok(engine.sessions().create(None, spec)?.id)
-            }
+            Backend::Here(engine) => Ok(engine.open_session(None, body)?.id),
             Backend::Server(socket) => {
                 let bytes = remote(socket, "POST", "/v1/sessions", Some(json_of(&body))).await?;
                 let info: api::session::SessionInfo = parse(&bytes)?;
@@ -608,14 +615,22 @@ impl ServerHandler for Tools {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("stockade", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
+            .with_instructions(if self.live {
+                "Runs code in stockade jails: run_python (CPython 3.14) and run_javascript (QuickJS). \
+                 Each language has one interpreter for this conversation, in a jail with no network and \
+                 no host files, in the working directory /app: variables, imports and functions one call \
+                 defines are there for the next call of the same language, and so are the files in /app \
+                 (list_files, read_file and write_file reach them). A call past its time limit restarts \
+                 the interpreter (its variables are lost, its files kept), and the call says so. Limits \
+                 may only be tightened."
+            } else {
                 "Runs code in stockade jails: run_python (CPython 3.14) and run_javascript (QuickJS). \
                  Each call gets a fresh jail and interpreter with no network and no host files, in the \
                  working directory /app; files you pass land there. Unless the operator turned sessions \
                  off, /app is kept between your calls of the same language (variables are not: save \
                  what the next call needs to a file), and list_files, read_file and write_file reach it. \
-                 Limits may only be tightened.",
-            )
+                 Limits may only be tightened."
+            })
     }
 }
 

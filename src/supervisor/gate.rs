@@ -5,14 +5,14 @@
 
 use crate::error::Error;
 use crate::layers::cgroup::Leaf;
-use crate::layers::filesystem::exchange::{Pick, PutFile, Taken};
+use crate::layers::filesystem::exchange::{LiveDir, Pick, PutFile, Taken};
 use crate::layers::identity::OwnerLease;
 use crate::policy::Limits;
 use crate::report::Report;
 use crate::sys;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 /// What a run brings to a jail waiting at its gate.
@@ -38,11 +38,37 @@ pub struct Start {
     /// program that talks with its caller in turns, its output forwarded (`stdout_to`); the
     /// run's wall clock holds as ever.
     pub stdin_from: Option<OwnedFd>,
+    /// The run is killed, and reported as out of time, when this pipe becomes readable (its
+    /// writer wrote, or closed it): a caller's own clock over a run that outlives each of its
+    /// parts (a live session's turn).
+    pub kill_on: Option<OwnedFd>,
+    /// Lent the run's writable directory once its files are in, and its cgroup's figures
+    /// ([`LiveRun`]).
+    pub live: Option<Arc<LiveRun>>,
     /// The argument vector the report shows (the run's, not the waiting program's).
     pub argv_display: Option<Vec<String>>,
     /// The jail was built for this run, not ahead of it: its clock and CPU time count from the
     /// release (the program's start-up is the run's), and there is no `warm-start`.
     pub from_release: bool,
+}
+
+/// A run reached from outside while it goes on (a live session's interpreter between its
+/// turns): its writable directory ([`LiveDir`]) and its cgroup's figures so far.
+#[derive(Debug, Default)]
+pub struct LiveRun {
+    pub dir: LiveDir,
+    leaf: Mutex<Option<Leaf>>,
+}
+
+impl LiveRun {
+    /// The run's cgroup's figures so far (CPU time, peaks), when it has a cgroup.
+    pub fn figures(&self) -> Option<crate::layers::cgroup::CgroupStats> {
+        self.leaf.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map(Leaf::stats)
+    }
+
+    pub(super) fn lend_leaf(&self, leaf: Option<&Leaf>) {
+        *self.leaf.lock().unwrap_or_else(PoisonError::into_inner) = leaf.and_then(Leaf::reader);
+    }
 }
 
 /// Files in and out of one of the run's writable directories (an empty one of the run's own).

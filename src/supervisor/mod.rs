@@ -15,7 +15,7 @@ mod verdict;
 mod words;
 
 pub use channels::Output;
-pub use gate::{Cleanup, Exchange, Finished, Gate, Gated, Start};
+pub use gate::{Cleanup, Exchange, Finished, Gate, Gated, LiveRun, Start};
 pub use verdict::{Note, Verdict};
 
 use crate::child::{self, ChildArgs};

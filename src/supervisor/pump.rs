@@ -93,6 +93,8 @@ pub(super) struct Pump<'a> {
     execs_refused: u32,
     /// When the jail was released (the start of its `sysinfo` uptime).
     released: Instant,
+    /// The caller's pipe that kills the run ([`Start::kill_on`](super::Start::kill_on)).
+    kill_on: Option<OwnedFd>,
     /// Why a `sysinfo` could not be answered with the run's own figures, when one could not.
     sysinfo_unanswered: Option<Errno>,
     buf: Vec<u8>,
@@ -118,6 +120,7 @@ impl<'a> Pump<'a> {
             output_limit: false,
             execs_refused: 0,
             released: Instant::now(),
+            kill_on: None,
             sysinfo_unanswered: None,
             buf: vec![0u8; CHUNK],
         }
@@ -126,6 +129,11 @@ impl<'a> Pump<'a> {
     /// The jail step that failed, as the child reported it so far.
     pub(super) fn failure(&self) -> Option<Failure> {
         self.failure
+    }
+
+    /// Watches `fd` from now on: when it becomes readable, the run's deadline has come.
+    pub(super) fn kill_on(&mut self, fd: Option<OwnedFd>) {
+        self.kill_on = fd;
     }
 
     /// Takes the run down now (a cancelled gate, files that could not be handed over).
@@ -200,6 +208,13 @@ impl<'a> Pump<'a> {
                     continue;
                 }
                 match *role {
+                    Role::KillOn => {
+                        self.kill_on = None;
+                        if gate.is_none() {
+                            kill_at = Some(Instant::now());
+                            self.at_deadline(&mut kill_at);
+                        }
+                    }
                     Role::Gate => {
                         if let Some(g) = gate {
                             let _ = sys::read(g.as_raw_fd(), &mut self.buf[..1]);
@@ -291,6 +306,9 @@ impl<'a> Pump<'a> {
         }
         if let Some(g) = gate {
             add(g.as_raw_fd(), libc::POLLIN, Role::Gate);
+        }
+        if let Some(k) = self.kill_on.as_ref().filter(|_| gate.is_none() && !self.timed_out) {
+            add(k.as_raw_fd(), libc::POLLIN, Role::KillOn);
         }
         let mut wake: Option<Instant> = kill_at.filter(|_| !self.killed);
         for (id, s) in streams.iter() {
@@ -498,4 +516,6 @@ enum Role {
     /// The caller's pipe of more stdin.
     FeedSource,
     Gate,
+    /// The caller's pipe that kills the run.
+    KillOn,
 }

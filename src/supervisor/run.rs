@@ -29,6 +29,7 @@ struct Begun {
     /// Bytes for the program's stdin, and the caller's pipe of more.
     stdin: Option<Arc<[u8]>>,
     stdin_from: Option<OwnedFd>,
+    kill_on: Option<OwnedFd>,
     exchange: Option<Exchange>,
     argv_display: Option<Vec<String>>,
     warm: Option<WarmStart>,
@@ -96,6 +97,7 @@ impl Prepared<'_> {
             wall_timeout: plan.policy.wall_timeout,
             stdin: self.stdin_data.take(),
             stdin_from: None,
+            kill_on: None,
             exchange: None,
             argv_display: None,
             warm: None,
@@ -115,6 +117,7 @@ impl Prepared<'_> {
                 }
             }
         }
+        pump.kill_on(begun.kill_on.take());
         let feed = stdin_feed.map(|fd| Feed::new(fd, begun.stdin.take().unwrap_or_default(), begun.stdin_from.take()));
         let Stop::Ended(outcome) = pump.go(&mut streams, feed, Some(begun.start + begun.wall_timeout), None)? else {
             return Err(Error::Supervisor { what: "pump the run", errno: Errno(libc::EINVAL) });
@@ -227,6 +230,17 @@ impl Prepared<'_> {
         begun.exchange = s.files;
         begun.argv_display = s.argv_display;
         begun.stdin_from = s.stdin_from;
+        begun.kill_on = s.kill_on;
+        if let Some(live) = &s.live {
+            live.lend_leaf(self.leaf.as_ref());
+            let staged = self.plan.fs.staged();
+            if let Some(x) = &begun.exchange
+                && let Some(i) = exchange::place_index(staged, &x.dir)
+                && let (Some(place), Some(root)) = (staged.get(i), self.staged.get(i))
+            {
+                live.dir.lend(place, root, create_as);
+            }
+        }
         let before = &begun.cpu_before;
         begun.warm = (!s.from_release).then_some(WarmStart {
             waited_ms: ms(begun.start.duration_since(begun.released)),

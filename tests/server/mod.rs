@@ -187,6 +187,21 @@ pub fn request(to: To<'_>, method: &str, path: &str, headers: &[(&str, &str)], b
 pub trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static> Io for T {}
 
+/// A JSON request's content type.
+pub const JSON: (&str, &str) = ("content-type", "application/json");
+
+/// A request to `s` on its unix socket, with a JSON content type.
+pub fn call(s: &Server, method: &str, path: &str, body: Vec<u8>) -> Response {
+    request(To::Unix(&s.socket), method, path, &[JSON], body)
+}
+
+/// [`call`] with a JSON body, and the answer's status and JSON (`Null` when it is not JSON).
+pub fn json_call(s: &Server, method: &str, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+    let r = call(s, method, path, body.to_string().into_bytes());
+    let v = serde_json::from_slice(&r.body).unwrap_or(serde_json::Value::Null);
+    (r.status, v)
+}
+
 /// `GET path` on the socket, as JSON.
 pub fn get(socket: &Path, path: &str) -> (u16, serde_json::Value) {
     let r = request(To::Unix(socket), "GET", path, &[], Vec::new());

@@ -262,7 +262,7 @@ pub fn bench(root: &Path, stockade: &Path, dir: &Path, guests: &Path) -> Result<
         &names,
     ]))?;
     println!(
-        "\nsessions: a run of a workspace session (a 4 KiB file in it) against a one-off run, and against a one-off run carrying that file in and back, in turn, 30 rounds, 150 ms apart"
+        "\nsessions: a run of a workspace session (a 4 KiB file in it) against a one-off run, against a one-off run carrying that file in and back, and a live session's `x += 1`, in turn, 30 rounds, 150 ms apart"
     );
     super::run(
         Command::new(&load)

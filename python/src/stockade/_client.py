@@ -170,9 +170,10 @@ class Client(_Base):
 
     def session(self, runtime: str = "python", **kw: Any) -> "Session":
         """Opens a session (``POST /v1/sessions``): runs of ``runtime`` that share a workspace
-        (``/app``) between them. Keywords: ``mode`` (``"workspace"``), ``policy``, ``limits`` (for
-        every run), ``idle_timeout_ms``, ``max_lifetime_ms``. Use it with ``with``: leaving the
-        block ends the session (``DELETE``)."""
+        (``/app``) between them. Keywords: ``mode`` (``"workspace"``: each run a fresh
+        interpreter; ``"live"``: one interpreter keeps its variables between runs), ``policy``,
+        ``limits`` (for every run), ``idle_timeout_ms``, ``max_lifetime_ms``. Use it with
+        ``with``: leaving the block ends the session (``DELETE``)."""
         info = self._request("POST", "/v1/sessions", json_body=_wire.session_body(runtime, **kw), idempotent=False)
         return Session(self, dict(info.json()))
 
@@ -330,7 +331,9 @@ class AsyncClient(_Base):
 class Session:
     """A session of a :class:`Client` (:meth:`Client.session`): each :meth:`run` is a fresh jail
     and interpreter whose ``/app`` holds the session's files, and the ``/app`` it leaves is the
-    next run's. ``id`` is the server's id; ``info`` what the server said when it was made."""
+    next run's; in a live session (``mode="live"``) every run is a turn of one interpreter, which
+    keeps its state (``Result.interpreter`` says whether it did). ``id`` is the server's id;
+    ``info`` what the server said when it was made."""
 
     def __init__(self, client: Client, info: Dict[str, Any]) -> None:
         self._client = client

@@ -223,8 +223,17 @@ class Result:
     error: Optional[str]
     report: Dict[str, Any] = field(repr=False)
     #: A session's run: the session's id, this run's id (``run``), the workspace as kept
-    #: (``workspace``), and what was not kept with why (``dropped``); else ``None``.
+    #: (``workspace``), what was not kept with why (``dropped``), and for a live session what
+    #: became of its interpreter (``interpreter``); else ``None``.
     session: Optional[Dict[str, Any]] = None
+
+    @property
+    def interpreter(self) -> Optional[str]:
+        """A live session's run: ``"started"`` (a new interpreter, no state from before),
+        ``"kept"`` (the same one as the run before) or ``"restarted"`` (it ended in this run: its
+        wall limit, a memory limit, its own exit; its state is gone, the files are kept). Else
+        ``None``."""
+        return None if self.session is None else self.session.get("interpreter")
 
     @property
     def ok(self) -> bool:

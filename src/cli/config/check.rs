@@ -89,6 +89,7 @@ pub(super) fn check(
         sessions: SessionBounds {
             max: file.sessions.max as usize,
             max_per_token: file.sessions.max_per_token as usize,
+            live_max: file.sessions.live_max as usize,
             idle_timeout_ms: file.sessions.idle_timeout_ms,
             max_lifetime_ms: file.sessions.max_lifetime_ms,
             workspace_max_bytes: file.sessions.workspace_max_bytes,

@@ -94,6 +94,9 @@ pub struct SessionsFile {
     /// Sessions open at once made with one bearer token (or on the unix socket), so that one
     /// client cannot take them all (past it, 429).
     pub max_per_token: u32,
+    /// Live sessions open at once (each holds a jailed interpreter, its memory limit and its
+    /// processes, for its life; past it, 429); 0: no live sessions.
+    pub live_max: u32,
     /// A session ends after this long without a run or a file operation (a session may ask
     /// for less, not more).
     pub idle_timeout_ms: u64,
@@ -111,6 +114,7 @@ impl Default for SessionsFile {
         SessionsFile {
             max: 32,
             max_per_token: 32,
+            live_max: 8,
             idle_timeout_ms: 600_000,
             max_lifetime_ms: 3_600_000,
             workspace_max_bytes: 8 << 20,

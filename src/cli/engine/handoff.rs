@@ -162,6 +162,9 @@ pub fn read_frame(r: &mut impl Read) -> io::Result<(Msg, Vec<u8>)> {
 
 /// A run's start as a frame, and the output pipes that go with it.
 pub fn start_out(start: Start) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+    if start.kill_on.is_some() || start.live.is_some() {
+        return Err(io::Error::other("a run killed from outside or lending its directory runs in this process"));
+    }
     let mut blobs = Blobs::default();
     let stdin = blobs.add(&start.stdin);
     let files = start.files.map(|x| ExchangeWire {
@@ -221,6 +224,8 @@ pub fn start_in(wire: StartWire, bytes: &[u8], fds: Vec<OwnedFd>) -> io::Result<
         stdout_to,
         stderr_to,
         stdin_from,
+        kill_on: None,
+        live: None,
         argv_display: wire.argv_display,
         from_release: wire.from_release,
     })

@@ -137,7 +137,7 @@ impl Engine {
             "sessions": {
                 "max": self.bounds.sessions.max,
                 "open": self.sessions.open(),
-                "modes": ["workspace"],
+                "modes": ["workspace", "live"],
                 "idle-timeout-ms": self.bounds.sessions.idle_timeout_ms,
                 "max-lifetime-ms": self.bounds.sessions.max_lifetime_ms,
                 "workspace-max-bytes": self.bounds.sessions.workspace_max_bytes,

@@ -47,6 +47,7 @@ pub struct Metrics {
     sessions_open: Gauge,
     sessions_created: Counter,
     sessions_ended: Family<ReasonLabel, Counter>,
+    sessions_restarted: Counter,
 }
 
 fn latency_histogram() -> Histogram {
@@ -87,6 +88,12 @@ impl Metrics {
         registry.register("sessions_open", "Sessions open", sessions_open.clone());
         let sessions_created = Counter::default();
         registry.register("sessions_created", "Sessions made", sessions_created.clone());
+        let sessions_restarted = Counter::default();
+        registry.register(
+            "sessions_restarted",
+            "Live sessions' interpreters taken down in a run (its wall limit, a memory limit, its own exit)",
+            sessions_restarted.clone(),
+        );
         let sessions_ended = Family::<ReasonLabel, Counter>::default();
         registry.register(
             "sessions_ended",
@@ -98,6 +105,7 @@ impl Metrics {
             sessions_open,
             sessions_created,
             sessions_ended,
+            sessions_restarted,
             runs,
             latency,
             queue_depth,
@@ -154,6 +162,10 @@ impl Metrics {
     pub fn session_ended(&self, why: &str, open: usize) {
         self.sessions_ended.get_or_create(&ReasonLabel { reason: why.into() }).inc();
         self.sessions_open.set(i64::try_from(open).unwrap_or(i64::MAX));
+    }
+
+    pub fn session_restarted(&self) {
+        self.sessions_restarted.inc();
     }
 
     /// The text exposition.

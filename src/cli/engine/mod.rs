@@ -8,6 +8,7 @@
 
 mod handoff;
 mod health;
+pub mod live;
 pub mod metrics;
 mod pool;
 pub mod sessions;
@@ -178,6 +179,7 @@ impl Engine {
     pub async fn drain(&self) {
         self.draining.store(true, Ordering::SeqCst);
         self.slots.close();
+        self.sessions.end_all();
         for p in self.pools.values() {
             p.stop();
         }
@@ -293,12 +295,64 @@ impl Engine {
         workspace: stockade::layers::filesystem::exchange::Pick,
         streams: Streams,
     ) -> Result<RunResult, ApiError> {
+        if turn.spec.mode == stockade::api::session::Mode::Live {
+            return self.live_turn(permit, turn, req, workspace, streams).await;
+        }
         let asked = req.return_files.replace(workspace);
         let then = move |report, taken| {
             let (session, returned) = turn.finish(taken, asked.as_ref());
             RunResult { session: Some(session), ..RunResult::new(report, returned.as_ref()) }
         };
         self.execute_then(permit, req, streams, then).await
+    }
+
+    /// A run of a live session: its interpreter (started when it has none) brought the
+    /// session's files, given the run's code, and its directory taken back as the session's
+    /// workspace. Runs to its end in a task of its own, whether the caller stays or not.
+    async fn live_turn(
+        self: &Arc<Self>,
+        permit: OwnedSemaphorePermit,
+        mut turn: sessions::Turn,
+        mut req: RunRequest,
+        workspace: stockade::layers::filesystem::exchange::Pick,
+        streams: Streams,
+    ) -> Result<RunResult, ApiError> {
+        use stockade::api::session::Interpreter;
+        let engine = self.clone();
+        let task = tokio::spawn(async move {
+            let _permit = permit;
+            let running = Running::new(&engine);
+            let t0 = Instant::now();
+            refuse_live(&engine, &req)?;
+            let asked = req.return_files.take();
+            let files = std::mem::take(&mut req.files);
+            let (mut interp, mut how) = match turn.interp.take() {
+                Some(mut i) => match i.sync(files).await {
+                    Ok(()) => (i, Interpreter::Kept),
+                    Err(e) => {
+                        // The run does not happen; the interpreter stays the session's.
+                        turn.keep(i);
+                        return Err(e);
+                    }
+                },
+                None => (engine.live_start(&req, turn.lifetime_left, files).await?, Interpreter::Started),
+            };
+            let (report, alive) = interp.turn(&req, streams).await?;
+            let taken = interp.take(workspace).await;
+            if alive {
+                turn.keep(interp);
+            } else {
+                drop(interp);
+                how = Interpreter::Restarted;
+                engine.metrics.session_restarted();
+            }
+            drop(running);
+            engine.metrics.run_done(&req.runtime_name, report.status.as_str(), true, t0.elapsed().as_secs_f64());
+            let (mut session, returned) = turn.finish(taken, asked.as_ref());
+            session.interpreter = Some(how);
+            Ok(RunResult { session: Some(session), ..RunResult::new(report, returned.as_ref()) })
+        });
+        task.await.unwrap_or_else(|_| Err(internal("the run's task ended abnormally")))
     }
 
     fn runtime_policy(&self, runtime: &str) -> &str {
@@ -392,6 +446,12 @@ impl Engine {
     }
 }
 
+/// 400 for a run of a live session asking what such a run cannot take.
+fn refuse_live(engine: &Engine, req: &RunRequest) -> Result<(), ApiError> {
+    let python = engine.live_python(&req.runtime_name).unwrap_or(false);
+    live::refuse_for_live(req, python)
+}
+
 /// One request in the queue: counted in when made, out when dropped.
 struct InQueue<'a>(&'a Engine);
 
@@ -456,6 +516,8 @@ fn start_of(req: &RunRequest, streams: Streams, cold: bool) -> Start {
         stdout_to,
         stderr_to,
         stdin_from: None,
+        kill_on: None,
+        live: None,
         argv_display: Some(shown_argv(req)),
         from_release: cold,
     }

@@ -62,6 +62,8 @@ struct Session {
     bytes: u64,
     runs: u64,
     running: Option<String>,
+    /// A live session's interpreter, between its runs (a run holds it).
+    interp: Option<super::live::Interp>,
 }
 
 /// What ended a session.
@@ -131,12 +133,6 @@ impl Sessions {
     /// Checks `body` against what the server offers: a runtime (not a module), a policy it may
     /// run under, limits only tighter, clocks within the server's.
     pub fn check(&self, body: SessionBody, catalog: &Catalog) -> Result<Spec, ApiError> {
-        if body.mode == Mode::Live {
-            return Err(ApiError::field(
-                "mode",
-                "this server keeps workspace sessions only (each run a fresh interpreter, /app kept between runs)",
-            ));
-        }
         if body.runtime == "wasm" {
             return Err(ApiError::field("runtime", "a session runs a runtime's code, not modules"));
         }
@@ -191,6 +187,18 @@ impl Sessions {
             )
             .retry_after(wait_for_first(st.open.values())));
         }
+        let live = st.open.values().filter(|s| s.spec.mode == Mode::Live).count();
+        if spec.mode == Mode::Live && live >= self.bounds.live_max {
+            let e = ApiError::new(
+                ErrorCode::TooManySessions,
+                format!("the server holds {live} live sessions, its most (sessions.live-max): end one, or wait"),
+            );
+            return Err(if self.bounds.live_max == 0 {
+                ApiError::field("mode", "this server keeps no live sessions (sessions.live-max = 0)")
+            } else {
+                e.retry_after(wait_for_first(st.open.values().filter(|s| s.spec.mode == Mode::Live)))
+            });
+        }
         let mine = st.open.values().filter(|s| same_owner(&s.owner, &owner)).count();
         if mine >= self.bounds.max_per_token {
             return Err(ApiError::new(
@@ -211,6 +219,7 @@ impl Sessions {
             bytes: 0,
             runs: 0,
             running: None,
+            interp: None,
         };
         let info = s.info(&id, &self.bounds, now);
         st.open.insert(id, s);
@@ -297,7 +306,17 @@ impl Sessions {
         s.running = Some(run.clone());
         s.last_used = Instant::now();
         let files = s.files.iter().map(|(p, f)| (p.clone(), f.bytes.clone())).collect();
-        Ok(Turn { sessions: self.clone(), id: id.to_string(), run, spec: s.spec.clone(), files, done: false })
+        let lifetime_left = (s.created + s.spec.lifetime).saturating_duration_since(Instant::now());
+        Ok(Turn {
+            sessions: self.clone(),
+            id: id.to_string(),
+            run,
+            spec: s.spec.clone(),
+            files,
+            done: false,
+            interp: s.interp.take(),
+            lifetime_left,
+        })
     }
 
     /// Writes a file into a session's workspace (replacing one of that path): 409 when a run
@@ -369,6 +388,16 @@ impl Sessions {
     pub fn open(&self) -> usize {
         self.lock().open.len()
     }
+
+    /// Ends every session (a draining server: their live interpreters go now).
+    pub fn end_all(&self) {
+        let mut st = self.lock();
+        let all: Vec<(String, Owner)> = st.open.iter().map(|(id, s)| (id.clone(), s.owner)).collect();
+        for (id, owner) in all {
+            st.open.remove(&id);
+            end(&mut st, &id, owner, End::Deleted, &self.metrics);
+        }
+    }
 }
 
 /// One run of a session, from its admission to its end.
@@ -382,6 +411,10 @@ pub struct Turn {
     /// The workspace as the run starts.
     files: Vec<(String, Vec<u8>)>,
     done: bool,
+    /// A live session's interpreter, held by its run (`None`: none yet, or it was lost).
+    pub interp: Option<super::live::Interp>,
+    /// How long the session has until its lifetime ends.
+    pub lifetime_left: Duration,
 }
 
 impl Turn {
@@ -419,6 +452,11 @@ impl Turn {
         Ok((req, self.sessions.workspace.clone()))
     }
 
+    /// Gives the session back its live interpreter when the run is over (or does not happen).
+    pub fn keep(&mut self, interp: super::live::Interp) {
+        self.interp = Some(interp);
+    }
+
     /// The run is over: its workspace, as the run left it (within the quota), is the session's
     /// (unless the session ended meanwhile). Returns what the answer says of the session, and
     /// the files the request asked back (`None`: it asked none).
@@ -438,6 +476,7 @@ impl Turn {
             },
             dropped: Vec::new(),
             dropped_count: 0,
+            interpreter: None,
         };
         let returned = match (&taken, asked) {
             (Some(t), Some(pick)) => Some(exchange::select(&t.files, pick)),
@@ -460,6 +499,7 @@ impl Turn {
             out.dropped_count = t.skipped_count as u64;
         }
         s.running = None;
+        s.interp = self.interp.take();
         s.runs += 1;
         s.last_used = Instant::now();
         out.workspace = s.usage(&bounds);
@@ -479,6 +519,7 @@ impl Drop for Turn {
             && s.running.as_deref() == Some(self.run.as_str())
         {
             s.running = None;
+            s.interp = self.interp.take();
             s.last_used = Instant::now();
         }
     }
@@ -662,7 +703,7 @@ fn unix_ms() -> u64 {
 }
 
 /// `n` random bytes from the kernel, as hex (an id must never be guessable: no fallback).
-fn random_hex(n: usize) -> Result<String, ApiError> {
+pub(super) fn random_hex(n: usize) -> Result<String, ApiError> {
     use std::io::Read;
     let mut b = vec![0u8; n];
     std::fs::File::open("/dev/urandom")
@@ -686,6 +727,7 @@ mod tests {
         let b = SessionBounds {
             max: 1,
             max_per_token: 1,
+            live_max: 1,
             idle_timeout_ms: 1,
             max_lifetime_ms: 1,
             workspace_max_bytes: 10,

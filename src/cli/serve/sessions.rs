@@ -44,8 +44,7 @@ pub async fn create(State(app): State<App>, Extension(caller): Extension<Caller>
     let made = async {
         check_content_type(req.headers())?;
         let (body, _) = decode::<SessionBody>(&app, req).await?;
-        let spec = app.engine.sessions().check(body, app.engine.catalog())?;
-        app.engine.sessions().create(caller.0, spec)
+        app.engine.open_session(caller.0, body)
     }
     .await;
     let location = made.as_ref().ok().and_then(|s| HeaderValue::from_str(&format!("/v1/sessions/{}", s.id)).ok());

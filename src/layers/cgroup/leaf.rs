@@ -78,6 +78,8 @@ fn open_dir(dir: &Path) -> Result<File, CgroupError> {
 pub struct Leaf {
     v2: Option<(PathBuf, File)>,
     v1: Vec<V1Leaf>,
+    /// A reader's copy ([`Leaf::reader`]): it reads the figures, never kills or removes.
+    reader: bool,
 }
 
 #[derive(Debug)]
@@ -95,7 +97,7 @@ impl CgroupPlan {
         }
         let name = format!("{}-{}", crate::leftovers::owner_tag("stockade"), SEQ.fetch_add(1, Ordering::Relaxed));
         // Each directory joins `leaf` as soon as it exists, so a failed write still removes it.
-        let mut leaf = Leaf { v2: None, v1: Vec::new() };
+        let mut leaf = Leaf { v2: None, v1: Vec::new(), reader: false };
         if let Some(parent) = &self.v2_parent {
             let dir = parent.join(&name);
             match std::fs::create_dir(&dir) {
@@ -175,6 +177,9 @@ impl Leaf {
 
     /// Kills every process in the run's cgroups.
     pub fn kill(&self) {
+        if self.reader {
+            return;
+        }
         if let Some((dir, _)) = &self.v2 {
             kill_all(dir);
         } else {
@@ -271,7 +276,25 @@ impl Leaf {
         self.remove_all()
     }
 
+    /// A copy of this leaf that only reads its figures ([`Leaf::stats`]), for another holder:
+    /// its directories' fds duplicated. It never kills the run or removes the cgroup.
+    pub fn reader(&self) -> Option<Leaf> {
+        let v2 = match &self.v2 {
+            Some((dir, fd)) => Some((dir.clone(), fd.try_clone().ok()?)),
+            None => None,
+        };
+        let v1 = self
+            .v1
+            .iter()
+            .map(|l| Some(V1Leaf { controller: l.controller, dir: l.dir.clone(), fd: l.fd.try_clone().ok()? }))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Leaf { v2, v1, reader: true })
+    }
+
     fn remove_all(&mut self) -> Result<(), CgroupError> {
+        if self.reader {
+            return Ok(());
+        }
         self.kill();
         let mut first = Ok(());
         let dirs: Vec<PathBuf> = self.v1.drain(..).map(|l| l.dir).chain(self.v2.take().map(|(d, _)| d)).collect();
@@ -308,6 +331,7 @@ mod tests {
         std::fs::write(mem.join("memory.max_usage_in_bytes"), "4096\n").expect("w");
         std::fs::write(mem.join("memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n").expect("w");
         let leaf = Leaf {
+            reader: false,
             v2: Some((v2.clone(), File::open(&v2).expect("open"))),
             v1: vec![V1Leaf { controller: "memory", fd: File::open(&mem).expect("open"), dir: mem }],
         };

@@ -90,6 +90,90 @@ pub fn put(place: &StagedPlace, root: &OwnedFd, files: &[PutFile], ids: CreateAs
     Ok(())
 }
 
+/// Removes the file at `rel` (checked by [`check_relative`]) below the staged tmpfs `root`, one
+/// name at a time, never through a symlink: `Ok(false)` when there is none. A directory is not
+/// removed (`EISDIR`).
+pub fn remove(root: &OwnedFd, rel: &Path) -> rustix::io::Result<bool> {
+    let parts: Vec<_> = rel.components().collect();
+    let Some((last, parents)) = parts.split_last() else { return Ok(false) };
+    let mut dir = open_dir(root.as_fd(), c".")?;
+    for part in parents {
+        match open_dir(dir.as_fd(), &cname(part.as_os_str().as_bytes())) {
+            Ok(d) => dir = d,
+            Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR | rustix::io::Errno::LOOP) => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+    match rfs::unlinkat(&dir, cname(last.as_os_str().as_bytes()), AtFlags::empty()) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::NOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// One run's writable directory, reached from outside while the run goes on (a live session's
+/// files between its turns): the supervisor lends it a duplicate of the directory's tmpfs fd once
+/// the run's files are in ([`Start::live_dir`](crate::Start::live_dir)). Every operation goes
+/// through directory fds as [`put`] and [`take`] do, never through a symlink, whatever the
+/// program planted; the tmpfs's own size and inode caps hold. The tmpfs stays readable after the
+/// run (its jail gone) until this is dropped: what a killed run left can be taken.
+#[derive(Debug, Default)]
+pub struct LiveDir {
+    lent: std::sync::Mutex<Option<Lent>>,
+}
+
+#[derive(Debug)]
+struct Lent {
+    place: StagedPlace,
+    root: OwnedFd,
+    ids: CreateAs,
+}
+
+impl LiveDir {
+    /// Lends the directory (the supervisor's side).
+    pub(crate) fn lend(&self, place: &StagedPlace, root: &OwnedFd, ids: CreateAs) {
+        let Ok(root) = root.try_clone() else { return };
+        let place =
+            StagedPlace { inside: place.inside.clone(), host: None, skip: Vec::new(), origin: place.origin.clone() };
+        *self.lock() = Some(Lent { place, root, ids });
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Lent>> {
+        self.lent.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn lent<T>(&self, f: impl FnOnce(&Lent) -> Result<T, FsError>) -> Result<T, FsError> {
+        match &*self.lock() {
+            Some(l) => f(l),
+            None => Err(FsError::Refused {
+                origin: "files".into(),
+                path: PathBuf::new(),
+                reason: "the run's directory is not reachable (its run has not started)".into(),
+            }),
+        }
+    }
+
+    /// Writes `files`, each replacing a file of its path.
+    pub fn put(&self, files: &[PutFile]) -> Result<(), FsError> {
+        self.lent(|l| {
+            for f in files {
+                remove(&l.root, &f.path).map_err(|e| stage_error(&l.place, "replace a file in", e))?;
+            }
+            put(&l.place, &l.root, files, l.ids)
+        })
+    }
+
+    /// Removes the file at `rel`; `Ok(false)` when there is none.
+    pub fn remove(&self, rel: &Path) -> Result<bool, FsError> {
+        self.lent(|l| remove(&l.root, rel).map_err(|e| stage_error(&l.place, "remove a file from", e)))
+    }
+
+    /// The files matching `pick`, as [`take`] reads them.
+    pub fn take(&self, pick: &Pick) -> Option<Taken> {
+        self.lock().as_ref().map(|l| take(&l.root, pick))
+    }
+}
+
 fn cname(bytes: &[u8]) -> CString {
     // check_relative refused NUL bytes.
     CString::new(bytes).unwrap_or_default()
