@@ -18,7 +18,6 @@ const RUNTIMES: &str = "[runtimes.python]\nguest = \"python\"\nwarm = 0\n\
                         [runtimes.python3]\nprogram = \"/usr/bin/python3\"\nbootstrap = \"python\"\n\
                         policy = \"wrap-python\"\nwarm = 0\n";
 
-
 fn live(s: &Server, runtime: &str) -> String {
     let (status, v) = json_call(s, "POST", "/v1/sessions", &json!({"runtime": runtime, "mode": "live"}));
     assert_eq!(status, 201, "{v}");

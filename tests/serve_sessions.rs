@@ -17,7 +17,6 @@ use std::time::Duration;
 const RUNTIMES: &str = "[runtimes.python]\nguest = \"python\"\nwarm = 1\n\
                         [runtimes.javascript]\nguest = \"javascript\"\nwarm = 1\n";
 
-
 fn open_session(s: &Server, body: &Value) -> String {
     let r = call(s, "POST", "/v1/sessions", body.to_string().into_bytes());
     let v = r.json();

@@ -137,7 +137,9 @@ impl Engine {
             "sessions": {
                 "max": self.bounds.sessions.max,
                 "open": self.sessions.open(),
-                "modes": ["workspace", "live"],
+                "modes": if self.bounds.sessions.live_max > 0 { vec!["workspace", "live"] } else { vec!["workspace"] },
+                "max-per-token": self.bounds.sessions.max_per_token,
+                "live-max": self.bounds.sessions.live_max,
                 "idle-timeout-ms": self.bounds.sessions.idle_timeout_ms,
                 "max-lifetime-ms": self.bounds.sessions.max_lifetime_ms,
                 "workspace-max-bytes": self.bounds.sessions.workspace_max_bytes,
