@@ -81,6 +81,7 @@ pub fn run_request(data: &[u8]) {
     let catalog = CATALOG.get_or_init(|| {
         let spec = |framed: bool, policies: &[&str]| RuntimeSpec {
             framed,
+            host_calls: framed,
             policies: policies.iter().map(|p| p.to_string()).collect(),
         };
         Catalog {

@@ -29,6 +29,7 @@ pub const PYTHON_BOOTSTRAP: &str = r#"def _stockade():
     import os, sys
     g = globals()
     del g["_stockade"]
+    host = g.pop("_host")
     # The compiler's first use is slow under Wasm (4 ms): pay it before the run.
     compile("pass", "<string>", "exec")
     # A Wasm guest starts in "/": its work directory is /app, as a native runtime's is.
@@ -42,6 +43,9 @@ pub const PYTHON_BOOTSTRAP: &str = r#"def _stockade():
                 raise SystemExit(0 if first and not b else 125)
             b += c
         return bytes(b)
+    calls = os.environ.get("STOCKADE_HOST_CALLS")
+    if calls:
+        host(sys, os, calls)
     n, argc = map(int, exact(16, True).split())
     src = exact(n).decode("utf-8")
     sys.argv[1:] = [exact(int(exact(11))).decode("utf-8", "surrogateescape") for _ in range(argc)]
@@ -77,6 +81,40 @@ pub const PYTHON_BOOTSTRAP: &str = r#"def _stockade():
         except Exception:
             pass
     os._exit(code)
+def _host(sys, os, calls):
+    # `import stockade_host`: host calls through the channel the jail was built with.
+    import json, struct, types
+    req, ans = map(int, calls.split(","))
+    m = types.ModuleType("stockade_host")
+    class ToolError(Exception):
+        """A host call that failed: the tool's error, a refusal (no such tool, past a budget)
+        or its timeout, in words."""
+    def read(n):
+        b = bytearray()
+        while len(b) < n:
+            c = os.read(ans, n - len(b))
+            if not c:
+                raise ToolError("host calls are closed for this run")
+            b += c
+        return bytes(b)
+    def call(name, args=None):
+        """Calls the host's tool `name` with `args` (anything JSON can say) and returns its
+        answer, parsed; raises ToolError with the reason when it fails."""
+        body = json.dumps({"name": name, "args": args}).encode()
+        frame = struct.pack(">I", len(body)) + body
+        try:
+            while frame:
+                frame = frame[os.write(req, frame):]
+        except OSError:
+            raise ToolError("this run has no host calls") from None
+        answer = json.loads(read(struct.unpack(">I", read(4))[0]))
+        if "error" in answer:
+            raise ToolError(answer["error"])
+        return answer["ok"]
+    ToolError.__module__, ToolError.__qualname__ = "stockade_host", "ToolError"
+    m.call, m.ToolError = call, ToolError
+    sys.modules["stockade_host"] = m
+    del os.environ["STOCKADE_HOST_CALLS"]
 _stockade()
 "#;
 

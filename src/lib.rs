@@ -82,7 +82,9 @@ pub use error::{Error, JailLimit};
 pub use plan::{Job, Plan};
 pub use policy::{Policy, PolicyError};
 pub use report::{Enforcement, LayerReport, Report, Status};
-pub use supervisor::{Cleanup, Exchange, Finished, Gate, Gated, InProcess, LiveRun, Output, Prepared, Start};
+pub use supervisor::{
+    Answerer, Cleanup, Exchange, Finished, Gate, Gated, HostCalls, InProcess, LiveRun, Output, Prepared, Start, Tool,
+};
 
 /// Prepares and runs one job under a policy: `Plan::prepare(policy, job)?.run(output)`.
 pub fn run(policy: &Policy, job: &Job, output: Output<'_>) -> Result<Report, Error> {

@@ -23,6 +23,9 @@ use std::os::fd::OwnedFd;
 pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// The most extra output channels a job may have (fds 3 up to 9 in the program).
+/// The variable naming a program's host-call fds ([`Job::host_calls`]).
+pub const HOST_CALLS_VAR: &str = "STOCKADE_HOST_CALLS";
+
 pub const MAX_EXTRA_OUTPUTS: usize = (crate::sys::FIRST_FREE_FD - 3) as usize;
 
 /// What to run: a program and its arguments.
@@ -51,6 +54,11 @@ pub struct Job {
     /// Needs a pid namespace and a cgroup (to take the jail down whole and count its CPU);
     /// without them, or without an account, the run ends as any other does.
     pub announces_end: bool,
+    /// The program gets a host-call channel (see [`HostCalls`](crate::HostCalls)): a pipe to
+    /// write requests into and one to read answers from, as the fds after the extra outputs,
+    /// named in `$STOCKADE_HOST_CALLS` (`REQUESTS,ANSWERS`). A run with no host calls closes
+    /// their other ends at its start: a call then fails at once.
+    pub host_calls: bool,
 }
 
 impl Job {
@@ -64,6 +72,7 @@ impl Job {
             extra_outputs: Vec::new(),
             argv_display: None,
             announces_end: false,
+            host_calls: false,
         }
     }
 
@@ -113,6 +122,8 @@ pub struct Plan {
     pub(crate) extra_outputs: Vec<u64>,
     /// See [`Job::announces_end`].
     pub(crate) announces_end: bool,
+    /// See [`Job::host_calls`].
+    pub(crate) host_calls: bool,
     pub(crate) dev_null: OwnedFd,
 }
 
@@ -144,14 +155,18 @@ impl Plan {
         let landlock = landlock::prepare(policy, &fs)?;
         let seccomp = seccomp::prepare(policy)?;
         let cgroup = cgroup::prepare(&policy.cgroups, &cgroup::host::Host::current())?;
-        let env = environment(policy);
+        let mut env = environment(policy);
+        if job.host_calls {
+            let first = 3 + job.extra_outputs.len();
+            env.push((HOST_CALLS_VAR.into(), format!("{},{}", first, first + 1)));
+        }
         let path_var = env.iter().rev().find(|(k, _)| k == "PATH").map_or(DEFAULT_PATH, |(_, v)| v.as_str());
         let mut program = program::prepare(&job.program, &job.args, path_var, &fs)?;
         program.exe = renumber(program.exe, "renumber the program fd")?;
         if let Some(shown) = &job.argv_display {
             program.argv_display.clone_from(shown);
         }
-        if job.extra_outputs.len() > MAX_EXTRA_OUTPUTS {
+        if job.extra_outputs.len() + 2 * usize::from(job.host_calls) > MAX_EXTRA_OUTPUTS {
             return Err(Error::Supervisor {
                 what: "give the program more than 7 extra outputs",
                 errno: sys::Errno(libc::EMFILE),
@@ -180,6 +195,7 @@ impl Plan {
             stdin_data: job.stdin_data.as_deref().map(std::sync::Arc::from),
             extra_outputs: job.extra_outputs.clone(),
             announces_end: job.announces_end && !job.extra_outputs.is_empty(),
+            host_calls: job.host_calls,
             dev_null: renumber(dev_null.into(), "renumber /dev/null")?,
         })
     }
@@ -224,10 +240,17 @@ impl Plan {
         let env = format!("cleared; set: {}", if env_names.is_empty() { "none".into() } else { env_names.join(", ") });
         out.push(LayerReport::new("environment", &env, &env));
         let fds = format!(
-            "fds 0-2{}; stdin {}",
-            match self.extra_outputs.len() {
-                0 => " only".to_string(),
-                n => format!(" and {n} output channel(s) from fd 3"),
+            "fds 0-2{}{}; stdin {}",
+            match (self.extra_outputs.len(), self.host_calls) {
+                (0, false) => " only".to_string(),
+                (0, true) => String::new(),
+                (n, _) => format!(" and {n} output channel(s) from fd 3"),
+            },
+            if self.host_calls {
+                let first = 3 + self.extra_outputs.len();
+                format!(", a host-call channel (fds {first} and {})", first + 1)
+            } else {
+                String::new()
             },
             match (self.stdin_data.is_some(), self.stdin) {
                 (true, _) => "a pipe of the caller's bytes",

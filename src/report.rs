@@ -259,6 +259,38 @@ pub struct StreamReport {
     pub base64: Option<String>,
 }
 
+/// One host call of a run ([`HostCalls`](crate::HostCalls)).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct CallRecord {
+    /// The tool's name (empty when the request could not be read).
+    pub name: String,
+    /// The request's bytes (its JSON frame) and the answer's (its value).
+    pub request_bytes: u64,
+    pub response_bytes: u64,
+    /// From the request read to the answer written, milliseconds.
+    pub ms: f64,
+    /// `ok`, `error` (the host's tool failed), `refused` (no such tool, past a budget), or
+    /// `timeout` (past the tool's timeout).
+    pub outcome: String,
+    /// Why, when not `ok`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl CallRecord {
+    pub(crate) fn refused(name: &str, request_bytes: u64, reason: String) -> CallRecord {
+        CallRecord {
+            name: name.to_string(),
+            request_bytes,
+            response_bytes: 0,
+            ms: 0.0,
+            outcome: "refused".into(),
+            reason: Some(reason),
+        }
+    }
+}
+
 /// The report of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
@@ -331,6 +363,9 @@ pub struct Report {
     pub wasm_time: Option<WasmTime>,
     pub stdout: StreamReport,
     pub stderr: StreamReport,
+    /// Every host call the program made, in order (when the run had host calls).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_calls: Vec<CallRecord>,
     /// Each layer, in the order the jail applies them.
     pub enforcement: Vec<LayerReport>,
 }
@@ -369,6 +404,7 @@ impl Report {
             wasm_time: None,
             stdout: StreamReport::default(),
             stderr: StreamReport::default(),
+            host_calls: Vec::new(),
             enforcement: Vec::new(),
         }
     }

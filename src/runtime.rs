@@ -65,6 +65,8 @@ impl Recipe {
                 let mut job = Job::new(path).args(args.iter().cloned());
                 if framed {
                     job = job.args(["-c".to_string(), handover::PYTHON_BOOTSTRAP.to_string()]);
+                    // `import stockade_host` (the bootstrap's), for the runs that have host calls.
+                    job.host_calls = true;
                 }
                 Ok(Recipe::Program(Plan::prepare(&policy, &job.stdin_bytes(Vec::new()))?))
             }

@@ -126,3 +126,114 @@ fn sysinfo_shows_the_run_its_own_figures() {
         assert_eq!(total, 536_870_912, "{r:?}");
     }
 }
+
+/// Host calls: the jailed program calls its caller's tools through the channel its jail was
+/// built with (`import stockade_host`), and the caller's side holds every budget: a tool not
+/// declared, past its `max-calls`, a request past its bytes, a tool that fails, one that hangs
+/// past its timeout (the run's own wall limit still holds), every call in the report.
+#[test]
+fn host_calls_reach_the_caller_within_their_budgets() {
+    if !ready() {
+        return;
+    }
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    use stockade::{HostCalls, Start, Tool, handover};
+    let plan = bootstrap_plan();
+    let code = "import stockade_host as h\n\
+                print(h.call('add', {'a': 2, 'b': 40}))\n\
+                for what in [('add', 1), ('nope', 1), ('fail', 1), ('slow', 1), ('add', 'x' * 5000)]:\n\
+                \x20   try:\n\
+                \x20       print(h.call(*what))\n\
+                \x20   except h.ToolError as e:\n\
+                \x20       print('error:', e)\n\
+                print('after')";
+    let answer = |name: &str, args: &str| -> Result<String, String> {
+        match name {
+            "add" => {
+                let v: serde_json::Value = serde_json::from_str(args).map_err(|e| e.to_string())?;
+                Ok((v["a"].as_i64().unwrap_or(0) + v["b"].as_i64().unwrap_or(0)).to_string())
+            }
+            "fail" => Err("the index is down".into()),
+            _ => {
+                std::thread::sleep(Duration::from_secs(30));
+                Ok("null".into())
+            }
+        }
+    };
+    let tools = vec![
+        Tool { max_calls: 2, max_request_bytes: 1024, ..Tool::new("add") },
+        Tool::new("fail"),
+        Tool { timeout: Duration::from_millis(300), ..Tool::new("slow") },
+    ];
+    let t = Instant::now();
+    let host = HostCalls { tools, answer: Arc::new(answer) };
+    let f = gated(&plan, Start { stdin: handover::frame(code, &[]), host: Some(host), ..Start::default() });
+    let r = &f.report;
+    assert!(t.elapsed() < Duration::from_secs(10), "a hanging tool held the run: {:?}", t.elapsed());
+    assert_eq!(r.status, Status::Ok, "{}", err_of(r));
+    let out = stdout_of(r);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "42", "{out}");
+    assert_eq!(lines[1], "0", "{out}");
+    assert!(lines[2].contains("no tool \"nope\""), "{out}");
+    assert_eq!(lines[3], "error: the index is down", "{out}");
+    assert!(lines[4].contains("did not answer within 300 ms"), "{out}");
+    assert!(lines[5].contains("max-request-bytes") || lines[5].contains("max-calls"), "{out}");
+    assert_eq!(lines[6], "after", "{out}");
+    let outcomes: Vec<(&str, &str)> = r.host_calls.iter().map(|c| (c.name.as_str(), c.outcome.as_str())).collect();
+    assert_eq!(outcomes[0], ("add", "ok"), "{:?}", r.host_calls);
+    assert_eq!(outcomes[2..5], [("nope", "refused"), ("fail", "error"), ("slow", "timeout")], "{:?}", r.host_calls);
+    assert_eq!(r.host_calls[0].response_bytes, 2);
+
+    // A run without host calls: a call fails at once, it does not wait.
+    let code = "import stockade_host as h\ntry:\n    h.call('add', 1)\nexcept h.ToolError as e:\n    print(e)";
+    let f = gated(&plan, Start { stdin: handover::frame(code, &[]), ..Start::default() });
+    assert_eq!(stdout_of(&f.report), "this run has no host calls\n", "{}", err_of(&f.report));
+}
+
+/// A program that floods its host-call channel is cut off at the first frame past every tool's
+/// bytes: nothing past the cap is read, and the run goes on.
+#[test]
+fn a_flooded_host_call_channel_is_closed_unread() {
+    if !ready() {
+        return;
+    }
+    use std::sync::Arc;
+    use stockade::{HostCalls, Start, Tool, handover};
+    let plan = bootstrap_plan();
+    // A frame that says 1 GiB, then 64 MiB of bytes.
+    let code = "import os, struct\n\
+                try:\n    os.write(3, struct.pack('>I', 1 << 30))\n    for _ in range(1024): os.write(3, b'x' * 65536)\n\
+                except OSError as e:\n    print('closed:', e.errno)\n\
+                print('after')";
+    let host = HostCalls { tools: vec![Tool::new("t")], answer: Arc::new(|_: &str, _: &str| Ok("1".into())) };
+    let f = gated(&plan, Start { stdin: handover::frame(code, &[]), host: Some(host), ..Start::default() });
+    let r = &f.report;
+    assert_eq!(stdout_of(r), "closed: 32\nafter\n", "{}", err_of(r));
+    assert_eq!(r.host_calls.len(), 1, "{:?}", r.host_calls);
+    assert!(r.host_calls[0].reason.as_deref().unwrap_or("").contains("1073741824 bytes"), "{:?}", r.host_calls);
+}
+
+/// The host's python3 under stockade's bootstrap, in a jail with a host-call channel.
+fn bootstrap_plan() -> stockade::Plan {
+    use stockade::{Job, Plan, Policy, handover};
+    let mut policy = Policy::load(Path::new(&wrap_policy())).expect("policy");
+    policy.add_empty_dir("/app", "test").expect("app");
+    let mut job = Job::new(PYTHON).args(["-c", handover::PYTHON_BOOTSTRAP]).stdin_bytes(Vec::new());
+    job.host_calls = true;
+    Plan::prepare(&policy, &job).expect("plan")
+}
+
+/// One run of a jail of `plan` released ahead of it, started with `start`.
+fn gated(plan: &stockade::Plan, start: stockade::Start) -> stockade::Finished {
+    use stockade::{Gate, Gated};
+    let gate = Gate::new().expect("gate");
+    std::thread::scope(|s| {
+        let g = &gate;
+        let run = s.spawn(move || plan.prestart().expect("prestart").run_gated(g, |_| None).expect("run"));
+        gate.open(start);
+        let Gated::Ran(f) = run.join().expect("thread") else { panic!("the run did not start") };
+        *f
+    })
+}

@@ -3,6 +3,10 @@ interleaved round by round, spaced so the warm pools refill — a bare httpx POS
 socket (the baseline: the same request, no SDK) against `Client.run_python` — medians and the
 difference.
 
+And, when the server has the python3 runtime, a host call's round trip (the run asks, the
+server sends the call to the SDK, the SDK calls a plain function and posts its answer, the run
+gets it), timed in the run, against a bare httpx GET of /v1/health/live in the same run.
+
 Usage: sdk_bench.py SOCKET ROUNDS SPACED_MS
 """
 
@@ -42,6 +46,40 @@ def main() -> None:
     print("  httpx POST on the unix socket (no SDK)   {:7.2f} ms".format(raw_ms))
     print("  stockade.Client.run_python               {:7.2f} ms".format(sdk_ms))
     print("  the SDK's cost                           {:+7.2f} ms ({:.2f}x the bare request)".format(sdk_ms - raw_ms, sdk_ms / raw_ms))
+    host_calls(socket)
+
+
+CALLS = """
+import stockade_host as h, time
+took = []
+for i in range(200):
+    t = time.perf_counter()
+    assert h.call("echo", i) == i
+    took.append(time.perf_counter() - t)
+print(" ".join("%.6f" % t for t in took))
+"""
+
+
+def host_calls(socket: str) -> None:
+    with stockade.Client(socket=socket) as sdk, httpx.Client(
+        transport=httpx.HTTPTransport(uds=socket), base_url="http://localhost"
+    ) as raw:
+        if "python3" not in {r["name"] for r in sdk.info()["runtimes"]}:
+            print("host calls: skipped (the server has no python3 runtime)")
+            return
+        r = sdk.run("python3", CALLS, tools={"echo": stockade.Tool(lambda x: x, max_calls=200)})
+        assert r.ok, r
+        took = sorted(float(t) * 1000 for t in r.stdout.split()[20:])
+        bare = []
+        for _ in range(200):
+            t = time.perf_counter()
+            raw.get("/v1/health/live")
+            bare.append((time.perf_counter() - t) * 1000)
+        p50, bare50 = statistics.median(took), statistics.median(bare[20:])
+        print("host calls, 180 in one python3 run answered by the SDK (after 20 to warm up), medians:")
+        print("  a host call's round trip, timed in the run    {:7.2f} ms (p90 {:.2f})".format(p50, took[int(len(took) * 0.9)]))
+        print("  httpx GET /v1/health/live (the floor)         {:7.2f} ms".format(bare50))
+        print("  the round trip / the floor                    {:7.2f}x".format(p50 / bare50))
 
 
 if __name__ == "__main__":

@@ -46,7 +46,12 @@ class Server:
             f'tokens-file = "{tokens}"\n{server}\n'
             "[runtimes.python]\nguest = \"python\"\nwarm = 1\n"
             "[runtimes.javascript]\nguest = \"javascript\"\nwarm = 1\n"
-            f"{rest}\n"
+            + (
+                '[runtimes.python3]\nprogram = "/usr/bin/python3"\nbootstrap = "python"\npolicy = "wrap-python"\nwarm = 1\n'
+                if Path("/usr/bin/python3").exists()
+                else ""
+            )
+            + f"{rest}\n"
         )
         self.log: List[str] = []
         self.proc = subprocess.Popen(

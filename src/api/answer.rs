@@ -24,6 +24,8 @@ pub enum ErrorCode {
     NotFound,
     /// No such session (for this token).
     SessionNotFound,
+    /// No such host call waits for an answer (answered, past its time, or never made).
+    CallNotFound,
     /// The session ended (the message says which clock, or who, ended it).
     SessionEnded,
     /// The session is running a run (the error's `run` names it).
@@ -57,13 +59,14 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 21] = [
+    pub const ALL: [ErrorCode; 22] = [
         ErrorCode::BadRequest,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
         ErrorCode::PolicyNotFound,
         ErrorCode::NotFound,
         ErrorCode::SessionNotFound,
+        ErrorCode::CallNotFound,
         ErrorCode::SessionEnded,
         ErrorCode::SessionBusy,
         ErrorCode::TooManySessions,
@@ -87,7 +90,9 @@ impl ErrorCode {
             ErrorCode::BadRequest => 400,
             ErrorCode::Unauthorized => 401,
             ErrorCode::Forbidden => 403,
-            ErrorCode::PolicyNotFound | ErrorCode::NotFound | ErrorCode::SessionNotFound => 404,
+            ErrorCode::PolicyNotFound | ErrorCode::NotFound | ErrorCode::SessionNotFound | ErrorCode::CallNotFound => {
+                404
+            }
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::BodyTimeout => 408,
             ErrorCode::SessionBusy | ErrorCode::FileConflict => 409,
@@ -109,6 +114,7 @@ impl ErrorCode {
             ErrorCode::PolicyNotFound => "policy-not-found",
             ErrorCode::NotFound => "not-found",
             ErrorCode::SessionNotFound => "session-not-found",
+            ErrorCode::CallNotFound => "call-not-found",
             ErrorCode::SessionEnded => "session-ended",
             ErrorCode::SessionBusy => "session-busy",
             ErrorCode::TooManySessions => "too-many-sessions",

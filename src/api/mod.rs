@@ -64,6 +64,8 @@ pub struct RuntimeSpec {
     /// Its code comes framed ([`crate::handover`]), so it takes argv and stdin; else the code is
     /// its whole stdin.
     pub framed: bool,
+    /// Its jails have a host-call channel, so its runs may declare `tools`.
+    pub host_calls: bool,
     /// The named policies its runs may have: the first unless the request names another.
     pub policies: Vec<String>,
 }
@@ -114,7 +116,36 @@ pub struct RunBody {
     /// directory, `**` across), e.g. `["*.png", "out/**"]`.
     #[serde(default, deserialize_with = "bounded::patterns")]
     pub return_files: Vec<String>,
+    /// The host's tools the run may call back (host calls, answered by the client while the
+    /// run streams), each with its budgets.
+    #[serde(default)]
+    pub tools: Vec<ToolBody>,
 }
+
+/// A tool a run may call, as sent; a budget left out is the default.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ToolBody {
+    /// 1 to 64 of `A-Z a-z 0-9 _ . -`.
+    pub name: String,
+    /// Calls of it in one run (default 50, at most 1000).
+    #[serde(default)]
+    pub max_calls: Option<u32>,
+    /// The most bytes of one request, its name and arguments as JSON (default 65536, at most
+    /// 1048576).
+    #[serde(default)]
+    pub max_request_bytes: Option<u32>,
+    /// The most bytes of one answer's value as JSON (default 1048576, at most 16777216).
+    #[serde(default)]
+    pub max_response_bytes: Option<u32>,
+    /// Each call's time, milliseconds (default 5000, at most 60000); the run's wall limit holds
+    /// whatever the calls wait.
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// The most tools one run declares.
+pub const TOOLS_MAX: usize = 16;
 
 mod answer;
 mod bounded;
@@ -163,6 +194,10 @@ pub struct RunRequest {
     /// or a module of the request's own.
     pub needs_own_jail: bool,
     pub return_files: Option<Pick>,
+    /// The tools the run may call back (checked: names, budgets).
+    pub tools: Vec<crate::Tool>,
+    /// Who answers its host calls: the service's, set when the run streams (never from a body).
+    pub host: Option<crate::HostCalls>,
 }
 
 impl RunRequest {
@@ -214,6 +249,7 @@ pub fn check(body: RunBody, cfg: &Catalog) -> Result<RunRequest, ApiError> {
     let files = files(&body.files, r)?;
     let (policy_name, named_policy) = named_policy(body.policy, &allowed, &body.runtime, cfg)?;
     let return_files = return_files(&body.return_files, r)?;
+    let tools = tools(&body.tools, &body.runtime, cfg)?;
     let ceiling = Limits::of(named_policy);
     let limits = body
         .limits
@@ -244,7 +280,64 @@ pub fn check(body: RunBody, cfg: &Catalog) -> Result<RunRequest, ApiError> {
         limits,
         needs_own_jail,
         return_files,
+        tools,
+        host: None,
     })
+}
+
+/// The tools a run declares: each named once, its budgets within their most; only for a runtime
+/// whose jails have a host-call channel.
+fn tools(list: &[ToolBody], runtime: &str, cfg: &Catalog) -> Result<Vec<crate::Tool>, ApiError> {
+    if list.is_empty() {
+        return Ok(Vec::new());
+    }
+    if !cfg.runtimes.get(runtime).is_some_and(|r| r.host_calls) {
+        let with: Vec<&str> = cfg.runtimes.iter().filter(|(_, r)| r.host_calls).map(|(n, _)| n.as_str()).collect();
+        return Err(ApiError::field(
+            "tools",
+            format!(
+                "runtime {runtime:?} has no host calls in this server (runtimes with them: {})",
+                if with.is_empty() { "none".to_string() } else { with.join(", ") }
+            ),
+        ));
+    }
+    if list.len() > TOOLS_MAX {
+        return Err(ApiError::field("tools", format!("{} tools, more than {TOOLS_MAX}", list.len())));
+    }
+    let mut out: Vec<crate::Tool> = Vec::with_capacity(list.len());
+    for (i, t) in list.iter().enumerate() {
+        let at = |key: &str| format!("tools[{i}].{key}");
+        let name_ok = (1..=64).contains(&t.name.len())
+            && t.name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+        if !name_ok {
+            return Err(ApiError::field(at("name"), "1 to 64 of A-Z a-z 0-9 _ . -"));
+        }
+        if out.iter().any(|o| o.name == t.name) {
+            return Err(ApiError::field(at("name"), format!("{:?} is declared twice", t.name)));
+        }
+        let within = |key: &str, v: Option<u64>, default: u64, most: u64| match v {
+            None => Ok(default),
+            Some(0) => Err(ApiError::field(at(key), "must be more than 0")),
+            Some(v) if v > most => Err(ApiError::field(at(key), format!("{v} is more than {most}"))),
+            Some(v) => Ok(v),
+        };
+        let d = crate::Tool::new(t.name.clone());
+        let small = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
+        let calls = within("max-calls", t.max_calls.map(u64::from), d.max_calls.into(), 1000)?;
+        let request =
+            within("max-request-bytes", t.max_request_bytes.map(u64::from), d.max_request_bytes.into(), 1 << 20)?;
+        let response =
+            within("max-response-bytes", t.max_response_bytes.map(u64::from), d.max_response_bytes.into(), 16 << 20)?;
+        let timeout = within("timeout-ms", t.timeout_ms, 5000, 60_000)?;
+        out.push(crate::Tool {
+            name: t.name.clone(),
+            max_calls: small(calls),
+            max_request_bytes: small(request),
+            max_response_bytes: small(response),
+            timeout: std::time::Duration::from_millis(timeout),
+        });
+    }
+    Ok(out)
 }
 
 /// What the request runs on: a module (when the server takes them), or a runtime it serves;

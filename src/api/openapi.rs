@@ -48,6 +48,32 @@ pub fn openapi() -> serde_json::Value {
         e
     };
     let session_id = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^s-[0-9a-f]{32}$"}});
+    let run_id = json!({"name": "run", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^r-[0-9a-f]{16}$"}});
+    let call_id =
+        json!({"name": "call", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^c-[0-9]+$"}});
+    schemas.insert(
+        "HostCall".into(),
+        json!({
+            "type": "object",
+            "description": "A host call of a streaming run, as its `call` event says it",
+            "required": ["run", "id", "name", "args"],
+            "properties": {
+                "run": {"type": "string", "description": "the run's id (r- and 16 hex digits)"},
+                "id": {"type": "string", "description": "the call's id in its run (c-1, c-2, ...)"},
+                "name": {"type": "string", "description": "one of the run's tools"},
+                "args": {"description": "what the program passed, any JSON"}
+            }
+        }),
+    );
+    schemas.insert(
+        "CallAnswer".into(),
+        json!({
+            "type": "object",
+            "description": "A host call's answer: exactly one of `ok` (the tool's value, any JSON) and `error` (why it failed, in words: the program gets it as an exception)",
+            "properties": {"ok": {}, "error": {"type": "string"}},
+            "additionalProperties": false
+        }),
+    );
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -62,7 +88,7 @@ pub fn openapi() -> serde_json::Value {
                 "parameters": [{
                     "name": "stream", "in": "query", "required": false,
                     "schema": {"type": "string", "enum": ["ndjson"]},
-                    "description": "answer as NDJSON events as output happens: {\"stdout\": TEXT}, {\"stderr\": TEXT} (or stdout-base64/stderr-base64), then the last event, a LastEvent: {\"report\": RunResult} or {\"error\": ...}"
+                    "description": "answer as NDJSON events as output happens: {\"stdout\": TEXT}, {\"stderr\": TEXT} (or stdout-base64/stderr-base64), {\"call\": HostCall} for each host call of a run with tools (answer it at /v1/runs/{run}/calls/{id}), then the last event, a LastEvent: {\"report\": RunResult} or {\"error\": ...}; a run with tools must stream"
                 }],
                 "requestBody": {"required": true, "content": {"application/json": {"schema": run}}},
                 "responses": {
@@ -82,6 +108,18 @@ pub fn openapi() -> serde_json::Value {
                     "503": busy("the server is draining, the queue wait timed out, too many bodies or answers are in memory, or the runtime is unavailable")
                 }
             }},
+            "/v1/runs/{run}/calls/{call}": {
+                "parameters": [run_id.clone(), call_id.clone()],
+                "post": {
+                    "summary": "Answer a host call of a streaming run (its `call` event): the tool's value, or its error",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CallAnswer"}}}},
+                    "responses": {
+                        "204": {"description": "the run has its answer"},
+                        "400": err("not exactly one of ok and error"),
+                        "404": err("no such call waits for an answer: answered, past its time, never made, or another caller's run")
+                    }
+                }
+            },
             "/v1/sessions": {
                 "post": {
                     "summary": "Open a session: runs of one runtime and policy that share a workspace (/app) between them",
@@ -139,6 +177,19 @@ pub fn openapi() -> serde_json::Value {
                         "429": busy("the queue is full"),
                         "500": err("the jail could not be built, or a bug of the server's"),
                         "503": busy("draining, queue timeout, busy, or the runtime is unavailable")
+                    }
+                }
+            },
+            "/v1/sessions/{id}/runs/{run}/calls/{call}": {
+                "parameters": [session_id.clone(), run_id, call_id],
+                "post": {
+                    "summary": "Answer a host call of a session's streaming run (as /v1/runs/{run}/calls/{call}; the session must be the caller's)",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/CallAnswer"}}}},
+                    "responses": {
+                        "204": {"description": "the run has its answer"},
+                        "400": err("not exactly one of ok and error"),
+                        "403": err("not this token's session"),
+                        "404": err("no such session, or no such call waits for an answer")
                     }
                 }
             },

@@ -84,6 +84,9 @@ pub struct SessionRunBody {
     /// Limits tighter than the session's.
     #[serde(default)]
     pub limits: Limits,
+    /// The host's tools the run may call back (as for `/v1/runs`).
+    #[serde(default)]
+    pub tools: Vec<super::ToolBody>,
 }
 
 impl SessionRunBody {
@@ -100,6 +103,7 @@ impl SessionRunBody {
             policy: Some(policy.to_string()),
             limits,
             return_files: self.return_files,
+            tools: self.tools,
         }
     }
 }

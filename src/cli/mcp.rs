@@ -344,6 +344,8 @@ impl Tools {
             policy: self.policy.clone(),
             limits,
             return_files: Vec::new(),
+            // The model gets no host calls (the operator configures none here).
+            tools: Vec::new(),
         })
     }
 
@@ -435,6 +437,7 @@ fn session_run(body: &RunBody) -> SessionRunBody {
         files: body.files.iter().map(|f| FileBody { path: f.path.clone(), content: f.content.clone() }).collect(),
         return_files: Vec::new(),
         limits: body.limits,
+        tools: Vec::new(),
     }
 }
 

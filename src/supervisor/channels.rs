@@ -360,6 +360,8 @@ pub(super) struct Pipes {
     pub extra: Vec<OwnedFd>,
     /// The write end of the program's stdin, when the job feeds it bytes.
     pub stdin_feed: Option<OwnedFd>,
+    /// The host-call channel: the requests' read end, the answers' write end.
+    pub calls: Option<(OwnedFd, OwnedFd)>,
 }
 
 /// The child's ends, all at or above `sys::FIRST_FREE_FD`: handed over at the clone and dropped by
@@ -375,7 +377,12 @@ pub(super) struct ChildEnds {
 }
 
 /// Opens both ends of every channel of a run.
-pub(super) fn open(extra_outputs: usize, feed: bool, inherit_stdin: bool) -> Result<(Pipes, ChildEnds), Error> {
+pub(super) fn open(
+    extra_outputs: usize,
+    host_calls: bool,
+    feed: bool,
+    inherit_stdin: bool,
+) -> Result<(Pipes, ChildEnds), Error> {
     let sv = |what: &'static str| move |errno: Errno| Error::Supervisor { what, errno };
     let child = |fd: OwnedFd| sys::above_stdio(fd).map_err(sv("renumber an fd"));
     let (sync, sync_child) = sys::socketpair().map_err(sv("create the release channel"))?;
@@ -388,6 +395,17 @@ pub(super) fn open(extra_outputs: usize, feed: bool, inherit_stdin: bool) -> Res
         extra.push(r);
         extra_child.push(child(w)?);
     }
+    // After the extra outputs: the program writes its host calls into one pipe, reads their
+    // answers from another.
+    let calls = if host_calls {
+        let (req_r, req_w) = sys::pipe().map_err(sv("create the host-call channel"))?;
+        let (ans_r, ans_w) = sys::pipe().map_err(sv("create the host-call channel"))?;
+        extra_child.push(child(req_w)?);
+        extra_child.push(child(ans_r)?);
+        Some((req_r, ans_w))
+    } else {
+        None
+    };
     // stdin: the caller's bytes through a pipe (fed while the program runs), the caller's own
     // stdin, or /dev/null.
     let (stdin_child, stdin_feed) = if feed {
@@ -407,5 +425,5 @@ pub(super) fn open(extra_outputs: usize, feed: bool, inherit_stdin: bool) -> Res
         extra: extra_child,
         stdin: stdin_child.map(child).transpose()?,
     };
-    Ok((Pipes { sync, report, stdout, stderr, extra, stdin_feed }, ends))
+    Ok((Pipes { sync, report, stdout, stderr, extra, stdin_feed, calls }, ends))
 }

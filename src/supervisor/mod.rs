@@ -7,6 +7,7 @@
 //! program runs, `verdict.rs` the one decision of how a run ended, `words.rs` what went wrong in
 //! words.
 
+mod calls;
 mod channels;
 mod gate;
 mod pump;
@@ -14,6 +15,7 @@ mod run;
 mod verdict;
 mod words;
 
+pub use calls::{Answerer, HostCalls, Tool};
 pub use channels::Output;
 pub use gate::{Cleanup, Exchange, Finished, Gate, Gated, LiveRun, Start};
 pub use verdict::{Note, Verdict};
@@ -147,8 +149,12 @@ impl Plan {
         let renumber = |fds: Vec<OwnedFd>| {
             fds.into_iter().map(sys::above_stdio).collect::<Result<Vec<_>, _>>().map_err(sv("renumber an fd"))
         };
-        let (pipes, ends) =
-            channels::open(self.extra_outputs.len(), self.stdin_data.is_some(), self.stdin == StdinMode::Inherit)?;
+        let (pipes, ends) = channels::open(
+            self.extra_outputs.len(),
+            self.host_calls,
+            self.stdin_data.is_some(),
+            self.stdin == StdinMode::Inherit,
+        )?;
         // The run's cgroup leaves (removed when `leaf` drops, on every path out of here).
         let leaf = self.cgroup.create_leaf()?;
         let fds = RunFds {

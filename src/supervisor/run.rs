@@ -30,6 +30,7 @@ struct Begun {
     stdin: Option<Arc<[u8]>>,
     stdin_from: Option<OwnedFd>,
     kill_on: Option<OwnedFd>,
+    host: Option<super::HostCalls>,
     exchange: Option<Exchange>,
     argv_display: Option<Vec<String>>,
     warm: Option<WarmStart>,
@@ -77,7 +78,7 @@ impl Prepared<'_> {
         let released = Instant::now();
         // The last barrier: the child execs the program. If it already failed, the report says why.
         let _ = sys::send_nosignal(pipes.sync.as_fd(), &[2]);
-        let Pipes { sync, report, stdout, stderr, extra, stdin_feed } = pipes;
+        let Pipes { sync, report, stdout, stderr, extra, stdin_feed, calls } = pipes;
         let mut streams = self.streams(output, stdout, stderr, extra);
         let run = Run {
             pid: self.pid,
@@ -98,6 +99,7 @@ impl Prepared<'_> {
             stdin: self.stdin_data.take(),
             stdin_from: None,
             kill_on: None,
+            host: None,
             exchange: None,
             argv_display: None,
             warm: None,
@@ -118,14 +120,25 @@ impl Prepared<'_> {
             }
         }
         pump.kill_on(begun.kill_on.take());
+        // The host calls are served beside the pump; with none, their ends close now.
+        let stop_calls = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let calls = match (calls, begun.host.take()) {
+            (Some((requests, answers)), Some(host)) => {
+                super::calls::serve(requests, answers, host, stop_calls.clone()).ok()
+            }
+            _ => None,
+        };
         let feed = stdin_feed.map(|fd| Feed::new(fd, begun.stdin.take().unwrap_or_default(), begun.stdin_from.take()));
         let Stop::Ended(outcome) = pump.go(&mut streams, feed, Some(begun.start + begun.wall_timeout), None)? else {
             return Err(Error::Supervisor { what: "pump the run", errno: Errno(libc::EINVAL) });
         };
         // Reaped, or taken down and reaped with the cleanup: nothing for Drop to kill.
         self.pid = 0;
+        stop_calls.store(true, std::sync::atomic::Ordering::SeqCst);
+        let host_calls = calls.and_then(|h| h.join().ok()).unwrap_or_default();
         let mut c = self.collect(streams, &begun, copied, host_owner)?;
-        let report = self.report(&outcome, &mut c, begun, guest, cpu_at_start);
+        let mut report = self.report(&outcome, &mut c, begun, guest, cpu_at_start);
+        report.host_calls = host_calls;
         // The run's cgroup, its writable directories' tmpfs and its owner uid go after the
         // answer, when the caller can wait for them.
         let reap = outcome.init_unreaped.then(|| Reaper(self.pidfd.try_clone().ok()));
@@ -231,6 +244,7 @@ impl Prepared<'_> {
         begun.argv_display = s.argv_display;
         begun.stdin_from = s.stdin_from;
         begun.kill_on = s.kill_on;
+        begun.host = s.host;
         if let Some(live) = &s.live {
             live.lend_leaf(self.leaf.as_ref());
             let staged = self.plan.fs.staged();

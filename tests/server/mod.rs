@@ -231,34 +231,53 @@ pub fn post_stream_to(
     path: &str,
     body: &serde_json::Value,
 ) -> (u16, Vec<(Duration, serde_json::Value)>) {
+    let (status, events, _) = post_stream_answering(socket, path, body, |_| None);
+    (status, events)
+}
+
+/// `POST path?stream=ndjson`, answering events as they come: for each line, `answer` may give a
+/// path and a JSON body to `POST` (a host call's answer, on a connection of its own) at once.
+/// Returns the status, every line with when it arrived, and each answer's status.
+pub fn post_stream_answering(
+    socket: &Path,
+    path: &str,
+    body: &serde_json::Value,
+    mut answer: impl FnMut(&serde_json::Value) -> Option<(String, serde_json::Value)>,
+) -> (u16, Vec<(Duration, serde_json::Value)>, Vec<u16>) {
     runtime().block_on(async {
-        let io = tokio::net::UnixStream::connect(socket).await.expect("connect");
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await.expect("handshake");
-        tokio::spawn(conn);
-        let req = Request::builder()
-            .method("POST")
-            .uri(format!("{path}?stream=ndjson"))
-            .header("host", "localhost")
-            .header("content-type", "application/json")
-            .body(Full::new(Bytes::from(body.to_string())))
-            .expect("request");
+        let send = |path: String, body: String| async move {
+            let io = tokio::net::UnixStream::connect(socket).await.expect("connect");
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await.expect("handshake");
+            tokio::spawn(conn);
+            let req = Request::builder()
+                .method("POST")
+                .uri(path)
+                .header("host", "localhost")
+                .header("content-type", "application/json")
+                .body(Full::new(Bytes::from(body)))
+                .expect("request");
+            sender.send_request(req).await.expect("send")
+        };
         let t0 = Instant::now();
-        let resp = sender.send_request(req).await.expect("send");
+        let resp = send(format!("{path}?stream=ndjson"), body.to_string()).await;
         let status = resp.status().as_u16();
         let mut body = resp.into_body();
-        let mut pending = Vec::new();
-        let mut events = Vec::new();
+        let (mut pending, mut events, mut answers) = (Vec::new(), Vec::new(), Vec::new());
         while let Some(frame) = body.frame().await {
             let frame = frame.expect("frame");
             let Some(data) = frame.data_ref() else { continue };
             pending.extend_from_slice(data);
             while let Some(i) = pending.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = pending.drain(..=i).collect();
-                let v = serde_json::from_slice(&line).expect("an NDJSON line");
-                events.push((t0.elapsed(), v));
+                let v: serde_json::Value = serde_json::from_slice(&line).expect("an NDJSON line");
+                let at = t0.elapsed();
+                if let Some((path, body)) = answer(&v) {
+                    answers.push(send(path, body.to_string()).await.status().as_u16());
+                }
+                events.push((at, v));
             }
         }
-        (status, events)
+        (status, events, answers)
     })
 }
 

@@ -326,8 +326,9 @@ pub fn bench(root: &Path, stockade: &Path, dir: &Path, guests: &Path) -> Result<
 pub fn sdk_venv(root: &Path, dir: &Path) -> Result<PathBuf, String> {
     let venv = dir.join("sdk-venv");
     let python = venv.join("bin/python");
-    if !python.exists() {
-        super::run(Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    // A venv left without its pip (an interrupted creation) is made again.
+    if !venv.join("bin/pip").exists() {
+        super::run(Command::new("python3").args(["-m", "venv", "--clear"]).arg(&venv))?;
     }
     super::run(Command::new(venv.join("bin/pip")).args(["install", "--quiet"]).arg(root.join("python")))?;
     Ok(python)

@@ -12,6 +12,7 @@ from ._types import (
     BadRequest,
     Busy,
     FileInfo,
+    HostCall,
     Limits,
     Output,
     PolicyNotFound,
@@ -22,6 +23,7 @@ from ._types import (
     SessionEnded,
     SessionNotFound,
     StockadeError,
+    Tool,
     Unauthorized,
 )
 

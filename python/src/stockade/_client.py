@@ -9,7 +9,7 @@ from typing import Any, AsyncIterator, Dict, Iterable, Iterator, List, Optional,
 import httpx
 
 from . import _wire
-from ._types import FileInfo, Output, Result, SessionEnded, SessionNotFound, StockadeError
+from ._types import FileInfo, HostCall, Output, Result, SessionEnded, SessionNotFound, StockadeError
 
 __all__ = ["Client", "AsyncClient", "Session", "AsyncSession"]
 
@@ -105,18 +105,23 @@ class Client(_Base):
         limits: Optional[_wire.Limits] = None,
         policy: Optional[str] = None,
         return_files: Union[str, Iterable[str], None] = None,
+        tools: Optional[_wire.Tools] = None,
     ) -> Result:
         """Runs ``code`` in ``runtime`` (``python``, ``javascript``, or one the server adds).
 
         ``files`` maps a path relative to the run's ``/app`` to bytes or text; ``return_files``
         names patterns of files to bring back (``result.files`` maps their paths to bytes);
         ``limits`` may only tighten the policy (``Limits(wall_timeout_ms=2000)``, or the same
-        as a dict).
+        as a dict). ``tools`` maps a name to a callable (or a :class:`Tool`) the run may call
+        back with ``stockade_host.call(name, args)``: the run streams, and each call is answered
+        here by ``fn(args)`` while it runs (``result.report["host-calls"]`` lists them).
         """
         b = _wire.body(
             runtime, code=code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
-            return_files=return_files,
+            return_files=return_files, tools=tools,
         )
+        if tools:
+            return _last(self._streamed("/v1/runs", b, tools, None))
         return Result.from_report(self._request("POST", "/v1/runs", json_body=b, idempotent=False).json())
 
     def run_python(self, code: str, **kw: Any) -> Result:
@@ -147,18 +152,24 @@ class Client(_Base):
 
     def stream(self, runtime: str, code: str, **kw: Any) -> Iterator[Event]:
         """Runs ``code`` and yields its output as it happens (:class:`Output`), then its
-        :class:`Result` (whose ``stdout``/``stderr`` hold what was streamed, up to the caps)."""
+        :class:`Result` (whose ``stdout``/``stderr`` hold what was streamed, up to the caps);
+        ``tools`` as for :meth:`run` (their calls are answered here, not yielded)."""
         b = _wire.body(runtime, code=code, **kw)
+        yield from self._streamed("/v1/runs", b, kw.get("tools"), None)
+
+    def _streamed(self, path: str, b: Dict[str, Any], tools: Optional[_wire.Tools], session: Optional[str]) -> Iterator[Event]:
         retry = _wire.Retry(self._retries, False)
         while True:
             try:
-                with self._http.stream("POST", "/v1/runs", params={"stream": "ndjson"}, json=b) as response:
+                with self._http.stream("POST", path, params={"stream": "ndjson"}, json=b) as response:
                     if response.status_code == 200:
                         lines = _wire.Stream()
                         for line in response.iter_lines():
                             ev = lines.feed(line)
                             if isinstance(ev, Output):
                                 yield ev
+                            elif isinstance(ev, HostCall):
+                                self._answer(ev, tools, session)
                             elif ev is not None:
                                 yield lines.result(ev)
                                 return
@@ -167,6 +178,20 @@ class Client(_Base):
             except httpx.TransportError as e:
                 failure = e
             time.sleep(retry.after(failure))
+
+    def _answer(self, call: HostCall, tools: Optional[_wire.Tools], session: Optional[str]) -> None:
+        fn = (tools or {}).get(call.name)
+        if fn is None:
+            answer: Dict[str, Any] = {"error": f"this client has no tool {call.name!r}"}
+        else:
+            answer, pending = _wire.answer_of(fn, call.args)
+            if pending is not None:
+                pending.close()
+                answer = {"error": f"tool {call.name!r} is async: use the AsyncClient"}
+        try:
+            self._http.post(_wire.call_path(call, session), json=answer)
+        except httpx.TransportError:
+            pass  # the server answers the call for it (a timeout error) at the tool's timeout
 
     def session(self, runtime: str = "python", **kw: Any) -> "Session":
         """Opens a session (``POST /v1/sessions``): runs of ``runtime`` that share a workspace
@@ -255,8 +280,15 @@ class AsyncClient(_Base):
         limits: Optional[_wire.Limits] = None,
         policy: Optional[str] = None,
         return_files: Union[str, Iterable[str], None] = None,
+        tools: Optional[_wire.Tools] = None,
     ) -> Result:
-        """See :meth:`Client.run`."""
+        """See :meth:`Client.run` (a tool may also be an async function)."""
+        if tools:
+            b = _wire.body(
+                runtime, code=code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
+                return_files=return_files, tools=tools,
+            )
+            return await _alast(self._streamed("/v1/runs", b, tools, None))
         b = _wire.body(
             runtime, code=code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
             return_files=return_files,
@@ -294,16 +326,24 @@ class AsyncClient(_Base):
     async def stream(self, runtime: str, code: str, **kw: Any) -> AsyncIterator[Event]:
         """See :meth:`Client.stream`."""
         b = _wire.body(runtime, code=code, **kw)
+        async for ev in self._streamed("/v1/runs", b, kw.get("tools"), None):
+            yield ev
+
+    async def _streamed(
+        self, path: str, b: Dict[str, Any], tools: Optional[_wire.Tools], session: Optional[str]
+    ) -> AsyncIterator[Event]:
         retry = _wire.Retry(self._retries, False)
         while True:
             try:
-                async with self._http.stream("POST", "/v1/runs", params={"stream": "ndjson"}, json=b) as response:
+                async with self._http.stream("POST", path, params={"stream": "ndjson"}, json=b) as response:
                     if response.status_code == 200:
                         lines = _wire.Stream()
                         async for line in response.aiter_lines():
                             ev = lines.feed(line)
                             if isinstance(ev, Output):
                                 yield ev
+                            elif isinstance(ev, HostCall):
+                                await self._answer(ev, tools, session)
                             elif ev is not None:
                                 yield lines.result(ev)
                                 return
@@ -312,6 +352,22 @@ class AsyncClient(_Base):
             except httpx.TransportError as e:
                 failure = e
             await asyncio.sleep(retry.after(failure))
+
+    async def _answer(self, call: HostCall, tools: Optional[_wire.Tools], session: Optional[str]) -> None:
+        fn = (tools or {}).get(call.name)
+        if fn is None:
+            answer: Dict[str, Any] = {"error": f"this client has no tool {call.name!r}"}
+        else:
+            answer, pending = _wire.answer_of(fn, call.args)
+            if pending is not None:
+                try:
+                    answer = _wire.ok(await pending)
+                except Exception as e:  # the tool's failure is the run's to see
+                    answer = _wire.failed(e)
+        try:
+            await self._http.post(_wire.call_path(call, session), json=answer)
+        except httpx.TransportError:
+            pass  # the server answers the call for it (a timeout error) at the tool's timeout
 
     async def session(self, runtime: str = "python", **kw: Any) -> "AsyncSession":
         """See :meth:`Client.session` (``async with await client.session() as s``)."""
@@ -350,6 +406,8 @@ class Session:
         """Runs ``code`` in the session: :meth:`Client.run`'s keywords but ``policy``
         (``limits`` may only tighten the session's). ``result.session`` says what was kept."""
         b = _wire.session_run_body(code, **kw)
+        if kw.get("tools"):
+            return _last(self._client._streamed(f"/v1/sessions/{self.id}/runs", b, kw["tools"], self.id))
         r = self._client._request("POST", f"/v1/sessions/{self.id}/runs", json_body=b, idempotent=False)
         return Result.from_report(r.json())
 
@@ -403,6 +461,8 @@ class AsyncSession:
     async def run(self, code: str, **kw: Any) -> Result:
         """See :meth:`Session.run`."""
         b = _wire.session_run_body(code, **kw)
+        if kw.get("tools"):
+            return await _alast(self._client._streamed(f"/v1/sessions/{self.id}/runs", b, kw["tools"], self.id))
         r = await self._client._request("POST", f"/v1/sessions/{self.id}/runs", json_body=b, idempotent=False)
         return Result.from_report(r.json())
 
@@ -436,3 +496,18 @@ class AsyncSession:
             await self._client._request("DELETE", f"/v1/sessions/{self.id}")
         except (SessionNotFound, SessionEnded):
             pass
+
+
+def _last(events: Iterator[Event]) -> Result:
+    """The result at the end of a stream (its output is in it)."""
+    for ev in events:
+        if isinstance(ev, Result):
+            return ev
+    raise StockadeError("the stream ended without a report")
+
+
+async def _alast(events: AsyncIterator[Event]) -> Result:
+    async for ev in events:
+        if isinstance(ev, Result):
+            return ev
+    raise StockadeError("the stream ended without a report")

@@ -21,6 +21,8 @@ __all__ = [
     "SessionEnded",
     "SessionBusy",
     "FileInfo",
+    "Tool",
+    "HostCall",
 ]
 
 
@@ -174,6 +176,40 @@ class Limits:
     def to_json(self) -> Dict[str, int]:
         """The request's ``limits`` object: the limits set, in the server's spelling."""
         return {f.name.replace("_", "-"): getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool the run may call back (``stockade_host.call(name, args)`` in the run), answered by
+    ``fn(args)`` in this process: its return value (anything JSON can say) is the call's answer,
+    an exception it raises reaches the run as ``stockade_host.ToolError``. The budgets are the
+    server's: at most ``max_calls`` calls, requests and answers of at most
+    ``max_request_bytes`` and ``max_response_bytes``, each call answered within ``timeout_ms``
+    (else the run gets a timeout error). ``tools={"name": fn}`` is ``Tool(fn)`` with the
+    server's defaults (50 calls, 64 KiB, 1 MiB, 5 s)."""
+
+    fn: Any
+    max_calls: Optional[int] = None
+    max_request_bytes: Optional[int] = None
+    max_response_bytes: Optional[int] = None
+    timeout_ms: Optional[int] = None
+
+    def to_json(self, name: str) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"name": name}
+        for f in ("max_calls", "max_request_bytes", "max_response_bytes", "timeout_ms"):
+            if getattr(self, f) is not None:
+                out[f.replace("_", "-")] = getattr(self, f)
+        return out
+
+
+@dataclass(frozen=True)
+class HostCall:
+    """A call of the run's, as the server sent it: ``run``'s call ``id`` of tool ``name``."""
+
+    run: str
+    id: str
+    name: str
+    args: Any
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,10 @@ def headers(token: Optional[str]) -> Dict[str, str]:
     return h
 
 
+#: ``tools=``: a tool's name, and the callable (or :class:`Tool`) that answers it.
+Tools = Mapping[str, Any]
+
+
 def body(
     runtime: str,
     *,
@@ -58,6 +62,7 @@ def body(
     limits: Optional[Limits] = None,
     policy: Optional[str] = None,
     return_files: Union[str, Iterable[str], None] = None,
+    tools: Optional[Mapping[str, Any]] = None,
 ) -> Dict[str, Any]:
     """The JSON of ``POST /v1/runs``. ``limits``: a :class:`Limits`, or a mapping whose keys may be
     written ``wall_timeout_ms`` or ``wall-timeout-ms`` (an unknown one raises ``TypeError``);
@@ -91,7 +96,50 @@ def body(
         b["policy"] = policy
     if return_files is not None:
         b["return-files"] = [return_files] if isinstance(return_files, str) else list(return_files)
+    if tools:
+        b["tools"] = [tool_of(fn).to_json(name) for name, fn in tools.items()]
     return b
+
+
+def tool_of(fn: Any) -> Any:
+    """A :class:`Tool` (a plain callable is one with the server's defaults)."""
+    from ._types import Tool
+
+    if isinstance(fn, Tool):
+        return fn
+    if not callable(fn):
+        raise TypeError(f"a tool is a callable or a Tool, not {type(fn).__name__}")
+    return Tool(fn)
+
+
+def call_path(call: Any, session: Optional[str]) -> str:
+    """Where a call's answer goes."""
+    if session is not None:
+        return f"/v1/sessions/{session}/runs/{call.run}/calls/{call.id}"
+    return f"/v1/runs/{call.run}/calls/{call.id}"
+
+
+def answer_of(fn: Any, args: Any) -> Tuple[Dict[str, Any], Any]:
+    """Calls a tool: its answer's JSON, or (when it returns an awaitable) ``None`` and that."""
+    try:
+        value = tool_of(fn).fn(args)
+    except Exception as e:  # the tool's failure is the run's to see, not this client's
+        return failed(e), None
+    if hasattr(value, "__await__"):
+        return {}, value
+    return ok(value), None
+
+
+def ok(value: Any) -> Dict[str, Any]:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as e:
+        return {"error": f"the tool's answer is not JSON: {e}"}
+    return {"ok": value}
+
+
+def failed(e: BaseException) -> Dict[str, Any]:
+    return {"error": f"{type(e).__name__}: {e}"}
 
 
 def session_body(
@@ -258,6 +306,11 @@ def event(line: bytes) -> Union[Output, Dict[str, Any], None]:
             return Output(name, str(ev[name]).encode("utf-8"))
         if f"{name}-base64" in ev:
             return Output(name, base64.b64decode(ev[f"{name}-base64"]))
+    if "call" in ev:
+        from ._types import HostCall
+
+        c = ev["call"]
+        return HostCall(run=str(c["run"]), id=str(c["id"]), name=str(c["name"]), args=c.get("args"))
     if "report" in ev:
         return dict(ev["report"])
     if "error" in ev:

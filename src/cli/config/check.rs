@@ -101,7 +101,9 @@ pub(super) fn check(
             .values()
             .map(|r: &Runtime| {
                 let framed = !matches!(r.kind, Kind::Program { framed: false, .. });
-                (r.name.clone(), RuntimeSpec { framed, policies: r.policies.clone() })
+                // Stockade's Python bootstrap gives its runs `stockade_host` (runtime.rs).
+                let host_calls = matches!(r.kind, Kind::Program { framed: true, .. });
+                (r.name.clone(), RuntimeSpec { framed, host_calls, policies: r.policies.clone() })
             })
             .collect(),
         policies,

@@ -162,7 +162,7 @@ pub fn read_frame(r: &mut impl Read) -> io::Result<(Msg, Vec<u8>)> {
 
 /// A run's start as a frame, and the output pipes that go with it.
 pub fn start_out(start: Start) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
-    if start.kill_on.is_some() || start.live.is_some() {
+    if start.kill_on.is_some() || start.live.is_some() || start.host.is_some() {
         return Err(io::Error::other("a run killed from outside or lending its directory runs in this process"));
     }
     let mut blobs = Blobs::default();
@@ -226,6 +226,7 @@ pub fn start_in(wire: StartWire, bytes: &[u8], fds: Vec<OwnedFd>) -> io::Result<
         stdin_from,
         kill_on: None,
         live: None,
+        host: None,
         argv_display: wire.argv_display,
         from_release: wire.from_release,
     })

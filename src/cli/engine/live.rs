@@ -137,6 +137,7 @@ impl Engine {
             stdin_from: Some(frames_r.into()),
             kill_on: Some(kill_r.into()),
             live: Some(run.clone()),
+            host: None,
             argv_display: Some(vec![name.clone(), "(live)".into()]),
             from_release: true,
         };

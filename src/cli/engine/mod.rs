@@ -6,6 +6,7 @@
 //! [`Engine::admit`], [`Engine::execute`], [`Engine::health`], [`Engine::info`],
 //! [`Engine::metrics`], [`Engine::drain`].
 
+pub mod calls;
 mod handoff;
 mod health;
 pub mod live;
@@ -60,6 +61,8 @@ pub struct Engine {
     spawner: std::sync::OnceLock<Arc<Spawner>>,
     /// Runs that share a workspace.
     sessions: Arc<sessions::Sessions>,
+    /// Streaming runs' host calls waiting for their clients' answers.
+    calls: Arc<calls::Calls>,
 }
 
 /// Where a run's output goes: into its report, or to pipes a streaming response reads.
@@ -96,6 +99,7 @@ impl Engine {
             started: Instant::now(),
             spawner: std::sync::OnceLock::new(),
             sessions,
+            calls: Arc::default(),
         })
     }
 
@@ -150,6 +154,11 @@ impl Engine {
     /// The sessions.
     pub fn sessions(&self) -> &Arc<sessions::Sessions> {
         &self.sessions
+    }
+
+    /// The host calls waiting for their answers.
+    pub fn calls(&self) -> &Arc<calls::Calls> {
+        &self.calls
     }
 
     /// `Err` (503, naming the runtime and why) while a request's runtime cannot run here.
@@ -260,7 +269,10 @@ impl Engine {
         let t0 = Instant::now();
         let req = Arc::new(req);
         let warm_pool = match &req.target {
-            Target::Runtime(name) if !req.needs_own_jail && req.policy_name == self.runtime_policy(name) => {
+            // A run with host calls runs in this process: its answerer cannot go to the spawner.
+            Target::Runtime(name)
+                if !req.needs_own_jail && req.host.is_none() && req.policy_name == self.runtime_policy(name) =>
+            {
                 self.pools.get(name).cloned()
             }
             _ => None,
@@ -448,6 +460,9 @@ impl Engine {
 
 /// 400 for a run of a live session asking what such a run cannot take.
 fn refuse_live(engine: &Engine, req: &RunRequest) -> Result<(), ApiError> {
+    if !req.tools.is_empty() {
+        return Err(ApiError::field("tools", "a live session's runs have no host calls in this server"));
+    }
     let python = engine.live_python(&req.runtime_name).unwrap_or(false);
     live::refuse_for_live(req, python)
 }
@@ -518,6 +533,7 @@ fn start_of(req: &RunRequest, streams: Streams, cold: bool) -> Start {
         stdin_from: None,
         kill_on: None,
         live: None,
+        host: req.host.clone(),
         argv_display: Some(shown_argv(req)),
         from_release: cold,
     }

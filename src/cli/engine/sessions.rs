@@ -147,6 +147,7 @@ impl Sessions {
             policy: body.policy,
             limits: body.limits,
             return_files: Vec::new(),
+            tools: Vec::new(),
         };
         let checked = api::check(probe, catalog)?;
         let clock = |field: &str, asked: Option<u64>, most: u64, key: &str| match asked {
@@ -620,7 +621,7 @@ fn ended_why(why: End) -> &'static str {
 }
 
 /// Constant-time: tokens' digests are secrets' digests.
-fn same_owner(a: &Owner, b: &Owner) -> bool {
+pub(super) fn same_owner(a: &Owner, b: &Owner) -> bool {
     let bytes = |o: &Owner| {
         let mut v = [0u8; 33];
         if let Some(d) = o {
@@ -703,6 +704,11 @@ fn unix_ms() -> u64 {
 }
 
 /// `n` random bytes from the kernel, as hex (an id must never be guessable: no fallback).
+/// A new run's id: `r-` and 16 hex digits.
+pub fn run_id() -> Result<String, ApiError> {
+    Ok(format!("r-{}", random_hex(8)?))
+}
+
 pub(super) fn random_hex(n: usize) -> Result<String, ApiError> {
     use std::io::Read;
     let mut b = vec![0u8; n];

@@ -116,6 +116,8 @@ impl tokio_stream::Stream for Held {
 #[derive(Debug)]
 pub enum Piece {
     Output(Which, Vec<u8>),
+    /// A line of its own (a host call's event), sent as it is.
+    Line(Vec<u8>),
     Last(Vec<u8>),
 }
 
@@ -168,6 +170,7 @@ impl tokio_stream::Stream for Ndjson {
                     carry.extend_from_slice(&bytes);
                     events(w.name(), carry, false).concat()
                 }
+                Poll::Ready(Some(Piece::Line(line))) => line,
                 Poll::Ready(Some(Piece::Last(line))) => {
                     self.done = true;
                     let [out, err] = &mut self.carry;

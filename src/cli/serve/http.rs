@@ -59,9 +59,11 @@ impl Bodies {
 pub fn router(app: App) -> Router {
     Router::new()
         .route("/v1/runs", post(runs))
+        .route("/v1/runs/{run}/calls/{call}", post(sessions::answer_call))
         .route("/v1/sessions", post(sessions::create).get(sessions::list))
         .route("/v1/sessions/{id}", get(sessions::show).delete(sessions::delete))
         .route("/v1/sessions/{id}/runs", post(sessions::run))
+        .route("/v1/sessions/{id}/runs/{run}/calls/{call}", post(sessions::answer_session_call))
         .route("/v1/sessions/{id}/files", get(sessions::files))
         .route(
             "/v1/sessions/{id}/files/{*path}",
@@ -181,17 +183,62 @@ async fn runs(State(app): State<App>, req: Request) -> Response {
 async fn accept_run(app: &App, req: Request) -> Result<Response, ApiError> {
     let stream = stream_param(req.uri().query())?;
     check_content_type(req.headers())?;
+    // The auth layer says who calls; without it, nobody could be told from anybody.
+    let caller = req
+        .extensions()
+        .get::<sessions::Caller>()
+        .map(|c| c.0)
+        .ok_or_else(|| ApiError::new(ErrorCode::Internal, "the request's caller is unknown"))?;
     // The body's room is held until the run is over: its decoded content is in the request.
     let (parsed, _budget) = decode::<api::RunBody>(app, req).await?;
-    let request = api::check(parsed, app.engine.catalog())?;
+    let mut request = api::check(parsed, app.engine.catalog())?;
+    let run = with_tools(&request, stream)?;
     let (permit, reserved) = admitted(app, &request).await?;
     let engine = app.engine.clone();
     if stream {
-        return streamed(move |s| async move { engine.execute(permit, request, s).await }, reserved);
+        return streamed(
+            move |s, events| async move {
+                let _open = run.map(|run| host_calls(&engine, &mut request, &run, caller, events));
+                engine.execute(permit, request, s).await
+            },
+            reserved,
+        );
     }
     let ran = engine.execute(permit, request, None).await?;
     Ok(held(ran, reserved))
 }
+
+/// A run declaring tools needs its answers streamed (its calls come as events): its run id, or
+/// 400 naming `tools`.
+pub(super) fn with_tools(request: &api::RunRequest, stream: bool) -> Result<Option<String>, ApiError> {
+    if request.tools.is_empty() {
+        return Ok(None);
+    }
+    if !stream {
+        return Err(ApiError::field(
+            "tools",
+            "a run with host calls streams (?stream=ndjson): its calls come to the client as events",
+        ));
+    }
+    crate::engine::sessions::run_id().map(Some)
+}
+
+/// Opens `run`'s host calls: its calls become events of its stream, answered at
+/// `/v1/runs/{run}/calls/{id}` by `caller`. Held until the run is over.
+pub(super) fn host_calls(
+    engine: &Engine,
+    request: &mut api::RunRequest,
+    run: &str,
+    caller: crate::engine::sessions::Owner,
+    events: Events,
+) -> crate::engine::calls::Open {
+    let (host, open) = engine.calls().open(run, caller, request.tools.clone(), events);
+    request.host = Some(host);
+    open
+}
+
+/// Where a streamed run's own lines go (its host calls' events).
+pub(super) type Events = crate::engine::calls::Events;
 
 /// A checked request's place: its runtime available, a run slot, and its answer's room, before
 /// its run (a run whose answer could not be held is not started).
@@ -356,7 +403,7 @@ pub(super) async fn read_body(app: &App, req: Request) -> Result<(Vec<u8>, Optio
 /// supervisor caps it): a client that stops reading never holds the run, its slot or its jail.
 pub(super) fn streamed<F, Fut>(run: F, reserved: answer::Reserved) -> Result<Response, ApiError>
 where
-    F: FnOnce(Streams) -> Fut + Send + 'static,
+    F: FnOnce(Streams, Events) -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<api::RunResult, ApiError>> + Send + 'static,
 {
     let pipe = || std::io::pipe().map_err(|e| ApiError::new(ErrorCode::Internal, format!("cannot make a pipe: {e}")));
@@ -381,8 +428,10 @@ where
     };
     let out_task = tokio::spawn(reader(out_r, Which::Stdout, tx.clone()));
     let err_task = tokio::spawn(reader(err_r, Which::Stderr, tx.clone()));
+    let lines = tx.clone();
+    let events: Events = Arc::new(move |line| lines.send(Piece::Line(line)).is_ok());
     tokio::spawn(async move {
-        let result = run(Some((out_w.into(), err_w.into()))).await;
+        let result = run(Some((out_w.into(), err_w.into())), events).await;
         let _ = out_task.await;
         let _ = err_task.await;
         let last = match result {

@@ -2,7 +2,9 @@
 //! A session is its maker's: the auth layer says who calls ([`Caller`]), and every handler asks
 //! the store with it.
 
-use super::http::{App, admitted, check_content_type, decode, held, read_body, respond, stream_param, streamed};
+use super::http::{
+    App, admitted, check_content_type, decode, held, host_calls, read_body, respond, stream_param, streamed, with_tools,
+};
 use crate::engine::sessions::Owner;
 use axum::Extension;
 use axum::body::Body;
@@ -76,10 +78,7 @@ pub async fn delete(
     Extension(caller): Extension<Caller>,
     id: Result<Path<String>, PathRejection>,
 ) -> Response {
-    match parts(id).and_then(|id| app.engine.sessions().delete(&id, caller.0)) {
-        Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(e) => refuse(&app, e),
-    }
+    no_content(&app, parts(id).and_then(|id| app.engine.sessions().delete(&id, caller.0)))
 }
 
 /// `POST /v1/sessions/{id}/runs[?stream=ndjson]`: a run in the session's workspace.
@@ -109,15 +108,85 @@ async fn accept_run(
     let (body, _budget) = decode::<SessionRunBody>(app, req).await?;
     // The session is this run's from here until the run is over (or refused).
     let mut turn = app.engine.sessions().begin(&id, caller.0)?;
-    let (request, workspace) = turn.request(body, app.engine.catalog())?;
+    let (mut request, workspace) = turn.request(body, app.engine.catalog())?;
+    let calls = with_tools(&request, stream)?.map(|_| turn.run.clone());
     // The room of the answer the request asked for (its own return-files).
     let (permit, reserved) = admitted(app, &request).await?;
     let engine = app.engine.clone();
     if stream {
-        return streamed(move |s| async move { engine.run_turn(permit, turn, request, workspace, s).await }, reserved);
+        return streamed(
+            move |s, events| async move {
+                let _open = calls.map(|run| host_calls(&engine, &mut request, &run, caller.0, events));
+                engine.run_turn(permit, turn, request, workspace, s).await
+            },
+            reserved,
+        );
     }
     let ran = engine.run_turn(permit, turn, request, workspace, None).await?;
     Ok(held(ran, reserved))
+}
+
+/// `POST /v1/runs/{run}/calls/{call}`: a host call's answer, `{"ok": VALUE}` or `{"error":
+/// "why"}`; 204.
+pub async fn answer_call(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    p: Result<Path<(String, String)>, PathRejection>,
+    req: Request,
+) -> Response {
+    let r = async {
+        let (run, call) = parts(p)?;
+        answered(&app, caller, &run, &call, req).await
+    }
+    .await;
+    no_content(&app, r)
+}
+
+/// `POST /v1/sessions/{id}/runs/{run}/calls/{call}`: the same for a run of a session (the
+/// session must be the caller's).
+pub async fn answer_session_call(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    p: Result<Path<(String, String, String)>, PathRejection>,
+    req: Request,
+) -> Response {
+    let r = async {
+        let (id, run, call) = parts(p)?;
+        app.engine.sessions().info(&id, caller.0)?;
+        answered(&app, caller, &run, &call, req).await
+    }
+    .await;
+    no_content(&app, r)
+}
+
+/// 204, or the refusal.
+fn no_content(app: &App, r: Result<(), ApiError>) -> Response {
+    match r {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => refuse(app, e),
+    }
+}
+
+/// A call's answer, as sent.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallAnswer {
+    #[serde(default)]
+    ok: Option<serde_json::Value>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+async fn answered(app: &App, caller: Caller, run: &str, call: &str, req: Request) -> Result<(), ApiError> {
+    check_content_type(req.headers())?;
+    let (body, _) = read_body(app, req).await?;
+    let a: CallAnswer = serde_json::from_slice(&body).map_err(|e| ApiError::field("body", e.to_string()))?;
+    let answer = match (a.ok, a.error) {
+        (Some(v), None) => Ok(v.to_string()),
+        (None, Some(why)) => Err(why),
+        _ => return Err(ApiError::field("body", "exactly one of \"ok\" (the value) or \"error\" (why)")),
+    };
+    app.engine.calls().answer(run, call, caller.0, answer)
 }
 
 /// `GET /v1/sessions/{id}/files`: the workspace's files, with sizes and modification times.
@@ -178,8 +247,5 @@ pub async fn delete_file(
     Extension(caller): Extension<Caller>,
     p: Result<Path<(String, String)>, PathRejection>,
 ) -> Response {
-    match parts(p).and_then(|(id, path)| app.engine.sessions().delete_file(&id, caller.0, &path)) {
-        Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(e) => refuse(&app, e),
-    }
+    no_content(&app, parts(p).and_then(|(id, path)| app.engine.sessions().delete_file(&id, caller.0, &path)))
 }

@@ -1,0 +1,70 @@
+"""Host calls through the SDK, against a real `stockade serve` (see conftest.py): a run calls
+plain Python functions of this process (``tools={"name": fn}``), a tool's exception reaches the
+run as ``stockade_host.ToolError``, the budgets are the server's, a session's run and the async
+client (with an async tool) too. Needs the host's /usr/bin/python3 (the python3 runtime)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from stockade import AsyncClient, BadRequest, Client, Tool
+
+pytestmark = pytest.mark.skipif(not Path("/usr/bin/python3").exists(), reason="no /usr/bin/python3")
+
+CODE = """
+import stockade_host as h
+print(h.call("search", {"q": "jails"}))
+try:
+    h.call("broken")
+except h.ToolError as e:
+    print("error:", e)
+"""
+
+
+def test_a_run_calls_this_process_s_functions(server) -> None:
+    seen = []
+
+    def search(args):
+        seen.append(args)
+        return {"hits": [args["q"], "sandboxes"]}
+
+    def broken(args):
+        raise RuntimeError("the index is down")
+
+    with Client(socket=server.socket) as client:
+        r = client.run("python3", CODE, tools={"search": search, "broken": broken})
+        assert r.ok, r
+        assert r.stdout == "{'hits': ['jails', 'sandboxes']}\nerror: RuntimeError: the index is down\n", r
+        assert seen == [{"q": "jails"}]
+        calls = r.report["host-calls"]
+        assert [(c["name"], c["outcome"]) for c in calls] == [("search", "ok"), ("broken", "error")]
+        # The server's budgets: past max-calls, refused in the run.
+        r = client.run(
+            "python3",
+            "import stockade_host as h\nfor i in range(3):\n    try: print(h.call('t', i))\n    except h.ToolError as e: print('no')",
+            tools={"t": Tool(lambda i: i * 2, max_calls=2)},
+        )
+        assert r.stdout == "0\n2\nno\n", r
+        # A runtime without host calls says so, naming the field.
+        with pytest.raises(BadRequest) as e:
+            client.run_python("1", tools={"t": search})
+        assert e.value.field == "tools"
+        with client.session("python3") as s:
+            r = s.run("import stockade_host as h\nprint(h.call('search', {'q': 'x'}))", tools={"search": search})
+            assert r.stdout == "{'hits': ['x', 'sandboxes']}\n", r
+
+
+def test_async_tools(server) -> None:
+    async def lookup(args):
+        await asyncio.sleep(0.01)
+        return args + 1
+
+    async def main() -> None:
+        async with AsyncClient(socket=server.socket) as client:
+            r = await client.run("python3", "import stockade_host as h\nprint(h.call('lookup', 41))", tools={"lookup": lookup})
+            assert r.stdout == "42\n", r
+
+    asyncio.run(main())

@@ -1,0 +1,295 @@
+//! Host calls: a jailed program asks its caller to do something for it (an agent's tool) and
+//! waits for the answer, through a channel the jail was built with (two pipes, set up before the
+//! program started: it gains no fd, no syscall and no network for it). Requests and answers are
+//! length-framed JSON:
+//!
+//! ```text
+//! request (program -> caller):  <length, u32 big-endian> {"name": "search", "args": <any JSON>}
+//! answer  (caller -> program):  <length, u32 big-endian> {"ok": <any JSON>} | {"error": "why"}
+//! ```
+//!
+//! Every budget is the caller's side's, in this module: the tools the run may call (any other is
+//! refused), each tool's count of calls, the bytes of each request (a longer one is refused and
+//! the channel closed: nothing past the cap is read) and of each answer, and each call's time (past
+//! it the program gets a timeout error; the late answer is dropped). The run's wall limit covers
+//! the time spent waiting. Every call is reported ([`CallRecord`]).
+
+use crate::report::CallRecord;
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+/// A tool a run may call, with its budgets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tool {
+    pub name: String,
+    /// Calls of it in one run; past it, refused.
+    pub max_calls: u32,
+    /// The most bytes of one request's frame (its JSON); past it, refused and the channel closed.
+    pub max_request_bytes: u32,
+    /// The most bytes of one answer's value; past it, the program gets an error instead.
+    pub max_response_bytes: u32,
+    /// Each call's time; past it, the program gets a timeout error.
+    pub timeout: Duration,
+}
+
+impl Tool {
+    /// `name` with the defaults: 50 calls, 64 KiB requests, 1 MiB answers, 5 s each.
+    pub fn new(name: impl Into<String>) -> Tool {
+        Tool {
+            name: name.into(),
+            max_calls: 50,
+            max_request_bytes: 64 << 10,
+            max_response_bytes: 1 << 20,
+            timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Who answers: given a tool's name and its arguments (JSON text), the answer's value (JSON
+/// text) or an error in words. Called on a thread of its own for each call; a call past its
+/// tool's timeout is answered for it, and what this returns later is dropped.
+pub type Answerer = Arc<dyn Fn(&str, &str) -> Result<String, String> + Send + Sync>;
+
+/// A run's host calls: the tools it may call, and who answers them.
+#[derive(Clone)]
+pub struct HostCalls {
+    pub tools: Vec<Tool>,
+    pub answer: Answerer,
+}
+
+impl std::fmt::Debug for HostCalls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostCalls").field("tools", &self.tools).finish_non_exhaustive()
+    }
+}
+
+/// The most bytes of a request frame whatever the tools say (a name and its arguments).
+pub const REQUEST_MAX_BYTES: u32 = 16 << 20;
+
+/// Serves a run's host calls on a thread of its own until the program closes its end, `stop` is
+/// set, or the program breaks the protocol. Returns every call, in order.
+pub(super) fn serve(
+    requests: OwnedFd,
+    answers: OwnedFd,
+    host: HostCalls,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<std::thread::JoinHandle<Vec<CallRecord>>> {
+    std::thread::Builder::new().name("stockade-calls".into()).spawn(move || {
+        let mut s = Server {
+            requests: std::fs::File::from(requests),
+            answers: std::fs::File::from(answers),
+            host,
+            stop,
+            calls: Vec::new(),
+            counts: Vec::new(),
+        };
+        s.run();
+        s.calls
+    })
+}
+
+struct Server {
+    requests: std::fs::File,
+    answers: std::fs::File,
+    host: HostCalls,
+    stop: Arc<AtomicBool>,
+    calls: Vec<CallRecord>,
+    counts: Vec<u32>,
+}
+
+impl Server {
+    fn run(&mut self) {
+        self.counts = vec![0; self.host.tools.len()];
+        let most = self.host.tools.iter().map(|t| t.max_request_bytes).max().unwrap_or(0).min(REQUEST_MAX_BYTES);
+        loop {
+            if !self.next_request() {
+                return;
+            }
+            let mut len = [0u8; 4];
+            if self.requests.read_exact(&mut len).is_err() {
+                return;
+            }
+            let n = u32::from_be_bytes(len);
+            if n > most {
+                // Nothing past the cap is read: the channel closes, the program's call fails.
+                self.record(CallRecord::refused(
+                    "",
+                    n.into(),
+                    format!("a request of {n} bytes is over every tool's max-request-bytes ({most})"),
+                ));
+                let _ = self.reply(&Err(format!(
+                    "the request is {n} bytes, more than any tool takes ({most}): host calls are closed for this run"
+                )));
+                return;
+            }
+            let mut body = vec![0u8; n as usize];
+            if self.requests.read_exact(&mut body).is_err() {
+                return;
+            }
+            let started = Instant::now();
+            let (name, args) = match parse(&body) {
+                Ok(p) => p,
+                Err(why) => {
+                    self.record(CallRecord::refused("", n.into(), why.clone()));
+                    if self.reply(&Err(why)).is_err() {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let outcome = self.call(&name, &args, n);
+            let mut record = CallRecord {
+                name,
+                request_bytes: n.into(),
+                response_bytes: 0,
+                ms: 0.0,
+                outcome: String::new(),
+                reason: None,
+            };
+            let answer = match outcome {
+                Ok(value) => {
+                    record.response_bytes = value.len() as u64;
+                    record.outcome = "ok".into();
+                    Ok(value)
+                }
+                Err((outcome, why)) => {
+                    record.outcome = outcome.into();
+                    record.reason = Some(why.clone());
+                    Err(why)
+                }
+            };
+            record.ms = started.elapsed().as_secs_f64() * 1000.0;
+            self.record(record);
+            if self.reply(&answer).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// One call within its tool's budgets: the answer's value (JSON text), or the outcome
+    /// (`refused`, `error`, `timeout`) and why.
+    fn call(&mut self, name: &str, args: &str, n: u32) -> Result<String, (&'static str, String)> {
+        let Some(i) = self.host.tools.iter().position(|t| t.name == name) else {
+            let known: Vec<&str> = self.host.tools.iter().map(|t| t.name.as_str()).collect();
+            return Err(("refused", format!("no tool {name:?} in this run (its tools: {})", known.join(", "))));
+        };
+        let tool = self.host.tools[i].clone();
+        if n > tool.max_request_bytes {
+            return Err((
+                "refused",
+                format!("the request is {n} bytes, over {name}'s max-request-bytes ({})", tool.max_request_bytes),
+            ));
+        }
+        if self.counts[i] >= tool.max_calls {
+            return Err(("refused", format!("{name} was called {} times, its max-calls", tool.max_calls)));
+        }
+        self.counts[i] += 1;
+        let (tx, rx) = mpsc::sync_channel(1);
+        let answer = self.host.answer.clone();
+        let (name_owned, args_owned) = (name.to_string(), args.to_string());
+        let spawned = std::thread::Builder::new().name("stockade-call".into()).spawn(move || {
+            let _ = tx.send(answer(&name_owned, &args_owned));
+        });
+        if let Err(e) = spawned {
+            return Err(("error", format!("the host could not start the call: {e}")));
+        }
+        let deadline = Instant::now() + tool.timeout;
+        loop {
+            let step = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(50));
+            match rx.recv_timeout(step) {
+                Ok(Ok(value)) if value.len() as u64 > u64::from(tool.max_response_bytes) => {
+                    return Err((
+                        "refused",
+                        format!(
+                            "the answer is {} bytes, over {name}'s max-response-bytes ({})",
+                            value.len(),
+                            tool.max_response_bytes
+                        ),
+                    ));
+                }
+                Ok(Ok(value)) if serde_json::from_str::<serde::de::IgnoredAny>(&value).is_err() => {
+                    return Err(("error", format!("{name}'s answer is not JSON")));
+                }
+                Ok(Ok(value)) => return Ok(value),
+                Ok(Err(why)) => return Err(("error", shortened(why))),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(("error", "the host's answer was lost".into()));
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() >= deadline => {
+                    return Err(("timeout", format!("{name} did not answer within {} ms", tool.timeout.as_millis())));
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) if self.stop.load(Ordering::SeqCst) => {
+                    return Err(("timeout", "the run ended while it waited".into()));
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+
+    /// Waits for the next request (or its channel's end), looking at `stop` meanwhile: `false`
+    /// when the run is over.
+    fn next_request(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                return false;
+            }
+            let mut fds = [libc::pollfd { fd: self.requests.as_raw_fd(), events: libc::POLLIN, revents: 0 }];
+            match crate::sys::ppoll(&mut fds, Some(Duration::from_millis(50))) {
+                Ok(0) | Err(crate::sys::Errno(libc::EINTR)) => {}
+                Ok(_) => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    fn record(&mut self, r: CallRecord) {
+        self.calls.push(r);
+    }
+
+    /// Writes an answer frame: `{"ok": value}` or `{"error": why}`.
+    fn reply(&mut self, answer: &Result<String, String>) -> std::io::Result<()> {
+        let body = match answer {
+            Ok(value) => format!("{{\"ok\":{value}}}"),
+            Err(why) => serde_json::json!({ "error": why }).to_string(),
+        };
+        // Within u32: an answer's value is at most its tool's max-response-bytes, an error's
+        // words at most REASON_MAX_BYTES.
+        let len = u32::try_from(body.len()).map_err(std::io::Error::other)?;
+        let mut frame = len.to_be_bytes().to_vec();
+        frame.extend_from_slice(body.as_bytes());
+        self.answers.write_all(&frame)
+    }
+}
+
+/// The most bytes of a tool's error the program and the report get (the rest is cut, said).
+pub const REASON_MAX_BYTES: usize = 1024;
+
+/// `why` within [`REASON_MAX_BYTES`], cut at a character's boundary.
+fn shortened(mut why: String) -> String {
+    if why.len() > REASON_MAX_BYTES {
+        let mut end = REASON_MAX_BYTES;
+        while !why.is_char_boundary(end) {
+            end -= 1;
+        }
+        why.truncate(end);
+        why.push_str("... (cut)");
+    }
+    why
+}
+
+/// A request's name and arguments (as JSON text), or why it is not one.
+fn parse(body: &[u8]) -> Result<(String, String), String> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Request {
+        name: String,
+        #[serde(default)]
+        args: serde_json::Value,
+    }
+    let r: Request = serde_json::from_slice(body).map_err(|e| format!("not a host call request: {e}"))?;
+    Ok((r.name, r.args.to_string()))
+}

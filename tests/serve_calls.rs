@@ -1,0 +1,166 @@
+//! Host calls through `stockade serve`, with a real client: a streaming run's calls come as
+//! `call` events, the client answers each at `/v1/runs/{run}/calls/{id}`, and the run gets the
+//! answer; the budgets are the server's (a tool not declared, past its `max-calls`, a tool that
+//! fails, one never answered past its `timeout-ms` without holding the run past its wall limit);
+//! an answer from another token, a second answer, a run without `?stream` are refused; the report
+//! lists every call. Needs the host's /usr/bin/python3 (the python3 runtime's bootstrap gives
+//! its runs `stockade_host`).
+
+mod common;
+mod server;
+
+use common::*;
+use serde_json::{Value, json};
+use server::*;
+use std::time::{Duration, Instant};
+
+const RUNTIMES: &str = "[runtimes.python3]\nprogram = \"/usr/bin/python3\"\nbootstrap = \"python\"\n\
+                        policy = \"wrap-python\"\nwarm = 1\n";
+
+#[test]
+fn a_run_calls_its_client_s_tools_within_their_budgets() {
+    if python3().is_none() {
+        eprintln!("skip: no /usr/bin/python3");
+        return;
+    }
+    let s = Server::start("", RUNTIMES, false);
+    s.wait_warm();
+    let code = "import stockade_host as h\n\
+                print(h.call('search', {'q': 'jails'}))\n\
+                for args in [('search', {'q': 'again'}), ('search', {'q': 'third'}), ('nope', None), ('fail', None), ('slow', None)]:\n\
+                \x20   try:\n\
+                \x20       print(h.call(*args))\n\
+                \x20   except h.ToolError as e:\n\
+                \x20       print('error:', e)";
+    let body = json!({
+        "runtime": "python3",
+        "code": code,
+        "tools": [{"name": "search", "max-calls": 2}, {"name": "fail"}, {"name": "slow", "timeout-ms": 300}],
+    });
+    let t = Instant::now();
+    let mut calls = Vec::new();
+    let (status, events, answers) = post_stream_answering(&s.socket, "/v1/runs", &body, |v| {
+        let c = v.get("call")?;
+        calls.push(c.clone());
+        let at = format!("/v1/runs/{}/calls/{}", c["run"].as_str()?, c["id"].as_str()?);
+        match c["name"].as_str()? {
+            "search" => Some((at, json!({"ok": {"hits": [c["args"]["q"].clone()]}}))),
+            "fail" => Some((at, json!({"error": "the index is down"}))),
+            // Never answered: its timeout answers for it.
+            _ => None,
+        }
+    });
+    assert_eq!(status, 200);
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+    let events: Vec<Value> = events.into_iter().map(|(_, v)| v).collect();
+    assert_eq!(answers, [204, 204, 204], "{events:?}");
+    let names: Vec<&str> = calls.iter().filter_map(|c| c["name"].as_str()).collect();
+    assert_eq!(names, ["search", "search", "fail", "slow"], "the server's refusals never reach the client");
+    let last = events.last().expect("a last line");
+    let r = &last["report"];
+    let out: String = events.iter().filter_map(|e| e["stdout"].as_str()).collect();
+    assert_eq!(r["status"], "ok", "{last}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "{'hits': ['jails']}", "{out}");
+    assert_eq!(lines[1], "{'hits': ['again']}", "{out}");
+    assert!(lines[2].contains("max-calls"), "{out}");
+    assert!(lines[3].contains("no tool \"nope\""), "{out}");
+    assert_eq!(lines[4], "error: the index is down", "{out}");
+    assert!(lines[5].contains("did not answer within 300 ms"), "{out}");
+    let outcomes: Vec<(&str, &str)> = r["host-calls"]
+        .as_array()
+        .expect("host-calls")
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap_or(""), c["outcome"].as_str().unwrap_or("")))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("search", "ok"),
+            ("search", "ok"),
+            ("search", "refused"),
+            ("nope", "refused"),
+            ("fail", "error"),
+            ("slow", "timeout")
+        ]
+    );
+
+    // A tool that hangs longer than the run may live: the run's wall limit ends it on time.
+    let body = json!({
+        "runtime": "python3",
+        "code": "import stockade_host as h\nh.call('slow')",
+        "tools": [{"name": "slow", "timeout-ms": 60000}],
+        "limits": {"wall-timeout-ms": 1000},
+    });
+    let t = Instant::now();
+    let (_, events) = post_stream_to(&s.socket, "/v1/runs", &body);
+    let events: Vec<Value> = events.into_iter().map(|(_, v)| v).collect();
+    let last = events.last().expect("a last line");
+    assert_eq!(last["report"]["status"], "timeout", "{last}");
+    assert!(t.elapsed() < Duration::from_secs(5), "the wait held the run past its limit: {:?}", t.elapsed());
+    assert_eq!(last["report"]["host-calls"][0]["outcome"], "timeout", "{last}");
+}
+
+#[test]
+fn answers_are_the_run_s_caller_s_and_a_run_with_tools_streams() {
+    if python3().is_none() {
+        eprintln!("skip: no /usr/bin/python3");
+        return;
+    }
+    let s = Server::start("", RUNTIMES, true);
+    s.wait_warm();
+    // Without ?stream there is nobody to answer: refused, naming the field.
+    let body = json!({"runtime": "python3", "code": "1", "tools": [{"name": "t"}]});
+    let (status, v) = json_call(&s, "POST", "/v1/runs", &body);
+    assert_eq!((status, v["error"]["field"].as_str()), (400, Some("tools")), "{v}");
+    for (tools, field) in [
+        (json!([{"name": "a b"}]), "tools[0].name"),
+        (json!([{"name": "t"}, {"name": "t"}]), "tools[1].name"),
+        (json!([{"name": "t", "timeout-ms": 600000}]), "tools[0].timeout-ms"),
+        (json!([{"name": "t", "max-calls": 0}]), "tools[0].max-calls"),
+    ] {
+        let body = json!({"runtime": "python3", "code": "1", "tools": tools});
+        let (status, v) = json_call(&s, "POST", "/v1/runs?stream=ndjson", &body);
+        assert_eq!((status, v["error"]["field"].as_str()), (400, Some(field)), "{v}");
+    }
+    // A stranger's answer, and a second answer, are not the call's.
+    let code = "import stockade_host as h\nprint(h.call('t', 1))";
+    let body = json!({"runtime": "python3", "code": code, "tools": [{"name": "t"}]});
+    let tcp = s.tcp.expect("tcp");
+    let mut seen = Vec::new();
+    let (_, events, answers) = post_stream_answering(&s.socket, "/v1/runs", &body, |v| {
+        let c = v.get("call")?;
+        let at = format!("/v1/runs/{}/calls/{}", c["run"].as_str()?, c["id"].as_str()?);
+        // From a thread of its own: the helper's client blocks on a runtime of its own.
+        let stranger = at.clone();
+        let r = std::thread::spawn(move || {
+            let auth = format!("Bearer {OTHER_TOKEN}");
+            let headers = [("content-type", "application/json"), ("authorization", auth.as_str())];
+            request(To::Tcp(tcp), "POST", &stranger, &headers, b"{\"ok\": 666}".to_vec())
+        })
+        .join()
+        .expect("the stranger's answer");
+        seen.push((r.status, String::from_utf8_lossy(&r.body).into_owned()));
+        Some((at, json!({"ok": 42})))
+    });
+    let events: Vec<Value> = events.into_iter().map(|(_, v)| v).collect();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].0, 404, "{}", seen[0].1);
+    assert!(seen[0].1.contains("call-not-found"), "{}", seen[0].1);
+    assert_eq!(answers, [204]);
+    let out: String = events.iter().filter_map(|e| e["stdout"].as_str()).collect();
+    assert_eq!(out, "42\n", "{events:?}");
+    let run = events.iter().find_map(|e| e["call"]["run"].as_str()).expect("a call").to_string();
+    let r = call(&s, "POST", &format!("/v1/runs/{run}/calls/c-1"), b"{\"ok\": 1}".to_vec());
+    assert_eq!(r.status, 404, "an answered call takes no second answer");
+    let r = call(&s, "POST", &format!("/v1/runs/{run}/calls/c-1"), b"{\"ok\": 1, \"error\": \"x\"}".to_vec());
+    assert_eq!(r.status, 400, "one of ok or error");
+    // A runtime without a host-call channel says which have one.
+    if !guests() {
+        return;
+    }
+    let s2 = Server::start("", "[runtimes.python]\nguest = \"python\"\nwarm = 0\n", false);
+    let body = json!({"runtime": "python", "code": "1", "tools": [{"name": "t"}]});
+    let (status, v) = json_call(&s2, "POST", "/v1/runs?stream=ndjson", &body);
+    assert_eq!((status, v["error"]["field"].as_str()), (400, Some("tools")), "{v}");
+}
