@@ -56,7 +56,10 @@ impl Recipe {
         match code {
             Code::Guest { python } => {
                 let code = if python { GuestCode::PythonFromStdin } else { GuestCode::JsFromStdin };
-                Ok(Recipe::Wasm(wasm::prepare(policy, &wasm_job(code, &[]))?))
+                let mut job = wasm_job(code, &[]);
+                // `import stockade_host` (the Python guest's), for the runs that have host calls.
+                job.host_calls = python;
+                Ok(Recipe::Wasm(wasm::prepare(policy, &job)?))
             }
             Code::Program { path, args, framed } => {
                 let mut policy = policy.clone();

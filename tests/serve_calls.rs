@@ -155,12 +155,41 @@ fn answers_are_the_run_s_caller_s_and_a_run_with_tools_streams() {
     assert_eq!(r.status, 404, "an answered call takes no second answer");
     let r = call(&s, "POST", &format!("/v1/runs/{run}/calls/c-1"), b"{\"ok\": 1, \"error\": \"x\"}".to_vec());
     assert_eq!(r.status, 400, "one of ok or error");
-    // A runtime without a host-call channel says which have one.
+}
+
+/// The Wasm runner's Python guest calls its host as the host's python3 does: `stockade_host`
+/// (the guest's WIT import), through the runner, on the jail's channel; JavaScript has none, and
+/// says which runtimes do.
+#[test]
+fn the_wasm_python_guest_calls_its_host_too() {
     if !guests() {
         return;
     }
-    let s2 = Server::start("", "[runtimes.python]\nguest = \"python\"\nwarm = 0\n", false);
-    let body = json!({"runtime": "python", "code": "1", "tools": [{"name": "t"}]});
-    let (status, v) = json_call(&s2, "POST", "/v1/runs?stream=ndjson", &body);
+    let runtimes =
+        "[runtimes.python]\nguest = \"python\"\nwarm = 1\n[runtimes.javascript]\nguest = \"javascript\"\nwarm = 0\n";
+    let s = Server::start("", runtimes, false);
+    s.wait_warm();
+    let code = "import stockade_host as h\n\
+                print(h.call('add', {'a': 40, 'b': 2}))\n\
+                try:\n    h.call('nope')\nexcept h.ToolError as e:\n    print('error:', e)";
+    let body = json!({"runtime": "python", "code": code, "tools": [{"name": "add"}]});
+    let (status, events, answers) = post_stream_answering(&s.socket, "/v1/runs", &body, |v| {
+        let c = v.get("call")?;
+        let at = format!("/v1/runs/{}/calls/{}", c["run"].as_str()?, c["id"].as_str()?);
+        let sum = c["args"]["a"].as_i64().unwrap_or(0) + c["args"]["b"].as_i64().unwrap_or(0);
+        Some((at, json!({"ok": sum})))
+    });
+    assert_eq!((status, answers.as_slice()), (200, [204].as_slice()), "{events:?}");
+    let out: String = events.iter().filter_map(|(_, e)| e["stdout"].as_str()).collect();
+    assert!(out.starts_with("42\nerror: no tool \"nope\""), "{out} {events:?}");
+    let last = &events.last().expect("a last line").1;
+    assert_eq!(last["report"]["host-calls"].as_array().map(Vec::len), Some(2), "{last}");
+    // A run without tools: a call fails at once.
+    let code = "import stockade_host as h\ntry:\n    h.call('add', 1)\nexcept h.ToolError as e:\n    print(e)";
+    let r = post_run(&s.socket, &json!({"runtime": "python", "code": code}));
+    assert_eq!(r.json()["stdout"]["text"], "this run has no host calls\n", "{}", r.json());
+    let body = json!({"runtime": "javascript", "code": "1", "tools": [{"name": "t"}]});
+    let (status, v) = json_call(&s, "POST", "/v1/runs?stream=ndjson", &body);
     assert_eq!((status, v["error"]["field"].as_str()), (400, Some("tools")), "{v}");
+    assert!(v["error"]["message"].as_str().unwrap_or("").contains("python"), "{v}");
 }

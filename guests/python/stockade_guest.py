@@ -64,6 +64,36 @@ if _loaded:
 del _NEVER, _loaded
 
 
+# `import stockade_host`: host calls (the WIT world's `host` import), in every run's view.
+def _host_module():
+    import types
+    from componentize_py_types import Err
+    from wit_world.imports import host
+
+    m = types.ModuleType("stockade_host")
+
+    class ToolError(Exception):
+        """A host call that failed: the tool's error, a refusal (no such tool, past a budget) or
+        its timeout, in words."""
+
+    ToolError.__module__ = "stockade_host"
+
+    def call(name, args=None):
+        """Calls the host's tool `name` with `args` (anything JSON can say) and returns its
+        answer, parsed; raises ToolError with the reason when it fails."""
+        try:
+            return json.loads(host.call(str(name), json.dumps(args)))
+        except Err as e:
+            raise ToolError(e.value) from None
+
+    m.call, m.ToolError = call, ToolError
+    sys.modules["stockade_host"] = m
+
+
+_host_module()
+del _host_module
+
+
 def _fresh(env):
     """What the snapshot fixed at build time and a run must not share with another: the
     environment (the run's, `env`) and the `random` module's state (drawn again from the run's

@@ -48,13 +48,19 @@ def test_a_run_calls_this_process_s_functions(server) -> None:
             tools={"t": Tool(lambda i: i * 2, max_calls=2)},
         )
         assert r.stdout == "0\n2\nno\n", r
-        # A runtime without host calls says so, naming the field.
+        # JavaScript has no host calls: said, naming the field.
         with pytest.raises(BadRequest) as e:
-            client.run_python("1", tools={"t": search})
+            client.run_js("1", tools={"t": search})
         assert e.value.field == "tools"
         with client.session("python3") as s:
             r = s.run("import stockade_host as h\nprint(h.call('search', {'q': 'x'}))", tools={"search": search})
             assert r.stdout == "{'hits': ['x', 'sandboxes']}\n", r
+
+
+def test_the_wasm_guest_calls_back_too(server) -> None:
+    with Client(socket=server.socket) as client:
+        r = client.run_python(CODE, tools={"search": lambda a: {"hits": [a["q"]]}, "broken": lambda a: 1 / 0})
+        assert r.stdout == "{'hits': ['jails']}\nerror: ZeroDivisionError: division by zero\n", r
 
 
 def test_async_tools(server) -> None:

@@ -52,6 +52,8 @@ pub fn wasm_job(args: &RunArgs) -> Result<Option<WasmJob>, String> {
         stdin: None,
         // `stockade run` compiles a guest it lacks, once, as the installing user would.
         compile_guests: true,
+        // A one-off CLI run has nobody to answer host calls.
+        host_calls: false,
     }))
 }
 

@@ -102,6 +102,9 @@ pub struct Gate {
     /// A duplicate of the jail's stdin pipe (its write end), while the jail waits with nothing
     /// of its own to feed first.
     feed: Mutex<Option<OwnedFd>>,
+    /// The jail's host-call channel (the supervisor's ends) while it waits: an opening without
+    /// host calls closes it before the program can have its code, so that a call fails at once.
+    calls: Mutex<Option<(OwnedFd, OwnedFd)>>,
 }
 
 /// A start and when it came, with how much of its stdin is already in the pipe.
@@ -129,7 +132,7 @@ impl Gate {
     fn with(one_run: bool) -> Result<Gate, Error> {
         let (rx, tx) = sys::pipe().map_err(|errno| Error::Supervisor { what: "create a gate", errno })?;
         sys::set_nonblocking(tx.as_fd(), true).map_err(|errno| Error::Supervisor { what: "create a gate", errno })?;
-        Ok(Gate { rx, tx, one_run, start: Mutex::new(None), feed: Mutex::new(None) })
+        Ok(Gate { rx, tx, one_run, start: Mutex::new(None), feed: Mutex::new(None), calls: Mutex::new(None) })
     }
 
     /// Starts the run with `start` (never blocks).
@@ -139,6 +142,9 @@ impl Gate {
         // Held until the opening is stored: the supervisor's thread, seeing the program end,
         // takes the opening through this lock, so it knows whether the program had its code.
         let mut feed = self.feed.lock().unwrap_or_else(PoisonError::into_inner);
+        if start.host.is_none() {
+            self.calls.lock().unwrap_or_else(PoisonError::into_inner).take();
+        }
         let no_files = start.files.as_ref().is_none_or(|x| x.put.is_empty());
         if let (true, Some(fd)) = (no_files, feed.take()) {
             // Non-blocking: what does not fit now, the supervisor's thread feeds.
@@ -169,6 +175,17 @@ impl Gate {
     }
 
     /// Lets [`Gate::open`] write the run's stdin itself (a duplicate of the pipe's write end).
+    /// Holds the jail's host-call channel while it waits ([`Gate::open`] closes it for a run
+    /// without host calls).
+    pub(super) fn hold_calls(&self, calls: Option<(OwnedFd, OwnedFd)>) {
+        *self.calls.lock().unwrap_or_else(PoisonError::into_inner) = calls;
+    }
+
+    /// The host-call channel, when the opening kept it.
+    pub(super) fn take_calls(&self) -> Option<(OwnedFd, OwnedFd)> {
+        self.calls.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
     pub(super) fn arm(&self, feed: OwnedFd) {
         *self.feed.lock().unwrap_or_else(PoisonError::into_inner) = Some(feed);
     }

@@ -105,7 +105,9 @@ impl Prepared<'_> {
             warm: None,
             cpu_before: CgroupStats::default(),
         };
+        let mut calls = calls;
         if let Some(gate) = gate {
+            gate.hold_calls(calls.take());
             let waited = self.wait_at_gate(gate, &mut pump, stdin_feed.as_ref(), &mut streams, &mut begun, create_as);
             match waited {
                 Ok(None) => {}
@@ -120,6 +122,9 @@ impl Prepared<'_> {
             }
         }
         pump.kill_on(begun.kill_on.take());
+        if let Some(gate) = gate {
+            calls = gate.take_calls();
+        }
         // The host calls are served beside the pump; with none, their ends close now.
         let stop_calls = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let calls = match (calls, begun.host.take()) {

@@ -100,3 +100,10 @@ pub fn exit_now(code: i32) -> ! {
     // SAFETY: `_exit` takes an integer and never returns; nothing of this process is used after.
     unsafe { libc::_exit(code) }
 }
+
+/// Ignores SIGPIPE in this process from now on: a write to a pipe nobody reads fails with EPIPE
+/// (the runner's host calls, on a channel its run may have closed) instead of ending the runner.
+pub fn ignore_sigpipe() {
+    // SAFETY: sets SIGPIPE's disposition to SIG_IGN; no handler code is installed.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}

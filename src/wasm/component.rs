@@ -15,10 +15,12 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 /// what a module may instantiate, does not apply to it.
 pub const PYTHON_INSTANCES: u32 = 32;
 
-/// The guest's WASI (preview 2): its context and the resources it holds.
+/// The guest's WASI (preview 2): its context and the resources it holds; and the jail's
+/// host-call channel (requests, answers), when it has one.
 pub(super) struct P2 {
     ctx: WasiCtx,
     table: ResourceTable,
+    host_calls: Option<(i32, i32)>,
 }
 
 impl WasiView for State<P2> {
@@ -34,6 +36,11 @@ pub(super) type Pre = wasmtime::component::InstancePre<State<P2>>;
 pub(super) fn instance_pre(engine: &wasmtime::Engine, component: &Component) -> Result<Pre, String> {
     let mut linker = Linker::<State<P2>>::new(engine);
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(|e| runner::one_line(&e))?;
+    let mut host = linker.instance(HOST).map_err(|e| runner::one_line(&e))?;
+    host.func_wrap("call", |store: wasmtime::StoreContextMut<'_, State<P2>>, (name, args): (String, String)| {
+        Ok((host_call(store.data().wasi.host_calls, &name, &args),))
+    })
+    .map_err(|e| runner::one_line(&e))?;
     linker.instantiate_pre(component).map_err(|e| format!("cannot link the Python guest: {}", runner::one_line(&e)))
 }
 
@@ -58,7 +65,7 @@ pub(super) fn run_python(
         }
     };
     let load = t0.elapsed();
-    let wasi = P2 { ctx: runner::wasi_ctx(c)?.build(), table: ResourceTable::new() };
+    let wasi = P2 { ctx: runner::wasi_ctx(c)?.build(), table: ResourceTable::new(), host_calls: c.host_calls };
     let mut store = runner::store(engine, c, wasi, PYTHON_INSTANCES)?;
     runner::deadline_tick(engine, c);
 
@@ -72,4 +79,46 @@ pub(super) fn run_python(
     let result = run.call(&mut store, (code, args, &c.env)).map(|(status,)| status);
     std::mem::forget(pre);
     Ok(Ran::of(store, result, Times { load, compile: None, instantiate, started }))
+}
+
+/// The guest's `host` import (see `guests/python/wit/stockade.wit`).
+const HOST: &str = "stockade:python/host@1.0.0";
+
+/// One host call on the jail's channel (`fds`: requests, answers): the request framed as the
+/// supervisor reads it (`supervisor/calls.rs`), its answer read back. The budgets are the
+/// supervisor's; the guest's `args` are its JSON text, passed on as they are.
+fn host_call(fds: Option<(i32, i32)>, name: &str, args: &str) -> Result<String, String> {
+    let closed = || "host calls are closed for this run".to_string();
+    let Some((requests, answers)) = fds else { return Err("this run has no host calls".into()) };
+    crate::sys::ignore_sigpipe();
+    let body = format!("{{\"name\":{},\"args\":{args}}}", serde_json::Value::from(name));
+    let len = u32::try_from(body.len()).map_err(|_| "the request is too large".to_string())?;
+    let mut frame = len.to_be_bytes().to_vec();
+    frame.extend_from_slice(body.as_bytes());
+    let mut sent = 0;
+    while sent < frame.len() {
+        match crate::sys::write(requests, &frame[sent..]) {
+            Ok(n) if n > 0 => sent += n,
+            _ => return Err("this run has no host calls".into()),
+        }
+    }
+    let read_exact = |n: usize| -> Result<Vec<u8>, String> {
+        let mut b = vec![0u8; n];
+        let mut got = 0;
+        while got < n {
+            match crate::sys::read(answers, &mut b[got..]) {
+                Ok(k) if k > 0 => got += k,
+                _ => return Err(closed()),
+            }
+        }
+        Ok(b)
+    };
+    let head = read_exact(4)?;
+    let n = u32::from_be_bytes([head[0], head[1], head[2], head[3]]) as usize;
+    let answer: serde_json::Value = serde_json::from_slice(&read_exact(n)?).map_err(|_| closed())?;
+    match (answer.get("ok"), answer.get("error")) {
+        (Some(v), _) => Ok(v.to_string()),
+        (None, Some(why)) => Err(why.as_str().unwrap_or("the tool failed").to_string()),
+        _ => Err(closed()),
+    }
 }

@@ -66,6 +66,9 @@ pub struct WasmJob {
     /// process, outside any jail (`stockade run`: the guest's bytes are pinned). `false` (a
     /// server): refused, naming `stockade guest install`.
     pub compile_guests: bool,
+    /// The jail gets a host-call channel ([`Job::host_calls`]) that the Python guest's
+    /// `stockade_host` reaches (the other guests have no way to it: ignored for them).
+    pub host_calls: bool,
 }
 
 impl WasmJob {
@@ -79,6 +82,7 @@ impl WasmJob {
             runner: runner.into(),
             stdin: None,
             compile_guests: true,
+            host_calls: false,
         }
     }
 }
@@ -307,6 +311,7 @@ fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(Run
             GuestCode::PythonFromStdin => Entry::PythonRun { code: None, args: Vec::new() },
             _ => Entry::Start,
         },
+        host_calls: None,
     };
     Ok((config, code))
 }
@@ -346,7 +351,7 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
         }
         None => PathBuf::from(FRESH_WORKSPACE),
     };
-    let (config, code) = runner_setup(&policy, job, &workspace)?;
+    let (mut config, code) = runner_setup(&policy, job, &workspace)?;
     // The module list is kept by the guest's view of its library (see `runner_setup`), not by
     // the jail: the jail's plan is made without it.
     policy.wasm.python_modules = None;
@@ -364,9 +369,18 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
             (false, _) => policy.add_read_only(&text(&p.host), "--data")?,
         }
     }
+    // The runner's extra outputs: its summary, and an artifact's bytes when it compiles one; the
+    // host-call channel's fds come after them.
+    let compiles = matches!(code, Code::Compile { .. });
+    let host_calls = job.host_calls && matches!(config.entry, Entry::PythonRun { .. });
+    if host_calls {
+        let first = i32::try_from(3 + 1 + usize::from(compiles)).unwrap_or(i32::MAX);
+        config.host_calls = Some((first, first + 1));
+    }
     let json = serde_json::to_string(&config).map_err(GuestError::Config)?;
     let mut run = Job::new(text(&job.runner)).args(std::iter::once("__runner".to_string()).chain(pieces(&json)));
     run.extra_outputs = vec![SUMMARY_MAX_BYTES];
+    run.host_calls = host_calls;
     // The runner writes its summary, closes its fds and exits; the guest cannot start a process.
     run.announces_end = true;
     run.argv_display = Some(std::iter::once(text(&job.runner)).chain(config.argv.iter().cloned()).collect());

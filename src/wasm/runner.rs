@@ -68,6 +68,10 @@ pub struct RunnerConfig {
     /// What of the guest runs.
     #[serde(default)]
     pub entry: Entry,
+    /// The jail's host-call channel, as the runner's fds (requests, answers): the Python guest's
+    /// `stockade_host` calls through it.
+    #[serde(default)]
+    pub host_calls: Option<(i32, i32)>,
 }
 
 /// What of the guest the runner calls.

@@ -154,6 +154,7 @@ pub fn compile_stdlib(dir: &Path, runner: &Path, artifact: &Path) -> Result<(), 
         guest_stdin: false,
         clock_from_stdin: false,
         entry: Entry::PythonRun { code: Some(COMPILE_LIBRARY.into()), args: Vec::new() },
+        host_calls: None,
     };
     let json = serde_json::to_string(&config).map_err(GuestError::Config)?;
     let fail = |reason: String| GuestError::Build { what: "the Python guest's bytecode".into(), reason };

@@ -102,7 +102,7 @@ pub(super) fn check(
             .map(|r: &Runtime| {
                 let framed = !matches!(r.kind, Kind::Program { framed: false, .. });
                 // Stockade's Python bootstrap gives its runs `stockade_host` (runtime.rs).
-                let host_calls = matches!(r.kind, Kind::Program { framed: true, .. });
+                let host_calls = matches!(r.kind, Kind::Program { framed: true, .. } | Kind::Guest { python: true });
                 (r.name.clone(), RuntimeSpec { framed, host_calls, policies: r.policies.clone() })
             })
             .collect(),
