@@ -137,11 +137,13 @@ fn a_warm_runner_is_a_copy_holding_its_guest_and_no_secret() {
                 Some((e.file_name().to_str()?.parse().ok()?, std::fs::read_link(e.path()).ok()?.display().to_string()))
             })
             .collect();
-        // Its own: stdin, stdout, stderr and the summary channel (pipes, and a copy of stdin), the
-        // guest's directories (path-only, once each), its runtime's event fds, the artifact. Not
-        // the helper's: a socket, another pipe, another path-only fd (the mount trees, the
-        // program's), a Landlock ruleset, a seccomp listener.
-        let program_pipes: Vec<&String> = fds.iter().filter(|(fd, _)| *fd <= 3).map(|(_, l)| l).collect();
+        // Its own: stdin, stdout, stderr, the summary channel and the host-call channel's two
+        // pipes (fds 0-5, and a copy of stdin), the guest's directories (path-only, once each),
+        // its runtime's event fds, the artifact. Not the helper's: a socket, another pipe, another
+        // path-only fd (the mount trees, the program's), a Landlock ruleset, a seccomp listener.
+        let program_pipes: Vec<&String> = fds.iter().filter(|(fd, _)| *fd <= 5).map(|(_, l)| l).collect();
+        let channel = fds.iter().filter(|(fd, l)| (4..=5).contains(fd) && l.starts_with("pipe:")).count();
+        assert_eq!(channel, 2, "runner {runner} has no host-call channel at fds 4 and 5: {fds:?}");
         let path_only = |fd: i32| {
             let info = std::fs::read_to_string(format!("/proc/{runner}/fdinfo/{fd}")).unwrap_or_default();
             let flags = info.lines().find_map(|l| l.strip_prefix("flags:")).unwrap_or("0").trim().to_string();
