@@ -234,27 +234,7 @@ impl Plan {
         // The child has its copies; ours would keep the pipes from ever reaching end of file.
         drop::<(ChildEnds, RunFds)>((ends, fds));
 
-        // The child may already have failed and gone; its report says why.
-        let _ = sys::send_nosignal(pipes.sync.as_fd(), &[1]);
-        // Its writable directories' tmpfs, handed over as it builds its root (none: it failed).
-        let wanted = self.fs.staged().len();
-        let staged = channels::receive_staged(pipes.sync.as_fd(), pidfd.as_fd(), wanted, self.policy.wall_timeout);
-        let staged = match staged {
-            Ok(staged) if staged.len() == wanted => staged,
-            other => {
-                // Not a run: take the child down and reap it before saying why (its own report,
-                // or how it ended).
-                kill_run(pid, pidfd.as_fd(), leaf.as_ref(), self.policy.namespaces.pid);
-                let reaped = sys::waitid_pidfd(pidfd.as_fd()).ok();
-                return Err(match other {
-                    Err(e) => sv("receive the writable directories")(e),
-                    Ok(_) => {
-                        let (why, limit) = self.setup_death(pipes.report.as_fd(), reaped, leaf.as_ref());
-                        Error::JailDied { why, limit }
-                    }
-                });
-            }
-        };
+        let staged = self.receive_staged(&pipes, pid, &pidfd, leaf.as_ref())?;
         Ok(Prepared {
             plan: self,
             pid,
@@ -266,6 +246,36 @@ impl Plan {
             _owner: owner,
             shared_net,
         })
+    }
+
+    /// Releases the spawned child to build its root and takes its writable directories' tmpfs
+    /// as it hands them over. A child that failed (none, or too few) is taken down and reaped,
+    /// and the error says why: its own report, or how it ended.
+    fn receive_staged(
+        &self,
+        pipes: &Pipes,
+        pid: i32,
+        pidfd: &OwnedFd,
+        leaf: Option<&Leaf>,
+    ) -> Result<Vec<OwnedFd>, Error> {
+        // The child may already have failed and gone; its report says why.
+        let _ = sys::send_nosignal(pipes.sync.as_fd(), &[1]);
+        let wanted = self.fs.staged().len();
+        let staged = channels::receive_staged(pipes.sync.as_fd(), pidfd.as_fd(), wanted, self.policy.wall_timeout);
+        match staged {
+            Ok(staged) if staged.len() == wanted => Ok(staged),
+            other => {
+                kill_run(pid, pidfd.as_fd(), leaf, self.policy.namespaces.pid);
+                let reaped = sys::waitid_pidfd(pidfd.as_fd()).ok();
+                Err(match other {
+                    Err(errno) => Error::Supervisor { what: "receive the writable directories", errno },
+                    Ok(_) => {
+                        let (why, limit) = self.setup_death(pipes.report.as_fd(), reaped, leaf);
+                        Error::JailDied { why, limit }
+                    }
+                })
+            }
+        }
     }
 
     /// `clone3` into the namespaces (and the cgroup2 leaf), then the child's id maps; the child

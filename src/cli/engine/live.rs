@@ -448,17 +448,22 @@ impl Captured {
     }
 }
 
-/// 400 for a live session's run that asks what a live run cannot give (`python`: the
-/// interpreter is Python's, which gives a run its stdin).
-pub fn refuse_for_live(req: &RunRequest, python: bool) -> Result<(), ApiError> {
-    if !req.argv.is_empty() {
-        return Err(ApiError::field(
-            "argv",
-            "a live session's run has no arguments (its interpreter is already running)",
-        ));
+impl Engine {
+    /// 400 for a live session's run that asks what a live run cannot give, naming the field.
+    pub(super) fn refuse_for_live(&self, req: &RunRequest) -> Result<(), ApiError> {
+        if !req.tools.is_empty() {
+            return Err(ApiError::field("tools", "a live session's runs have no host calls in this server"));
+        }
+        if !req.argv.is_empty() {
+            return Err(ApiError::field(
+                "argv",
+                "a live session's run has no arguments (its interpreter is already running)",
+            ));
+        }
+        // Python's interpreter gives a run its stdin; QuickJS's cannot.
+        if self.live_python(&req.runtime_name) != Some(true) && !req.stdin.is_empty() {
+            return Err(ApiError::field("stdin", "a live JavaScript session's run reads no stdin"));
+        }
+        Ok(())
     }
-    if !python && !req.stdin.is_empty() {
-        return Err(ApiError::field("stdin", "a live JavaScript session's run reads no stdin"));
-    }
-    Ok(())
 }

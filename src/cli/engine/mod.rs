@@ -335,7 +335,7 @@ impl Engine {
             let _permit = permit;
             let running = Running::new(&engine);
             let t0 = Instant::now();
-            refuse_live(&engine, &req)?;
+            engine.refuse_for_live(&req)?;
             let asked = req.return_files.take();
             let files = std::mem::take(&mut req.files);
             let (mut interp, mut how) = match turn.interp.take() {
@@ -456,15 +456,6 @@ impl Engine {
         self.metrics.setup_failed("cold");
         incident(ErrorCode::JailSetupFailed, "the server could not build a jail for this run", &e.to_string())
     }
-}
-
-/// 400 for a run of a live session asking what such a run cannot take.
-fn refuse_live(engine: &Engine, req: &RunRequest) -> Result<(), ApiError> {
-    if !req.tools.is_empty() {
-        return Err(ApiError::field("tools", "a live session's runs have no host calls in this server"));
-    }
-    let python = engine.live_python(&req.runtime_name).unwrap_or(false);
-    live::refuse_for_live(req, python)
 }
 
 /// One request in the queue: counted in when made, out when dropped.
