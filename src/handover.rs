@@ -118,8 +118,25 @@ def _host(sys, os, calls):
 _stockade()
 "#;
 
-/// `qjs --std -e` bootstrap (QuickJS with its `std` module).
-pub const JS_BOOTSTRAP: &str = r#"(() => {
+/// The JavaScript guest's `host` (its host calls, see `wasm/p1calls.rs`), one line, so that code
+/// it comes before keeps its line numbers: `host.call(name, args)` sends `{"name", "args"}`
+/// (JSON) as a length-framed request on the guest's request fd and returns the answer's `ok`,
+/// parsed; an `error` answer, a closed channel or a run without host calls throws
+/// `host.ToolError` with the reason.
+macro_rules! js_host {
+    () => {
+        r#"globalThis.host = (() => { const REQ = 0x7FFFFF00, ANS = 0x7FFFFF01; class ToolError extends Error { constructor(m) { super(m); this.name = "ToolError"; } } const utf8 = (s) => { const b = unescape(encodeURIComponent(s)), u = new Uint8Array(b.length); for (let i = 0; i < b.length; i++) u[i] = b.charCodeAt(i); return u; }; const text = (u) => { let s = ""; for (let i = 0; i < u.length; i += 8192) s += String.fromCharCode.apply(null, u.subarray(i, i + 8192)); return decodeURIComponent(escape(s)); }; const exact = (n) => { const b = new Uint8Array(n); for (let got = 0; got < n;) { const k = os.read(ANS, b.buffer, got, n - got); if (!(k > 0)) throw new ToolError("host calls are closed for this run"); got += k; } return b; }; function call(name, args) { const body = utf8(JSON.stringify({ name: String(name), args: args === undefined ? null : args })); const f = new Uint8Array(4 + body.length); new DataView(f.buffer).setUint32(0, body.length); f.set(body, 4); for (let off = 0; off < f.length;) { const k = os.write(REQ, f.buffer, off, f.length - off); if (!(k > 0)) throw new ToolError("this run has no host calls"); off += k; } const a = JSON.parse(text(exact(new DataView(exact(4).buffer).getUint32(0)))); if ("error" in a) throw new ToolError(String(a.error)); return a.ok; } return Object.freeze({ call, ToolError }); })(); "#
+    };
+}
+
+/// [`JS_BOOTSTRAP`]'s `host`, for code run as `qjs --std -e` with host calls (put before it).
+pub const JS_HOST: &str = js_host!();
+
+/// `qjs --std -e` bootstrap (QuickJS with its `std` module), with `host`.
+pub const JS_BOOTSTRAP: &str = concat!(
+    js_host!(),
+    r#"
+(() => {
   // The work directory is /app (a Wasm guest starts in "/").
   os.chdir("/app");
   const head = std.in.getline();
@@ -142,7 +159,8 @@ pub const JS_BOOTSTRAP: &str = r#"(() => {
     throw e;
   }
 })();
-"#;
+"#
+);
 
 /// A live session's interpreter: the code of its first frame, a loop that runs each turn's code
 /// in the same main module, so that what one turn defines the next one sees. A turn comes framed

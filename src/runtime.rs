@@ -57,8 +57,9 @@ impl Recipe {
             Code::Guest { python } => {
                 let code = if python { GuestCode::PythonFromStdin } else { GuestCode::JsFromStdin };
                 let mut job = wasm_job(code, &[]);
-                // `import stockade_host` (the Python guest's), for the runs that have host calls.
-                job.host_calls = python;
+                // `import stockade_host` (the Python guest's) or `host` (the JavaScript bootstrap's),
+                // for the runs that have host calls.
+                job.host_calls = true;
                 Ok(Recipe::Wasm(wasm::prepare(policy, &job)?))
             }
             Code::Program { path, args, framed } => {

@@ -157,39 +157,65 @@ fn answers_are_the_run_s_caller_s_and_a_run_with_tools_streams() {
     assert_eq!(r.status, 400, "one of ok or error");
 }
 
-/// The Wasm runner's Python guest calls its host as the host's python3 does: `stockade_host`
-/// (the guest's WIT import), through the runner, on the jail's channel; JavaScript has none, and
-/// says which runtimes do.
+/// The Wasm runner's guests call their host as the host's python3 does: the Python guest's
+/// `stockade_host` (its WIT import) and the JavaScript guest's `host` (QuickJS's two channel fds,
+/// shadowed by the runner), through the runner, on the jail's channel; a run without tools
+/// fails its calls at once, a warm one included; a runtime that has no host calls is refused
+/// naming the ones that do.
 #[test]
-fn the_wasm_python_guest_calls_its_host_too() {
+fn the_wasm_guests_call_their_host_too() {
     if !guests() {
         return;
     }
-    let runtimes =
-        "[runtimes.python]\nguest = \"python\"\nwarm = 1\n[runtimes.javascript]\nguest = \"javascript\"\nwarm = 0\n";
+    let runtimes = "[runtimes.python]\nguest = \"python\"\nwarm = 1\n[runtimes.javascript]\nguest = \"javascript\"\nwarm = 1\n\
+                    [runtimes.wat]\nprogram = \"/bin/cat\"\nbootstrap = \"stdin\"\npolicy = \"wrap-python\"\nwarm = 0\n";
     let s = Server::start("", runtimes, false);
     s.wait_warm();
-    let code = "import stockade_host as h\n\
-                print(h.call('add', {'a': 40, 'b': 2}))\n\
-                try:\n    h.call('nope')\nexcept h.ToolError as e:\n    print('error:', e)";
-    let body = json!({"runtime": "python", "code": code, "tools": [{"name": "add"}]});
-    let (status, events, answers) = post_stream_answering(&s.socket, "/v1/runs", &body, |v| {
-        let c = v.get("call")?;
-        let at = format!("/v1/runs/{}/calls/{}", c["run"].as_str()?, c["id"].as_str()?);
-        let sum = c["args"]["a"].as_i64().unwrap_or(0) + c["args"]["b"].as_i64().unwrap_or(0);
-        Some((at, json!({"ok": sum})))
-    });
-    assert_eq!((status, answers.as_slice()), (200, [204].as_slice()), "{events:?}");
-    let out: String = events.iter().filter_map(|(_, e)| e["stdout"].as_str()).collect();
-    assert!(out.starts_with("42\nerror: no tool \"nope\""), "{out} {events:?}");
-    let last = &events.last().expect("a last line").1;
-    assert_eq!(last["report"]["host-calls"].as_array().map(Vec::len), Some(2), "{last}");
-    // A run without tools: a call fails at once.
-    let code = "import stockade_host as h\ntry:\n    h.call('add', 1)\nexcept h.ToolError as e:\n    print(e)";
-    let r = post_run(&s.socket, &json!({"runtime": "python", "code": code}));
-    assert_eq!(r.json()["stdout"]["text"], "this run has no host calls\n", "{}", r.json());
-    let body = json!({"runtime": "javascript", "code": "1", "tools": [{"name": "t"}]});
+    let python = "import stockade_host as h\n\
+                  print(h.call('add', {'a': 40, 'b': 2}))\n\
+                  try:\n    h.call('nope')\nexcept h.ToolError as e:\n    print('error:', e)";
+    // A file's writes and reads go through WASI's own fd_write and fd_read (beside the channel's).
+    let js = "const f = std.open('/app/x.txt', 'w'); f.puts('file ok'); f.close(); print(std.loadFile('/app/x.txt'));\n\
+              print(host.call('add', {a: 40, b: 2, s: 'd\u{e9}j\u{e0} \u{1F600}'}));\n\
+              try { host.call('nope'); } catch (e) { print(e.name + ': ' + e.message, e instanceof host.ToolError); }";
+    for (runtime, code, echoed) in [
+        ("python", python, "42\nerror: no tool \"nope\""),
+        ("javascript", js, "file ok\n42\nToolError: no tool \"nope\""),
+    ] {
+        let body = json!({"runtime": runtime, "code": code, "tools": [{"name": "add"}]});
+        let mut args = Vec::new();
+        let (status, events, answers) = post_stream_answering(&s.socket, "/v1/runs", &body, |v| {
+            let c = v.get("call")?;
+            args.push(c["args"].clone());
+            let at = format!("/v1/runs/{}/calls/{}", c["run"].as_str()?, c["id"].as_str()?);
+            let sum = c["args"]["a"].as_i64().unwrap_or(0) + c["args"]["b"].as_i64().unwrap_or(0);
+            Some((at, json!({"ok": sum})))
+        });
+        assert_eq!((status, answers.as_slice()), (200, [204].as_slice()), "{runtime}: {events:?}");
+        let out: String = events.iter().filter_map(|(_, e)| e["stdout"].as_str()).collect();
+        assert!(out.starts_with(echoed), "{runtime}: {out} {events:?}");
+        let last = &events.last().expect("a last line").1;
+        assert_eq!(last["report"]["host-calls"].as_array().map(Vec::len), Some(2), "{last}");
+        if runtime == "javascript" {
+            assert!(out.ends_with(" true\n"), "a ToolError: {out}");
+            assert_eq!(args[0]["s"], "d\u{e9}j\u{e0} \u{1F600}", "the arguments' text, as UTF-8: {args:?}");
+        }
+    }
+    // A run without tools (a warm one): a call fails at once.
+    for (runtime, code, said) in [
+        (
+            "python",
+            "import stockade_host as h\ntry:\n    h.call('add', 1)\nexcept h.ToolError as e:\n    print(e)",
+            "this run has no host calls\n",
+        ),
+        ("javascript", "try { host.call('add', 1) } catch (e) { print(e.message) }", "this run has no host calls\n"),
+    ] {
+        let r = post_run(&s.socket, &json!({"runtime": runtime, "code": code}));
+        assert_eq!(r.json()["stdout"]["text"], said, "{runtime}: {}", r.json());
+    }
+    let body = json!({"runtime": "wat", "code": "1", "tools": [{"name": "t"}]});
     let (status, v) = json_call(&s, "POST", "/v1/runs?stream=ndjson", &body);
     assert_eq!((status, v["error"]["field"].as_str()), (400, Some("tools")), "{v}");
-    assert!(v["error"]["message"].as_str().unwrap_or("").contains("python"), "{v}");
+    let said = v["error"]["message"].as_str().unwrap_or("");
+    assert!(said.contains("python") && said.contains("javascript"), "{v}");
 }

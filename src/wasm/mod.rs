@@ -8,6 +8,7 @@
 mod component;
 pub mod engine;
 pub mod guests;
+mod p1calls;
 mod preload;
 pub mod runner;
 pub mod snapshot;
@@ -269,6 +270,10 @@ fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(Run
     }
     let mut argv: Vec<String> = match &job.code {
         GuestCode::Python(code) => vec!["python".into(), "-c".into(), code.clone()],
+        // With host calls the code comes after `host` (one line: its own lines keep their numbers).
+        GuestCode::Js(code) if job.host_calls => {
+            vec!["qjs".into(), "--std".into(), "-e".into(), format!("{}{code}", crate::handover::JS_HOST)]
+        }
         GuestCode::Js(code) => vec!["qjs".into(), "--std".into(), "-e".into(), code.clone()],
         GuestCode::Module(path) => {
             vec![path.file_name().map_or_else(|| "module".into(), |n| n.to_string_lossy().into_owned())]
@@ -372,7 +377,9 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
     // The runner's extra outputs: its summary, and an artifact's bytes when it compiles one; the
     // host-call channel's fds come after them.
     let compiles = matches!(code, Code::Compile { .. });
-    let host_calls = job.host_calls && matches!(config.entry, Entry::PythonRun { .. });
+    let host_calls = job.host_calls
+        && (matches!(config.entry, Entry::PythonRun { .. })
+            || matches!(job.code, GuestCode::Js(_) | GuestCode::JsFromStdin));
     if host_calls {
         let first = i32::try_from(3 + 1 + usize::from(compiles)).unwrap_or(i32::MAX);
         config.host_calls = Some((first, first + 1));

@@ -63,7 +63,7 @@ pub(super) fn load(key: &Key) -> Result<(), String> {
     } else {
         let m = sys::load_artifact(&engine, &key.path, key.id).map_err(cannot)?;
         m.initialize_copy_on_write_image().map_err(cannot)?;
-        Guest::Module(super::runner::instance_pre(&engine, &m)?)
+        Guest::Module(super::runner::instance_pre(&engine, &m, None)?)
     };
     drop(low);
     let fds: Vec<RawFd> = open_fds()?.into_iter().filter(|fd| !before.contains(fd)).collect();

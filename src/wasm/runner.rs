@@ -319,9 +319,13 @@ fn compile(
     Ok((module, took))
 }
 
-/// First line of an error chain, without backtraces.
+/// An error chain in one line, without backtraces.
 pub(super) fn one_line(e: &wasmtime::Error) -> String {
-    format!("{e:#}").lines().next().unwrap_or("").to_string()
+    // The chain's messages, without the guest's backtrace (a context of many lines).
+    let skip = usize::from(e.downcast_ref::<wasmtime::WasmBacktrace>().is_some());
+    let said: Vec<String> =
+        e.chain().skip(skip).filter_map(|c| c.to_string().lines().next().map(str::to_string)).collect();
+    said.join(": ")
 }
 
 /// When the guest's stdin first had something (see [`stdin_clock`]).
@@ -418,12 +422,12 @@ fn start(
     let (pre, compile) = match (&c.artifact, c.module_bytes, loaded) {
         (Some(_), _, Some(super::preload::Guest::Module(pre))) => (pre.clone(), None),
         (Some(artifact), _, _) => match crate::sys::load_artifact(engine, artifact, c.artifact_id) {
-            Ok(m) => (instance_pre(engine, &m)?, None),
+            Ok(m) => (instance_pre(engine, &m, c.host_calls)?, None),
             Err(e) => return Err(format!("cannot load {}: {}", artifact.display(), one_line(&e))),
         },
         (None, Some(size), _) => {
             let (m, took) = compile(engine, size, summary_out)?;
-            (instance_pre(engine, &m)?, Some(took))
+            (instance_pre(engine, &m, c.host_calls)?, Some(took))
         }
         (None, None, _) => return Err("no artifact and no module to compile".into()),
     };
@@ -445,10 +449,19 @@ fn start(
 /// A command module's imports resolved against WASI preview 1.
 pub(super) type Pre = wasmtime::InstancePre<State<WasiP1Ctx>>;
 
-/// Resolves `module`'s imports (WASI preview 1) in `engine`.
-pub(super) fn instance_pre(engine: &wasmtime::Engine, module: &wasmtime::Module) -> Result<Pre, String> {
+/// Resolves `module`'s imports (WASI preview 1) in `engine`, with the jail's host-call channel
+/// (`p1calls.rs`) when the run has one. A module preloaded by a warm runner has none: a run with
+/// host calls is never a warm one.
+pub(super) fn instance_pre(
+    engine: &wasmtime::Engine,
+    module: &wasmtime::Module,
+    host_calls: Option<(i32, i32)>,
+) -> Result<Pre, String> {
     let mut linker: Linker<State<WasiP1Ctx>> = Linker::new(engine);
     wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s| &mut s.wasi).map_err(|e| one_line(&e))?;
+    if let Some(channel) = host_calls {
+        super::p1calls::link(&mut linker, channel).map_err(|e| one_line(&e))?;
+    }
     linker.instantiate_pre(module).map_err(|e| format!("cannot link: {}", one_line(&e)))
 }
 

@@ -113,7 +113,7 @@ class Client(_Base):
         names patterns of files to bring back (``result.files`` maps their paths to bytes);
         ``limits`` may only tighten the policy (``Limits(wall_timeout_ms=2000)``, or the same
         as a dict). ``tools`` maps a name to a callable (or a :class:`Tool`) the run may call
-        back with ``stockade_host.call(name, args)``: the run streams, and each call is answered
+        back with ``stockade_host.call(name, args)`` (``host.call`` in JavaScript): the run streams, and each call is answered
         here by ``fn(args)`` while it runs (``result.report["host-calls"]`` lists them).
         """
         b = _wire.body(

@@ -101,8 +101,8 @@ pub(super) fn check(
             .values()
             .map(|r: &Runtime| {
                 let framed = !matches!(r.kind, Kind::Program { framed: false, .. });
-                // Stockade's Python bootstrap gives its runs `stockade_host` (runtime.rs).
-                let host_calls = matches!(r.kind, Kind::Program { framed: true, .. } | Kind::Guest { python: true });
+                // Stockade's bootstraps give their runs `stockade_host` or `host` (runtime.rs).
+                let host_calls = matches!(r.kind, Kind::Program { framed: true, .. } | Kind::Guest { .. });
                 (r.name.clone(), RuntimeSpec { framed, host_calls, policies: r.policies.clone() })
             })
             .collect(),

@@ -1,0 +1,126 @@
+//! The host-call channel of a WASI preview 1 guest (QuickJS), whose module is a fixed build with
+//! no import of stockade's own: the guest reaches the channel as two WASI fd numbers that its
+//! WASI table never hands out ([`GUEST_REQUESTS`], [`GUEST_ANSWERS`]). The runner's linker
+//! shadows `fd_write` and `fd_read`: on those two numbers they write to and read from the jail's
+//! channel fds as they are (the frames are the guest's; the supervisor reads and bounds them, see
+//! `supervisor/calls.rs`); on every other fd they are WASI's own. The guest gains no fd of the
+//! host's, no syscall and no path: only the two pipes the supervisor set up before it started.
+
+use super::runner::State;
+use wasmtime::{AsContextMut, Caller, Extern, Linker};
+use wasmtime_wasi::p1::WasiP1Ctx;
+use wasmtime_wasi::p1::wasi_snapshot_preview1::{self as p1, WasiSnapshotPreview1};
+use wasmtime_wasi::runtime::in_tokio;
+use wiggle::GuestMemory;
+
+/// The guest's fd for its requests (the JS bootstrap's `host.call` writes its frames there).
+pub const GUEST_REQUESTS: u32 = 0x7FFF_FF00;
+/// The guest's fd for the answers.
+pub const GUEST_ANSWERS: u32 = 0x7FFF_FF01;
+
+const MODULE: &str = "wasi_snapshot_preview1";
+// WASI preview 1 errno values.
+const ERRNO_BADF: i32 = 8;
+const ERRNO_FAULT: i32 = 21;
+const ERRNO_IO: i32 = 29;
+const ERRNO_PIPE: i32 = 64;
+
+type P1 = State<WasiP1Ctx>;
+
+/// Shadows `fd_write` and `fd_read` in `linker` (which has WASI preview 1) so that the guest's
+/// two channel fds are the jail's `channel` (requests, answers). Every other fd goes to WASI's
+/// own functions, called as wasmtime-wasi's linker calls them (its generated bindings, with the
+/// caller's memory and its host-call fuel).
+pub(super) fn link(linker: &mut Linker<P1>, channel: (i32, i32)) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    linker.func_wrap(
+        MODULE,
+        "fd_write",
+        move |mut caller: Caller<'_, P1>, fd: i32, iovs: i32, count: i32, done: i32| -> wasmtime::Result<i32> {
+            if fd as u32 == GUEST_REQUESTS {
+                return Ok(transfer(&mut caller, channel.0, iovs, count, done, Way::Write));
+            }
+            let (ctx, mut mem) = wasi(&mut caller)?;
+            in_tokio(p1::fd_write(ctx, &mut mem, fd, iovs, count, done))
+        },
+    )?;
+    linker.func_wrap(
+        MODULE,
+        "fd_read",
+        move |mut caller: Caller<'_, P1>, fd: i32, iovs: i32, count: i32, done: i32| -> wasmtime::Result<i32> {
+            if fd as u32 == GUEST_ANSWERS {
+                return Ok(transfer(&mut caller, channel.1, iovs, count, done, Way::Read));
+            }
+            let (ctx, mut mem) = wasi(&mut caller)?;
+            in_tokio(p1::fd_read(ctx, &mut mem, fd, iovs, count, done))
+        },
+    )?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// The caller's WASI context and memory, as wasmtime-wasi's own linker takes them for a call.
+fn wasi<'a>(caller: &'a mut Caller<'_, P1>) -> wasmtime::Result<(&'a mut WasiP1Ctx, GuestMemory<'a>)> {
+    let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
+        wasmtime::bail!("missing required memory export");
+    };
+    let fuel = caller.as_context_mut().hostcall_fuel();
+    let (mem, state) = memory.data_and_store_mut(caller);
+    state.wasi.set_hostcall_fuel(fuel);
+    Ok((&mut state.wasi, GuestMemory::Unshared(mem)))
+}
+
+#[derive(Clone, Copy)]
+enum Way {
+    Write,
+    Read,
+}
+
+/// One `fd_write` or `fd_read` of the guest on the channel fd `fd`: its iovecs (`count` of them
+/// at `iovs`) written as one `write(2)`, or one `read(2)` into its first non-empty buffer; the
+/// bytes done stored at `done`. Returns a WASI errno (0: done).
+fn transfer(caller: &mut Caller<'_, P1>, fd: i32, iovs: i32, count: i32, done: i32, way: Way) -> i32 {
+    let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else {
+        return ERRNO_BADF;
+    };
+    let mem = memory.data_mut(&mut *caller);
+    let word = |mem: &[u8], at: usize| -> Option<u32> {
+        let b = mem.get(at..at.checked_add(4)?)?;
+        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let mut buffers = Vec::new();
+    for i in 0..(count as u32 as usize) {
+        let Some(at) = (iovs as u32 as usize).checked_add(i * 8) else { return ERRNO_FAULT };
+        let (Some(ptr), Some(len)) = (word(mem, at), word(mem, at + 4)) else { return ERRNO_FAULT };
+        let (ptr, len) = (ptr as usize, len as usize);
+        if ptr.checked_add(len).is_none_or(|end| end > mem.len()) {
+            return ERRNO_FAULT;
+        }
+        buffers.push((ptr, len));
+    }
+    crate::sys::ignore_sigpipe();
+    let moved = match way {
+        Way::Write => {
+            let bytes: Vec<u8> = buffers.iter().flat_map(|&(p, l)| mem[p..p + l].iter().copied()).collect();
+            if bytes.is_empty() { Ok(0) } else { crate::sys::write(fd, &bytes) }
+        }
+        Way::Read => match buffers.iter().find(|&&(_, l)| l > 0) {
+            Some(&(p, l)) => crate::sys::read(fd, &mut mem[p..p + l]),
+            None => Ok(0),
+        },
+    };
+    let n = match moved {
+        // At most the guest's buffers' length, which its 32-bit memory holds.
+        Ok(n) => u32::try_from(n).unwrap_or(u32::MAX),
+        Err(e) if e.0 == libc::EPIPE => return ERRNO_PIPE,
+        Err(e) if e.0 == libc::EBADF => return ERRNO_BADF,
+        Err(_) => return ERRNO_IO,
+    };
+    match mem.get_mut(done as u32 as usize..(done as u32 as usize).saturating_add(4)) {
+        Some(slot) if slot.len() == 4 => {
+            slot.copy_from_slice(&n.to_le_bytes());
+            0
+        }
+        _ => ERRNO_FAULT,
+    }
+}
