@@ -161,6 +161,63 @@ fn live_sessions_have_a_cap_of_their_own_and_a_killed_server_leaves_nothing_of_t
 }
 
 /// `GET path` as text.
+/// A live session's runs call their host, each run with its own tools and budgets (counted
+/// from zero in each run) while the interpreter keeps its state; a run without tools has its
+/// calls refused, and the interpreter is kept.
+#[test]
+fn a_live_interpreter_calls_its_host_with_each_run_s_own_tools() {
+    if !guests() {
+        return;
+    }
+    let s = Server::start("", RUNTIMES, false);
+    let python = [
+        "import stockade_host as h\nx = h.call('add', {'a': 40, 'b': 2})\n\
+         try:\n    h.call('add', {'a': 1, 'b': 1})\nexcept h.ToolError as e:\n    print('refused:', e)",
+        "print(x + h.call('add', {'a': 0, 'b': 1}))",
+        "try:\n    h.call('add', {})\nexcept h.ToolError as e:\n    print(e)",
+    ];
+    let js = [
+        "x = host.call('add', {a: 40, b: 2}); try { host.call('add', {a: 1, b: 1}); } catch (e) { print('refused: ' + e.message); }",
+        "print(x + host.call('add', {a: 0, b: 1}))",
+        "try { host.call('add', {}) } catch (e) { print(e.message) }",
+    ];
+    let mut cases = vec![("python", python), ("javascript", js)];
+    if python3().is_some() {
+        cases.push(("python3", python));
+    }
+    for (rt, code) in cases {
+        let id = live(&s, rt);
+        let path = format!("/v1/sessions/{id}/runs");
+        let turn = |code: &str| {
+            let body = json!({"code": code, "tools": [{"name": "add", "max-calls": 1}]});
+            let (status, events, answers) = post_stream_answering(&s.socket, &path, &body, |v| {
+                let c = v.get("call")?;
+                let at = format!("/v1/sessions/{id}/runs/{}/calls/{}", c["run"].as_str()?, c["id"].as_str()?);
+                let sum = c["args"]["a"].as_i64().unwrap_or(0) + c["args"]["b"].as_i64().unwrap_or(0);
+                Some((at, json!({"ok": sum})))
+            });
+            assert_eq!((status, answers.as_slice()), (200, [204].as_slice()), "{rt}: {events:?}");
+            let out: String = events.iter().filter_map(|(_, e)| e["stdout"].as_str()).collect();
+            let report = events.last().expect("a last line").1["report"].clone();
+            (out, report)
+        };
+        let (said, r) = turn(code[0]);
+        assert!(said.starts_with("refused: ") && said.contains("max-calls"), "{rt}: {said} {r}");
+        let outcomes: Vec<&str> =
+            r["host-calls"].as_array().expect("host-calls").iter().filter_map(|c| c["outcome"].as_str()).collect();
+        assert_eq!(outcomes, ["ok", "refused"], "{rt}: {r}");
+        let (said, r) = turn(code[1]);
+        assert_eq!(said, "43\n", "{rt}: the state kept, the budget the run's own: {r}");
+        assert_eq!(
+            (r["session"]["interpreter"].as_str(), r["host-calls"].as_array().map(Vec::len)),
+            (Some("kept"), Some(1)),
+            "{r}"
+        );
+        let (v, how) = run(&s, &id, json!({"code": code[2]}));
+        assert_eq!((out(&v), how.as_str()), ("this run has no host calls\n", "kept"), "{rt}: {v}");
+    }
+}
+
 fn get_text(s: &Server, path: &str) -> (u16, String) {
     let r = call(s, "GET", path, Vec::new());
     (r.status, String::from_utf8_lossy(&r.body).into_owned())

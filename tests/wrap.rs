@@ -168,7 +168,7 @@ fn host_calls_reach_the_caller_within_their_budgets() {
     ];
     let t = Instant::now();
     let host = HostCalls { tools, answer: Arc::new(answer) };
-    let f = gated(&plan, Start { stdin: handover::frame(code, &[]), host: Some(host), ..Start::default() });
+    let f = gated(&plan, Start { stdin: handover::frame(code, &[]), host: Some(host.into()), ..Start::default() });
     let r = &f.report;
     assert!(t.elapsed() < Duration::from_secs(10), "a hanging tool held the run: {:?}", t.elapsed());
     assert_eq!(r.status, Status::Ok, "{}", err_of(r));
@@ -208,7 +208,7 @@ fn a_flooded_host_call_channel_is_closed_unread() {
                 except OSError as e:\n    print('closed:', e.errno)\n\
                 print('after')";
     let host = HostCalls { tools: vec![Tool::new("t")], answer: Arc::new(|_: &str, _: &str| Ok("1".into())) };
-    let f = gated(&plan, Start { stdin: handover::frame(code, &[]), host: Some(host), ..Start::default() });
+    let f = gated(&plan, Start { stdin: handover::frame(code, &[]), host: Some(host.into()), ..Start::default() });
     let r = &f.report;
     assert_eq!(stdout_of(r), "closed: 32\nafter\n", "{}", err_of(r));
     assert_eq!(r.host_calls.len(), 1, "{:?}", r.host_calls);

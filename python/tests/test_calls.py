@@ -1,7 +1,7 @@
 """Host calls through the SDK, against a real `stockade serve` (see conftest.py): a run calls
 plain Python functions of this process (``tools={"name": fn}``), a tool's exception reaches the
-run as ``stockade_host.ToolError``, the budgets are the server's, a session's run and the async
-client (with an async tool) too. Needs the host's /usr/bin/python3 (the python3 runtime)."""
+run as ``stockade_host.ToolError``, the budgets are the server's, the JavaScript guest's
+``host.call``, a session's run (a live one too) and the async client (with an async tool) too. Needs the host's /usr/bin/python3 (the python3 runtime)."""
 
 from __future__ import annotations
 
@@ -48,10 +48,10 @@ def test_a_run_calls_this_process_s_functions(server) -> None:
             tools={"t": Tool(lambda i: i * 2, max_calls=2)},
         )
         assert r.stdout == "0\n2\nno\n", r
-        # JavaScript has no host calls: said, naming the field.
+        # A budget out of the server's bounds: said, naming the field.
         with pytest.raises(BadRequest) as e:
-            client.run_js("1", tools={"t": search})
-        assert e.value.field == "tools"
+            client.run_js("1", tools={"t": Tool(search, timeout_ms=600_000)})
+        assert e.value.field == "tools[0].timeout-ms"
         with client.session("python3") as s:
             r = s.run("import stockade_host as h\nprint(h.call('search', {'q': 'x'}))", tools={"search": search})
             assert r.stdout == "{'hits': ['x', 'sandboxes']}\n", r
@@ -61,6 +61,21 @@ def test_the_wasm_guest_calls_back_too(server) -> None:
     with Client(socket=server.socket) as client:
         r = client.run_python(CODE, tools={"search": lambda a: {"hits": [a["q"]]}, "broken": lambda a: 1 / 0})
         assert r.stdout == "{'hits': ['jails']}\nerror: ZeroDivisionError: division by zero\n", r
+
+
+def test_the_javascript_guest_and_a_live_session_call_back(server) -> None:
+    with Client(socket=server.socket) as client:
+        r = client.run_js(
+            "print(JSON.stringify(host.call('search', {q: 'jails'})));\n"
+            "try { host.call('broken') } catch (e) { print(e.name + ': ' + e.message) }",
+            tools={"search": lambda a: {"hits": [a["q"]]}, "broken": lambda a: 1 / 0},
+        )
+        assert r.stdout == '{"hits":["jails"]}\nToolError: ZeroDivisionError: division by zero\n', r
+        with client.session("python", mode="live") as s:
+            r = s.run("import stockade_host as h\nx = h.call('add', [40, 2])", tools={"add": lambda a: sum(a)})
+            assert r.ok and r.interpreter == "started", r
+            r = s.run("print(x)")
+            assert (r.stdout, r.interpreter) == ("42\n", "kept"), r
 
 
 def test_async_tools(server) -> None:

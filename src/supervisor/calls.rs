@@ -18,7 +18,7 @@ use crate::report::CallRecord;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 /// A tool a run may call, with its budgets.
@@ -66,25 +66,83 @@ impl std::fmt::Debug for HostCalls {
     }
 }
 
+/// Who serves a run's host calls.
+#[derive(Clone, Debug)]
+pub enum Host {
+    /// One set of tools, budgets and calls for the whole run.
+    Run(HostCalls),
+    /// A program that lives across turns (a live session's interpreter): each turn has its own
+    /// tools, budgets and calls ([`TurnCalls`]).
+    Turns(Arc<TurnCalls>),
+}
+
+impl From<HostCalls> for Host {
+    fn from(h: HostCalls) -> Host {
+        Host::Run(h)
+    }
+}
+
+/// The host calls of a program that lives across turns: the caller opens each turn with its
+/// tools ([`TurnCalls::begin`], every budget counted from zero) and takes its calls after it
+/// ([`TurnCalls::end`]). Between turns a call is refused ("this run has no host calls"), and so
+/// are the calls of a turn opened without tools.
+#[derive(Default)]
+pub struct TurnCalls {
+    turn: Mutex<Option<Turn>>,
+}
+
+struct Turn {
+    host: HostCalls,
+    counts: Vec<u32>,
+    calls: Vec<CallRecord>,
+}
+
+impl TurnCalls {
+    /// Opens a turn with `host`'s tools (the last turn's calls, if it was not ended, are dropped).
+    pub fn begin(&self, host: HostCalls) {
+        let counts = vec![0; host.tools.len()];
+        *self.lock() = Some(Turn { host, counts, calls: Vec::new() });
+    }
+
+    /// Ends the turn: its calls, in order (none when no turn was open).
+    pub fn end(&self) -> Vec<CallRecord> {
+        self.lock().take().map(|t| t.calls).unwrap_or_default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Turn>> {
+        self.turn.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl std::fmt::Debug for TurnCalls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnCalls").field("open", &self.lock().is_some()).finish()
+    }
+}
+
 /// The most bytes of a request frame whatever the tools say (a name and its arguments).
 pub const REQUEST_MAX_BYTES: u32 = 16 << 20;
 
 /// Serves a run's host calls on a thread of its own until the program closes its end, `stop` is
-/// set, or the program breaks the protocol. Returns every call, in order.
+/// set, or the program breaks the protocol. Returns every call, in order (a run's; a program of
+/// turns has its calls taken by turn).
 pub(super) fn serve(
     requests: OwnedFd,
     answers: OwnedFd,
-    host: HostCalls,
+    host: Host,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<std::thread::JoinHandle<Vec<CallRecord>>> {
     std::thread::Builder::new().name("stockade-calls".into()).spawn(move || {
+        let source = match host {
+            Host::Run(host) => Source::Run { counts: vec![0; host.tools.len()], host },
+            Host::Turns(turns) => Source::Turns(turns),
+        };
         let mut s = Server {
             requests: std::fs::File::from(requests),
             answers: std::fs::File::from(answers),
-            host,
+            source,
             stop,
             calls: Vec::new(),
-            counts: Vec::new(),
         };
         s.run();
         s.calls
@@ -94,16 +152,20 @@ pub(super) fn serve(
 struct Server {
     requests: std::fs::File,
     answers: std::fs::File,
-    host: HostCalls,
+    source: Source,
     stop: Arc<AtomicBool>,
+    /// A run's calls (a program of turns keeps them in its turn).
     calls: Vec<CallRecord>,
-    counts: Vec<u32>,
+}
+
+/// The tools a request may call, and their counts so far.
+enum Source {
+    Run { host: HostCalls, counts: Vec<u32> },
+    Turns(Arc<TurnCalls>),
 }
 
 impl Server {
     fn run(&mut self) {
-        self.counts = vec![0; self.host.tools.len()];
-        let most = self.host.tools.iter().map(|t| t.max_request_bytes).max().unwrap_or(0).min(REQUEST_MAX_BYTES);
         loop {
             if !self.next_request() {
                 return;
@@ -113,6 +175,7 @@ impl Server {
                 return;
             }
             let n = u32::from_be_bytes(len);
+            let most = self.most_request_bytes();
             if n > most {
                 // Nothing past the cap is read: the channel closes, the program's call fails.
                 self.record(CallRecord::refused(
@@ -140,7 +203,7 @@ impl Server {
                     continue;
                 }
             };
-            let outcome = self.call(&name, &args, n);
+            let outcome = self.admit(&name, n).and_then(|(tool, answer)| self.call(&tool, answer, &args));
             let mut record = CallRecord {
                 name,
                 request_bytes: n.into(),
@@ -169,26 +232,56 @@ impl Server {
         }
     }
 
-    /// One call within its tool's budgets: the answer's value (JSON text), or the outcome
-    /// (`refused`, `error`, `timeout`) and why.
-    fn call(&mut self, name: &str, args: &str, n: u32) -> Result<String, (&'static str, String)> {
-        let Some(i) = self.host.tools.iter().position(|t| t.name == name) else {
-            let known: Vec<&str> = self.host.tools.iter().map(|t| t.name.as_str()).collect();
+    /// The largest request any tool takes: a run's, or its turn's. Between turns a request is
+    /// read (within [`REQUEST_MAX_BYTES`]) and refused: the channel stays for the next turn.
+    fn most_request_bytes(&self) -> u32 {
+        let most = |tools: &[Tool]| tools.iter().map(|t| t.max_request_bytes).max().unwrap_or(0);
+        match &self.source {
+            Source::Run { host, .. } => most(&host.tools).min(REQUEST_MAX_BYTES),
+            Source::Turns(turns) => match turns.lock().as_ref() {
+                Some(t) if !t.host.tools.is_empty() => most(&t.host.tools).min(REQUEST_MAX_BYTES),
+                _ => REQUEST_MAX_BYTES,
+            },
+        }
+    }
+
+    /// The tool `name` and who answers it, if a request of `n` bytes may call it now (its count
+    /// taken), or the refusal.
+    fn admit(&mut self, name: &str, n: u32) -> Result<(Tool, Answerer), (&'static str, String)> {
+        let mut guard;
+        let (host, counts) = match &mut self.source {
+            Source::Run { host, counts } => (&*host, counts),
+            Source::Turns(turns) => {
+                guard = turns.lock();
+                match guard.as_mut() {
+                    Some(t) if !t.host.tools.is_empty() => (&t.host, &mut t.counts),
+                    _ => return Err(("refused", "this run has no host calls".into())),
+                }
+            }
+        };
+        let Some(i) = host.tools.iter().position(|t| t.name == name) else {
+            let known: Vec<&str> = host.tools.iter().map(|t| t.name.as_str()).collect();
             return Err(("refused", format!("no tool {name:?} in this run (its tools: {})", known.join(", "))));
         };
-        let tool = self.host.tools[i].clone();
+        let tool = &host.tools[i];
         if n > tool.max_request_bytes {
             return Err((
                 "refused",
                 format!("the request is {n} bytes, over {name}'s max-request-bytes ({})", tool.max_request_bytes),
             ));
         }
-        if self.counts[i] >= tool.max_calls {
+        if counts[i] >= tool.max_calls {
             return Err(("refused", format!("{name} was called {} times, its max-calls", tool.max_calls)));
         }
-        self.counts[i] += 1;
+        counts[i] += 1;
+        Ok((tool.clone(), host.answer.clone()))
+    }
+
+    /// One call of `tool`, admitted, within its time and answer budgets: the answer's value
+    /// (JSON text), or the outcome (`refused`, `error`, `timeout`) and why.
+    fn call(&self, tool: &Tool, answer: Answerer, args: &str) -> Result<String, (&'static str, String)> {
+        let name = tool.name.as_str();
         let (tx, rx) = mpsc::sync_channel(1);
-        let answer = self.host.answer.clone();
         let (name_owned, args_owned) = (name.to_string(), args.to_string());
         let spawned = std::thread::Builder::new().name("stockade-call".into()).spawn(move || {
             let _ = tx.send(answer(&name_owned, &args_owned));
@@ -246,8 +339,16 @@ impl Server {
         }
     }
 
+    /// Keeps a call's record: the run's, or its turn's (dropped when the turn is over).
     fn record(&mut self, r: CallRecord) {
-        self.calls.push(r);
+        match &self.source {
+            Source::Run { .. } => self.calls.push(r),
+            Source::Turns(turns) => {
+                if let Some(t) = turns.lock().as_mut() {
+                    t.calls.push(r);
+                }
+            }
+        }
     }
 
     /// Writes an answer frame: `{"ok": value}` or `{"error": why}`.

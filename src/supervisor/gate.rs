@@ -42,9 +42,10 @@ pub struct Start {
     /// writer wrote, or closed it): a caller's own clock over a run that outlives each of its
     /// parts (a live session's turn).
     pub kill_on: Option<OwnedFd>,
-    /// The run's host calls: its tools and who answers them (the jail needs a host-call
-    /// channel: [`Job::host_calls`](crate::Job::host_calls)). `None`: a call fails at once.
-    pub host: Option<super::HostCalls>,
+    /// The run's host calls: its tools and who answers them, for the run or for each of its
+    /// turns (the jail needs a host-call channel: [`Job::host_calls`](crate::Job::host_calls)).
+    /// `None`: a call fails at once.
+    pub host: Option<super::Host>,
     /// Lent the run's writable directory once its files are in, and its cgroup's figures
     /// ([`LiveRun`]).
     pub live: Option<Arc<LiveRun>>,

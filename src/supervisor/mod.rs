@@ -15,7 +15,7 @@ mod run;
 mod verdict;
 mod words;
 
-pub use calls::{Answerer, HostCalls, Tool};
+pub use calls::{Answerer, Host, HostCalls, Tool, TurnCalls};
 pub use channels::Output;
 pub use gate::{Cleanup, Exchange, Finished, Gate, Gated, LiveRun, Start};
 pub use verdict::{Note, Verdict};

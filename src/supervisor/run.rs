@@ -30,7 +30,7 @@ struct Begun {
     stdin: Option<Arc<[u8]>>,
     stdin_from: Option<OwnedFd>,
     kill_on: Option<OwnedFd>,
-    host: Option<super::HostCalls>,
+    host: Option<super::Host>,
     exchange: Option<Exchange>,
     argv_display: Option<Vec<String>>,
     warm: Option<WarmStart>,

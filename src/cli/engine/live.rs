@@ -27,7 +27,7 @@ use stockade::layers::cgroup::CgroupStats;
 use stockade::layers::filesystem::exchange::{Pick, PutFile, Taken};
 use stockade::report::StreamReport;
 use stockade::runtime::{Recipe, WORK_DIR};
-use stockade::{Exchange, Gated, LayerReport, LiveRun, Report, Start, Status, handover};
+use stockade::{Exchange, Gated, Host, LayerReport, LiveRun, Report, Start, Status, TurnCalls, handover};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 
@@ -47,6 +47,8 @@ pub struct Interp {
     /// Its write end: written or closed, the run is killed.
     kill: Option<OwnedFd>,
     run: Arc<LiveRun>,
+    /// Its host calls, opened for each turn with the turn's tools.
+    calls: Arc<TurnCalls>,
     ended: Option<tokio::task::JoinHandle<Result<Gated, SlotError>>>,
     /// What the interpreter's directory held after the last turn, by path: its content's hash.
     mirror: BTreeMap<String, [u8; 32]>,
@@ -62,6 +64,8 @@ struct Told {
     out: Captured,
     err: Captured,
     wall: Duration,
+    /// Its host calls.
+    calls: Vec<stockade::report::CallRecord>,
 }
 
 impl Engine {
@@ -127,6 +131,7 @@ impl Engine {
         let (err_r, err_w) = pipe()?;
         let (kill_r, kill_w) = pipe()?;
         let run = Arc::new(LiveRun::default());
+        let calls = Arc::new(TurnCalls::default());
         let code = if python { handover::PYTHON_LIVE } else { handover::JS_LIVE };
         let start = Start {
             stdin: handover::frame(code, &[]),
@@ -137,7 +142,7 @@ impl Engine {
             stdin_from: Some(frames_r.into()),
             kill_on: Some(kill_r.into()),
             live: Some(run.clone()),
-            host: None,
+            host: Some(Host::Turns(calls.clone())),
             argv_display: Some(vec![name.clone(), "(live)".into()]),
             from_release: true,
         };
@@ -150,6 +155,7 @@ impl Engine {
             err: pipe::Receiver::from_owned_fd(OwnedFd::from(err_r)).map_err(io)?,
             kill: Some(kill_w.into()),
             run,
+            calls,
             ended: Some(ended),
             mirror,
             layers,
@@ -212,6 +218,10 @@ impl Interp {
             None => (None, None),
         };
         let before = self.run.figures();
+        // The turn's host calls: its own tools and budgets (none: its calls are refused).
+        if let Some(host) = &req.host {
+            self.calls.begin(host.clone());
+        }
         let t0 = Instant::now();
         let mut out = Captured::new(caps.0, nonce.as_bytes(), fwd_out);
         let mut err = Captured::new(caps.1, nonce.as_bytes(), fwd_err);
@@ -229,7 +239,7 @@ impl Interp {
             _ => None,
         };
         let timed_out = talked.is_err();
-        let told = Told { status, out, err, wall: t0.elapsed() };
+        let told = Told { status, out, err, wall: t0.elapsed(), calls: self.calls.end() };
         if let Some(status) = told.status {
             let mut report = self.report(req, told, status);
             figures(&mut report, before, self.run.figures());
@@ -296,6 +306,7 @@ impl Interp {
         r.wall_ms = told.wall.as_secs_f64() * 1000.0;
         r.stdout = told.out.report();
         r.stderr = told.err.report();
+        r.host_calls = told.calls;
         r.enforcement = self.layers.clone();
         r
     }
@@ -451,9 +462,6 @@ impl Captured {
 impl Engine {
     /// 400 for a live session's run that asks what a live run cannot give, naming the field.
     pub(super) fn refuse_for_live(&self, req: &RunRequest) -> Result<(), ApiError> {
-        if !req.tools.is_empty() {
-            return Err(ApiError::field("tools", "a live session's runs have no host calls in this server"));
-        }
         if !req.argv.is_empty() {
             return Err(ApiError::field(
                 "argv",

@@ -524,7 +524,7 @@ fn start_of(req: &RunRequest, streams: Streams, cold: bool) -> Start {
         stdin_from: None,
         kill_on: None,
         live: None,
-        host: req.host.clone(),
+        host: req.host.clone().map(Into::into),
         argv_display: Some(shown_argv(req)),
         from_release: cold,
     }
