@@ -1,7 +1,8 @@
 //! `stockade mcp`, spoken to as an MCP client would: JSON-RPC lines over the real binary's stdin
 //! and stdout (initialize, tools/list, tools/call), runs in this process's engine and through a
 //! running server (`--serve`); the operator's limits hold (a timeout, an oversized output), the
-//! model cannot loosen them nor pick a policy, refusals are tool errors naming the field.
+//! model cannot loosen them nor pick a policy, refusals are tool errors naming the field; the
+//! operator's host tools (`--host-tools`) answer the code's calls, and only theirs.
 //! Needs the Wasm guests (skips without them, saying so).
 
 mod common;
@@ -21,6 +22,8 @@ struct Mcp {
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
     next_id: u64,
+    /// The server's answer to `initialize`.
+    init: Value,
 }
 
 impl Mcp {
@@ -48,7 +51,7 @@ impl Mcp {
             }
         });
         let stdin = child.stdin.take();
-        let mut m = Mcp { child, stdin, lines, next_id: 1 };
+        let mut m = Mcp { child, stdin, lines, next_id: 1, init: Value::Null };
         let init = m.call(
             "initialize",
             json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}),
@@ -56,6 +59,7 @@ impl Mcp {
         assert_eq!(init["result"]["serverInfo"]["name"], "stockade", "{init}");
         assert!(init["result"]["capabilities"]["tools"].is_object(), "{init}");
         m.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        m.init = init;
         m
     }
 
@@ -323,4 +327,102 @@ fn a_host_that_cannot_build_jails_still_answers_and_says_why() {
     let e = tool_error(&out);
     assert!(e.starts_with("unavailable: this host cannot run jails:") && e.contains("stockade guest install"), "{e}");
     m.finish();
+}
+
+/// `--host-tools`: the operator's programs answer the code's host calls (Python's and
+/// JavaScript's), each with its arguments on stdin and only the environment it was given; a
+/// failing one's stderr is the code's error; one past its `timeout-ms` is killed with what it
+/// started; the model is told of them (here with live sessions: a run of a session's interpreter;
+/// without sessions, a one-off run). A file with a mistake stops the server, naming the key.
+#[test]
+fn the_operator_s_host_tools_answer_the_code() {
+    use std::os::unix::fs::PermissionsExt;
+    if !guests() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let script = |name: &str, body: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).expect("write a tool");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        p.display().to_string()
+    };
+    let echo = script(
+        "echo",
+        r#"printf '{"got": %s, "secret": "%s", "hidden": "%s"}' "$(cat)" "$SECRET_VAR" "${HIDDEN_VAR:-none}""#,
+    );
+    let fail = script("fail", "echo 'the index is down' >&2\nexit 3");
+    let pid_file = dir.path().join("pid");
+    let hang = script(
+        "hang",
+        &format!("echo $$ > {}\nsleep 30 &\necho $! >> {}\nwait", pid_file.display(), pid_file.display()),
+    );
+    let file = dir.path().join("tools.toml");
+    let text = format!(
+        "version = 1\n\
+         [[tool]]\nname = \"echo\"\ndescription = \"Echoes its arguments\"\ncommand = [\"{echo}\"]\nenv = [\"SECRET_VAR\"]\n\
+         [[tool]]\nname = \"fail\"\ndescription = \"Always fails\"\ncommand = [\"{fail}\"]\n\
+         [[tool]]\nname = \"hang\"\ndescription = \"Never answers\"\ncommand = [\"{hang}\"]\ntimeout-ms = 300\n"
+    );
+    std::fs::write(&file, &text).expect("write the tools file");
+    let env = [("SECRET_VAR", "s3"), ("HIDDEN_VAR", "leaked")];
+    let mut m = Mcp::start_with_env(&["--session", "live", "--host-tools", &file.display().to_string()], &env);
+    let told = m.init["result"]["instructions"].as_str().unwrap_or_default().to_string();
+    assert!(told.contains("`echo`: Echoes its arguments.") && told.contains("host.call"), "{told}");
+    let code = "import stockade_host as h\nprint(h.call('echo', {'q': 1}))\n\
+                for t in ('fail', 'hang', 'nope'):\n    try:\n        h.call(t)\n    except h.ToolError as e:\n        print('error:', e)";
+    let t = std::time::Instant::now();
+    let out = m.tool("run_python", json!({"code": code}));
+    let said = ran(&out)["stdout"].as_str().unwrap_or_default().to_string();
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines[0], "{'got': {'q': 1}, 'secret': 's3', 'hidden': 'none'}", "{said}");
+    assert_eq!(lines[1], "error: the index is down", "{said}");
+    assert!(lines[2].contains("within 300 ms"), "{said}");
+    assert!(lines[3].contains("no tool \"nope\""), "{said}");
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+    // The hanging tool and what it started are gone.
+    let pids: Vec<i32> =
+        std::fs::read_to_string(&pid_file).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect();
+    assert_eq!(pids.len(), 2, "the tool ran and started its child");
+    let gone = || pids.iter().all(|p| !std::path::Path::new(&format!("/proc/{p}")).exists());
+    assert!(wait_for(Duration::from_secs(5), gone), "a tool past its time was left running: {pids:?}");
+    let out = m.tool("run_javascript", json!({"code": "print(JSON.stringify(host.call('echo', [1, 'x'])))"}));
+    assert_eq!(ran(&out)["stdout"], "{\"got\":[1,\"x\"],\"secret\":\"s3\",\"hidden\":\"none\"}\n", "{out}");
+    m.finish();
+
+    // Without sessions: a one-off run calls them too.
+    let mut m = Mcp::start_with_env(&["--session", "none", "--host-tools", &file.display().to_string()], &env);
+    let out = m.tool("run_python", json!({"code": "import stockade_host as h\nprint(h.call('echo', 2)['got'])"}));
+    assert_eq!(ran(&out)["stdout"], "2\n", "{out}");
+    m.finish();
+
+    // The shipped example works as it is.
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/contrib/mcp-host-tools.toml");
+    let mut m = Mcp::start(&["--session", "none", "--host-tools", example]);
+    let out = m.tool("run_python", json!({"code": "import stockade_host as h\nprint(len(h.call('today')))"}));
+    assert_eq!(ran(&out)["stdout"], "10\n", "an ISO date: {out}");
+    m.finish();
+
+    // Without the flag the code has none.
+    let mut m = Mcp::start(&["--session", "none"]);
+    let out = m.tool(
+        "run_python",
+        json!({"code": "import stockade_host as h\ntry:\n    h.call('echo')\nexcept h.ToolError as e:\n    print(e)"}),
+    );
+    assert_eq!(ran(&out)["stdout"], "this run has no host calls\n", "{out}");
+    m.finish();
+
+    // A mistake in the file: the server does not start, and says where.
+    std::fs::write(&file, text.replacen(&echo, "echo", 1)).expect("rewrite");
+    let out = Command::new(stockade_bin())
+        .args(["mcp", "--host-tools", &file.display().to_string()])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run stockade mcp");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "it started: {stderr}");
+    assert!(
+        stderr.contains("tools.toml") && stderr.contains("tool[0].command") && stderr.contains("absolute path"),
+        "{stderr}"
+    );
 }

@@ -301,6 +301,12 @@ fn tools(list: &[ToolBody], runtime: &str, cfg: &Catalog) -> Result<Vec<crate::T
             ),
         ));
     }
+    tool_list(list)
+}
+
+/// A list of tools checked into the library's (names, each once, budgets within the server's
+/// bounds), or the first problem, naming its field (`tools[i].key`).
+pub fn tool_list(list: &[ToolBody]) -> Result<Vec<crate::Tool>, ApiError> {
     if list.len() > TOOLS_MAX {
         return Err(ApiError::field("tools", format!("{} tools, more than {TOOLS_MAX}", list.len())));
     }

@@ -9,6 +9,8 @@
 //! (its configuration file, warm pools included): no daemon needed. With `--serve SOCKET` the
 //! tools are a front for a running server instead, over its unix socket.
 
+mod host;
+
 use crate::engine::Engine;
 use crate::serve;
 use clap::Args;
@@ -57,6 +59,11 @@ pub struct McpArgs {
     /// variables between calls; `none`: every call a fresh /app.
     #[arg(long, value_enum, default_value = "workspace")]
     pub session: SessionMode,
+    /// The host's tools the model's code may call back (a TOML file: each tool a program of
+    /// yours, its budgets; see contrib/mcp-host-tools.toml). Without it the code has none. The
+    /// runs happen here (not with `--serve`: the calls are answered by this process).
+    #[arg(long, value_name = "FILE", conflicts_with = "serve")]
+    pub host_tools: Option<PathBuf>,
     #[command(flatten)]
     pub cgroups: crate::args::CgroupArgs,
 }
@@ -199,6 +206,8 @@ struct Tools {
     sessions: Option<Arc<tokio::sync::Mutex<BTreeMap<String, String>>>>,
     /// The sessions keep an interpreter each (`--session live`).
     live: bool,
+    /// The operator's tools the code may call (`--host-tools`).
+    host: Option<host::HostTools>,
     tool_router: ToolRouter<Tools>,
 }
 
@@ -252,7 +261,13 @@ pub struct Listing {
 
 #[tool_router(router = tool_router)]
 impl Tools {
-    fn new(backend: Backend, policy: Option<String>, ceiling: Limits, mode: SessionMode) -> Tools {
+    fn new(
+        backend: Backend,
+        policy: Option<String>,
+        ceiling: Limits,
+        mode: SessionMode,
+        host: Option<host::HostTools>,
+    ) -> Tools {
         let mut tool_router = Self::tool_router();
         let sessions = match mode {
             SessionMode::Workspace | SessionMode::Live => Some(Arc::default()),
@@ -264,7 +279,7 @@ impl Tools {
             }
         };
         let live = mode == SessionMode::Live;
-        Tools { backend: Arc::new(backend), policy, ceiling, sessions, live, tool_router }
+        Tools { backend: Arc::new(backend), policy, ceiling, sessions, live, host, tool_router }
     }
 
     /// Runs Python 3.14 code (CPython for WASI) in a fresh stockade jail: no network, no host
@@ -344,8 +359,8 @@ impl Tools {
             policy: self.policy.clone(),
             limits,
             return_files: Vec::new(),
-            // The model gets no host calls (the operator configures none here).
-            tools: Vec::new(),
+            // The operator's tools, if any (the model declares none).
+            tools: self.host.as_ref().map(|h| h.bodies.clone()).unwrap_or_default(),
         })
     }
 
@@ -353,7 +368,7 @@ impl Tools {
         let body = self.body(runtime, args)?;
         if self.sessions.is_none() {
             let report = match &*self.backend {
-                Backend::Here(engine) => here(engine, body).await.map_err(|e| e.to_string())?,
+                Backend::Here(engine) => here(engine, body, self.host.as_ref()).await.map_err(|e| e.to_string())?,
                 Backend::Server(socket) => remote_run(socket, &body).await?,
                 Backend::Unavailable(why) => return Err(unavailable(why)),
             };
@@ -361,13 +376,13 @@ impl Tools {
         }
         let mut notes = Vec::new();
         let id = self.session(runtime).await?;
-        let ran = match self.backend.run_in(&id, session_run(&body)).await {
+        let ran = match self.backend.run_in(&id, session_run(&body), self.host.as_ref()).await {
             // The session ended (its idle timeout, say): a new one, said.
             Err(e) if matches!(e.code, ErrorCode::SessionEnded | ErrorCode::SessionNotFound) => {
                 self.forget(runtime).await;
                 notes.push(format!("the earlier workspace is gone ({}): /app started empty", e.message));
                 let id = self.session(runtime).await?;
-                self.backend.run_in(&id, session_run(&body)).await
+                self.backend.run_in(&id, session_run(&body), self.host.as_ref()).await
             }
             other => other,
         }
@@ -437,7 +452,7 @@ fn session_run(body: &RunBody) -> SessionRunBody {
         files: body.files.iter().map(|f| FileBody { path: f.path.clone(), content: f.content.clone() }).collect(),
         return_files: Vec::new(),
         limits: body.limits,
-        tools: Vec::new(),
+        tools: body.tools.clone(),
     }
 }
 
@@ -467,11 +482,17 @@ impl Backend {
         }
     }
 
-    async fn run_in(&self, id: &str, body: SessionRunBody) -> Result<SessionRan, ApiError> {
+    async fn run_in(
+        &self,
+        id: &str,
+        body: SessionRunBody,
+        host: Option<&host::HostTools>,
+    ) -> Result<SessionRan, ApiError> {
         let ran = match self {
             Backend::Here(engine) => {
                 let mut turn = engine.sessions().begin(id, None)?;
-                let (request, workspace) = turn.request(body, engine.catalog())?;
+                let (mut request, workspace) = turn.request(body, engine.catalog())?;
+                request.host = host.map(|h| h.host_calls(request.tools.clone()));
                 engine.available(&request)?;
                 let permit = engine.admit().await?;
                 engine.run_turn(permit, turn, request, workspace, None).await?
@@ -547,8 +568,9 @@ fn garbled(e: &dyn std::fmt::Display) -> ApiError {
 }
 
 /// One run through the engine in this process: the same checks as a request to the server.
-async fn here(engine: &Arc<Engine>, body: RunBody) -> Result<Report, ApiError> {
-    let request = api::check(body, engine.catalog())?;
+async fn here(engine: &Arc<Engine>, body: RunBody, host: Option<&host::HostTools>) -> Result<Report, ApiError> {
+    let mut request = api::check(body, engine.catalog())?;
+    request.host = host.map(|h| h.host_calls(request.tools.clone()));
     engine.available(&request)?;
     let permit = engine.admit().await?;
     Ok(engine.execute(permit, request, None).await?.report)
@@ -616,24 +638,28 @@ fn check_ceiling(catalog: &api::Catalog, policy: Option<&str>, ceiling: &Limits)
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for Tools {
     fn get_info(&self) -> ServerConfig {
+        let host = self.host.as_ref().map(host::HostTools::instructions).unwrap_or_default();
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("stockade", env!("CARGO_PKG_VERSION")))
-            .with_instructions(if self.live {
-                "Runs code in stockade jails: run_python (CPython 3.14) and run_javascript (QuickJS). \
+            .with_instructions(format!(
+                "{}{host}",
+                if self.live {
+                    "Runs code in stockade jails: run_python (CPython 3.14) and run_javascript (QuickJS). \
                  Each language has one interpreter for this conversation, in a jail with no network and \
                  no host files, in the working directory /app: variables, imports and functions one call \
                  defines are there for the next call of the same language, and so are the files in /app \
                  (list_files, read_file and write_file reach them). A call past its time limit restarts \
                  the interpreter (its variables are lost, its files kept), and the call says so. Limits \
                  may only be tightened."
-            } else {
-                "Runs code in stockade jails: run_python (CPython 3.14) and run_javascript (QuickJS). \
+                } else {
+                    "Runs code in stockade jails: run_python (CPython 3.14) and run_javascript (QuickJS). \
                  Each call gets a fresh jail and interpreter with no network and no host files, in the \
                  working directory /app; files you pass land there. Unless the operator turned sessions \
                  off, /app is kept between your calls of the same language (variables are not: save \
                  what the next call needs to a file), and list_files, read_file and write_file reach it. \
                  Limits may only be tightened."
-            })
+                }
+            ))
     }
 }
 
@@ -662,6 +688,21 @@ pub fn command(args: McpArgs) -> ExitCode {
     {
         return serve::fail(e);
     }
+    let host = match &args.host_tools {
+        None => None,
+        Some(path) => match host::load(path) {
+            Ok(h) => Some(h),
+            Err(e) => return serve::fail(format!("mcp: --host-tools: {e}")),
+        },
+    };
+    if let (Some(c), Some(_)) = (&cfg, &host)
+        && let Some(rt) =
+            ["python", "javascript"].into_iter().find(|r| c.catalog.runtimes.get(*r).is_some_and(|s| !s.host_calls))
+    {
+        return serve::fail(format!(
+            "mcp: --host-tools: runtime {rt:?} of this configuration has no host calls (a Wasm guest or a program under bootstrap = \"python\" has)"
+        ));
+    }
     rt.block_on(async move {
         let backend = match (&args.serve, cfg) {
             (Some(socket), _) => Backend::Server(socket.clone()),
@@ -678,7 +719,7 @@ pub fn command(args: McpArgs) -> ExitCode {
             Backend::Here(e) => Some(e.clone()),
             Backend::Server(_) | Backend::Unavailable(_) => None,
         };
-        let tools = Tools::new(backend, args.policy.clone(), ceiling, args.session);
+        let tools = Tools::new(backend, args.policy.clone(), ceiling, args.session, host);
         let served = match tools.clone().serve(rmcp::transport::stdio()).await {
             Ok(s) => s.waiting().await.map(|_| ()).map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
