@@ -317,9 +317,28 @@ pub fn bench(root: &Path, stockade: &Path, dir: &Path, guests: &Path) -> Result<
         }
         Err(e) => println!("skipped: {e}"),
     }
+    println!("\nthe TypeScript SDK (typescript/, built with its own devDependencies)");
+    match ts_sdk(root) {
+        Ok(()) => super::run(
+            Command::new("node").arg(root.join("typescript/bench/overhead.mjs")).args([&socket, "40", "150"]),
+        )?,
+        Err(e) => println!("skipped: {e}"),
+    }
     let left = server.stop()?;
     left.print();
     if left.clean() { Ok(()) } else { Err("the server left something behind".into()) }
+}
+
+/// The TypeScript SDK built (`npm ci` when its dependencies are not there yet).
+fn ts_sdk(root: &Path) -> Result<(), String> {
+    let dir = root.join("typescript");
+    if Command::new("node").arg("--version").output().is_err() {
+        return Err("no node on the PATH".into());
+    }
+    if !dir.join("node_modules/typescript").exists() {
+        super::run(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&dir))?;
+    }
+    super::run(Command::new("npm").args(["run", "--silent", "build"]).current_dir(&dir))
 }
 
 /// A virtual environment with the SDK (from `python/`) installed: its python.

@@ -1,0 +1,81 @@
+// The TypeScript SDK's cost, for `cargo xtask bench`: the same requests through a running server,
+// interleaved round by round — a bare `node:http` request on the unix socket (the baseline: no
+// SDK, a kept-alive connection too) against the SDK's call — medians and the difference:
+//   - Python `print(1)` (POST /v1/runs), spaced so the warm pools refill;
+//   - GET /v1/health back to back (no run: the SDK's own cost alone, as near as it shows).
+//
+// Usage: node bench/overhead.mjs SOCKET ROUNDS SPACED_MS   (after `npm run build`)
+import * as http from "node:http";
+import { Client } from "../dist/esm/index.js";
+
+const [socket, roundsArg, spacedArg] = process.argv.slice(2);
+const rounds = Number(roundsArg ?? 40);
+const spaced = Number(spacedArg ?? 150);
+const agent = new http.Agent({ keepAlive: true });
+
+function raw(method, path, body) {
+  return new Promise((resolve, reject) => {
+    const headers = body ? { "content-type": "application/json", "content-length": Buffer.byteLength(body) } : {};
+    const req = http.request({ socketPath: socket, path, method, headers, agent }, (res) => {
+      const chunks = [];
+      res.on("data", (c) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode, body: JSON.parse(Buffer.concat(chunks).toString()) }));
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+const ms = (t) => Number(process.hrtime.bigint() - t) / 1e6;
+
+const client = new Client({ socket });
+const body = JSON.stringify({ runtime: "python", code: "print(1)" });
+const rawRuns = [];
+const sdkRuns = [];
+for (let i = 0; i < rounds + 3; i++) {
+  await sleep(spaced);
+  let t = process.hrtime.bigint();
+  const r = await raw("POST", "/v1/runs", body);
+  const tookRaw = ms(t);
+  if (r.status !== 200 || r.body.status !== "ok") throw new Error(JSON.stringify(r.body));
+  await sleep(spaced);
+  t = process.hrtime.bigint();
+  const s = await client.runPython("print(1)");
+  const tookSdk = ms(t);
+  if (!s.ok || s.stdout !== "1\n") throw new Error(JSON.stringify(s.report));
+  if (i >= 3) {
+    rawRuns.push(tookRaw);
+    sdkRuns.push(tookSdk);
+  }
+}
+const rawHealth = [];
+const sdkHealth = [];
+for (let i = 0; i < 10 * rounds + 20; i++) {
+  let t = process.hrtime.bigint();
+  await raw("GET", "/v1/health");
+  const tookRaw = ms(t);
+  t = process.hrtime.bigint();
+  await client.health();
+  const tookSdk = ms(t);
+  if (i >= 20) {
+    rawHealth.push(tookRaw);
+    sdkHealth.push(tookSdk);
+  }
+}
+client.close();
+agent.destroy();
+const line = (label, v) => console.log(`  ${label.padEnd(44)}${v}`);
+const [rr, sr, rh, sh] = [median(rawRuns), median(sdkRuns), median(rawHealth), median(sdkHealth)];
+console.log(`python print(1), ${rounds} rounds, ${spaced} ms apart, medians:`);
+line("node:http POST on the unix socket (no SDK)", `${rr.toFixed(2)} ms`);
+line("stockade Client.runPython", `${sr.toFixed(2)} ms`);
+line("the SDK's cost", `${(sr - rr >= 0 ? "+" : "") + (sr - rr).toFixed(2)} ms (${(sr / rr).toFixed(2)}x the bare request)`);
+console.log(`GET /v1/health, ${rawHealth.length} rounds back to back, medians:`);
+line("node:http GET on the unix socket (no SDK)", `${rh.toFixed(3)} ms`);
+line("stockade Client.health", `${sh.toFixed(3)} ms`);
+line("the SDK's cost", `${(sh - rh >= 0 ? "+" : "") + (sh - rh).toFixed(3)} ms (${(sh / rh).toFixed(2)}x the bare request)`);

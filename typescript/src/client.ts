@@ -1,0 +1,516 @@
+import * as http from "node:http";
+import { StockadeError } from "./errors.js";
+import { DEFAULT_SOCKET, DEFAULT_TIMEOUT_MS, type Endpoint, json, lines, open, request } from "./http.js";
+import type { components } from "./openapi.js";
+import { type Report, RunResult } from "./result.js";
+
+type Schemas = components["schemas"];
+
+/** How to reach the server: a unix socket (the default, `/run/stockade/api.sock`), or a URL with a token. */
+export type ClientOptions = (
+  | { socket?: string; url?: undefined; token?: undefined }
+  | { url: string; token?: string; socket?: undefined }
+) & {
+  /** How long a request may take, milliseconds (default 60000; a run's own limit is its policy's). */
+  timeoutMs?: number;
+  /**
+   * How many more times a request is tried when it never reached the server, or the server
+   * refused it before running anything (a full queue, a draining server) — never after a run
+   * may have started. Default 2.
+   */
+  retries?: number;
+};
+
+/**
+ * A run's limits (`docs/api.md`): they may only tighten the policy's. A looser one is refused
+ * with {@link BadRequest} naming `limits.KEY`, never clamped.
+ */
+export interface Limits {
+  /** The wall-clock limit, milliseconds. */
+  wallTimeoutMs?: number;
+  /** The run's memory limit, bytes (needs a jail built for the run). */
+  memoryMaxBytes?: number;
+  /** The run's process and thread limit (needs a jail built for the run). */
+  pidsMax?: number;
+  /** Output kept (or streamed) of stdout, bytes. */
+  stdoutMaxBytes?: number;
+  /** Output kept (or streamed) of stderr, bytes. */
+  stderrMaxBytes?: number;
+  /** A Wasm guest's linear memory, bytes. */
+  wasmMemoryMaxBytes?: number;
+  /** A Wasm guest's fuel (about one unit per instruction). */
+  fuel?: number;
+}
+
+const LIMIT_KEYS: Record<keyof Limits, keyof Schemas["Limits"]> = {
+  wallTimeoutMs: "wall-timeout-ms",
+  memoryMaxBytes: "memory-max-bytes",
+  pidsMax: "pids-max",
+  stdoutMaxBytes: "stdout-max-bytes",
+  stderrMaxBytes: "stderr-max-bytes",
+  wasmMemoryMaxBytes: "wasm-memory-max-bytes",
+  fuel: "fuel",
+};
+
+/** A tool's answer: anything JSON can say (or a promise of it). */
+export type ToolFunction = (args: unknown) => unknown;
+
+/**
+ * A tool the run may call back (`stockade_host.call(name, args)` in Python, `host.call(name, args)`
+ * in JavaScript), answered by `fn(args)` in this process: its value (anything JSON can say) is
+ * the call's answer; an error it throws reaches the run as `ToolError`. The budgets are the
+ * server's (defaults: 50 calls, 64 KiB requests, 1 MiB answers, 5 s each).
+ */
+export interface Tool {
+  fn: ToolFunction;
+  maxCalls?: number;
+  maxRequestBytes?: number;
+  maxResponseBytes?: number;
+  timeoutMs?: number;
+}
+
+/** `tools`: a tool's name, and the function (or {@link Tool}) that answers it. */
+export type Tools = Record<string, ToolFunction | Tool>;
+
+/** Files written into the run's `/app` before it starts: a relative path → its content. */
+export type Files = Record<string, string | Uint8Array>;
+
+/** What every call takes. */
+export interface CallOptions {
+  /** Cancels the call (the request is dropped; a run already started is not undone). */
+  signal?: AbortSignal;
+}
+
+/** A session's run's options. */
+export interface SessionRunOptions extends CallOptions {
+  /** Arguments after the code (`sys.argv[1:]`, `scriptArgs`). */
+  argv?: string[];
+  /** The run's stdin (text, or bytes). */
+  stdin?: string | Uint8Array;
+  /** Files written into `/app` before the run. */
+  files?: Files;
+  /** Patterns of files to bring back (`result.files`). */
+  returnFiles?: string | string[];
+  /** Limits within the policy's (they may only tighten it). */
+  limits?: Limits;
+  /** Tools the run may call back (the run then streams; their calls are answered here). */
+  tools?: Tools;
+}
+
+/** A run's options. */
+export interface RunOptions extends SessionRunOptions {
+  /** A named policy of the server's (`info()`); default: the runtime's. */
+  policy?: string;
+}
+
+/** A Wasm module's run's options (no tools: a module has no host calls). */
+export type WasmOptions = Omit<RunOptions, "tools">;
+
+/** A session's options. */
+export interface SessionOptions extends CallOptions {
+  /** `workspace` (the default: each run a fresh interpreter, `/app` kept) or `live` (one interpreter keeps its state). */
+  mode?: "workspace" | "live";
+  /** A named policy of the server's. */
+  policy?: string;
+  /** Every run's limits (within the policy's). */
+  limits?: Limits;
+  /** The session ends after this long without a run, milliseconds. */
+  idleTimeoutMs?: number;
+  /** The session ends this long after it began, milliseconds. */
+  maxLifetimeMs?: number;
+}
+
+/** A piece of a streamed run's output, as it happened. */
+export interface Output {
+  type: "output";
+  /** Which stream it came on. */
+  stream: "stdout" | "stderr";
+  /** Its bytes. */
+  data: Uint8Array;
+  /** Its bytes as text (UTF-8). */
+  text: string;
+}
+
+/** A streamed run's last event: its result. */
+export interface Done {
+  type: "result";
+  result: RunResult;
+}
+
+/** What a streamed run yields: its output as it happens, then its result. */
+export type StreamEvent = Output | Done;
+
+/** A host call of a streaming run, as the server sent it. */
+export type HostCall = Schemas["HostCall"];
+/** A session, as the server describes it. */
+export type SessionInfo = Schemas["SessionInfo"];
+/** A file of a session's workspace. */
+export type FileInfo = Schemas["FileInfo"];
+/** The server's readiness (`GET /v1/health`). */
+export type Health = Schemas["Readiness"];
+
+const encoder = new TextEncoder();
+
+function base64(data: string | Uint8Array): string {
+  return Buffer.from(typeof data === "string" ? encoder.encode(data) : data).toString("base64");
+}
+
+/** A request's `limits`, in the server's spelling; an unknown key throws `TypeError` naming it. */
+function limitsBody(limits: Limits): Schemas["Limits"] {
+  const out: Record<string, number> = {};
+  for (const [key, value] of Object.entries(limits)) {
+    const wire = LIMIT_KEYS[key as keyof Limits];
+    if (wire === undefined) {
+      throw new TypeError(`limits: unknown key ${JSON.stringify(key)} (known: ${Object.keys(LIMIT_KEYS).join(", ")})`);
+    }
+    if (value === undefined) continue;
+    if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
+      throw new TypeError(`limits.${key}: a whole number of at least 0, not ${String(value)}`);
+    }
+    out[wire] = value;
+  }
+  return out as Schemas["Limits"];
+}
+
+function toolOf(t: ToolFunction | Tool, name: string): Tool {
+  if (typeof t === "function") return { fn: t };
+  if (t && typeof t === "object" && typeof t.fn === "function") return t;
+  throw new TypeError(`tools.${name}: a function, or { fn, maxCalls, ... }`);
+}
+
+function toolsBody(tools: Tools): Schemas["ToolBody"][] {
+  return Object.entries(tools).map(([name, t]) => {
+    const tool = toolOf(t, name);
+    const body: Schemas["ToolBody"] = { name };
+    if (tool.maxCalls !== undefined) body["max-calls"] = tool.maxCalls;
+    if (tool.maxRequestBytes !== undefined) body["max-request-bytes"] = tool.maxRequestBytes;
+    if (tool.maxResponseBytes !== undefined) body["max-response-bytes"] = tool.maxResponseBytes;
+    if (tool.timeoutMs !== undefined) body["timeout-ms"] = tool.timeoutMs;
+    return body;
+  });
+}
+
+/** The JSON of a session's run (`POST /v1/sessions/{id}/runs`). */
+function sessionRunBody(code: string | undefined, o: SessionRunOptions): Schemas["SessionRunBody"] {
+  const b: Schemas["SessionRunBody"] = {};
+  if (code !== undefined) b.code = code;
+  if (o.argv !== undefined) {
+    if (!Array.isArray(o.argv)) throw new TypeError("argv is a list of strings, not a string");
+    b.argv = o.argv.map(String);
+  }
+  if (typeof o.stdin === "string") b.stdin = o.stdin;
+  else if (o.stdin !== undefined) b["stdin-base64"] = base64(o.stdin);
+  if (o.files) b.files = Object.entries(o.files).map(([path, content]) => ({ path, content: base64(content) }));
+  if (o.limits) b.limits = limitsBody(o.limits);
+  if (o.returnFiles !== undefined) b["return-files"] = typeof o.returnFiles === "string" ? [o.returnFiles] : [...o.returnFiles];
+  if (o.tools && Object.keys(o.tools).length > 0) b.tools = toolsBody(o.tools);
+  return b;
+}
+
+/** The JSON of a run (`POST /v1/runs`). */
+function runBody(runtime: string, code: string | undefined, o: RunOptions, module?: Uint8Array): Schemas["RunBody"] {
+  const b: Schemas["RunBody"] = { runtime, ...sessionRunBody(code, o) };
+  if (module !== undefined) b.module = base64(module);
+  if (o.policy !== undefined) b.policy = o.policy;
+  return b;
+}
+
+/** A tool's answer to a call, as the server takes it. */
+async function answerOf(tools: Tools | undefined, call: HostCall): Promise<Schemas["CallAnswer"]> {
+  const t = tools?.[call.name];
+  if (t === undefined) return { error: `this client has no tool ${JSON.stringify(call.name)}` };
+  try {
+    const value = await toolOf(t, call.name).fn(call.args);
+    const text = JSON.stringify(value === undefined ? null : value);
+    return { ok: JSON.parse(text) };
+  } catch (e) {
+    const name = e instanceof Error ? e.name : "Error";
+    const message = e instanceof Error ? e.message : String(e);
+    return { error: `${name}: ${message}` };
+  }
+}
+
+/** One NDJSON line of a streamed run: output, a host call, the report, or nothing. */
+function eventOf(line: string): Output | { call: HostCall } | { report: Report } | undefined {
+  let ev: Record<string, unknown>;
+  try {
+    ev = JSON.parse(line);
+  } catch (e) {
+    throw new StockadeError(`the server sent a line that is not JSON: ${line.slice(0, 80)}`, { cause: e });
+  }
+  for (const stream of ["stdout", "stderr"] as const) {
+    if (typeof ev[stream] === "string") {
+      const text = ev[stream] as string;
+      return { type: "output", stream, data: encoder.encode(text), text };
+    }
+    const b64 = ev[`${stream}-base64`];
+    if (typeof b64 === "string") {
+      const data = new Uint8Array(Buffer.from(b64, "base64"));
+      return { type: "output", stream, data, text: new TextDecoder().decode(data) };
+    }
+  }
+  if (ev.call && typeof ev.call === "object") return { call: ev.call as HostCall };
+  if (ev.report && typeof ev.report === "object") return { report: ev.report as Report };
+  if (ev.error && typeof ev.error === "object") {
+    const err = ev.error as { message?: string; code?: string; field?: string };
+    throw new StockadeError(err.message ?? "the run failed", { code: err.code, field: err.field });
+  }
+  return undefined;
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  return new Uint8Array(Buffer.concat(parts));
+}
+
+/**
+ * A client of `stockade serve`.
+ *
+ * `new Client()` talks to `/run/stockade/api.sock`; `new Client({ socket })` to another unix
+ * socket; `new Client({ url: "http://127.0.0.1:8787", token })` over TCP. Connections are kept
+ * alive; `close()` ends them.
+ */
+export class Client {
+  readonly #ep: Endpoint;
+
+  constructor(options: ClientOptions = {}) {
+    const headers: Record<string, string> = { "user-agent": "stockade-typescript/0.1", accept: "application/json" };
+    const base = {
+      headers,
+      timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+      retries: Math.max(0, options.retries ?? 2),
+      agent: new http.Agent({ keepAlive: true, timeout: 5_000 }),
+    };
+    if (options.url !== undefined) {
+      if (options.socket !== undefined) throw new TypeError("give socket or url, not both");
+      const u = new URL(options.url);
+      if (u.protocol !== "http:") throw new TypeError(`url: http:// (the server speaks plain HTTP), not ${u.protocol}`);
+      if (options.token) headers.authorization = `Bearer ${options.token}`;
+      this.#ep = { ...base, host: u.hostname, port: Number(u.port || 80), prefix: u.pathname.replace(/\/+$/, "") };
+    } else {
+      this.#ep = { ...base, socketPath: options.socket ?? DEFAULT_SOCKET, host: "localhost", port: 80, prefix: "" };
+    }
+  }
+
+  /** Ends the client's kept-alive connections. */
+  close(): void {
+    this.#ep.agent.destroy();
+  }
+
+  /** `GET /v1/health`: status, running and queued runs, warm pools. */
+  async health(options: CallOptions = {}): Promise<Health> {
+    return json(await request(this.#ep, { method: "GET", path: "/v1/health", signal: options.signal, idempotent: true }));
+  }
+
+  /** `GET /v1/info`: version, runtimes, policies with their limits, what the host enforces. */
+  async info(options: CallOptions = {}): Promise<Record<string, unknown>> {
+    return json(await request(this.#ep, { method: "GET", path: "/v1/info", signal: options.signal, idempotent: true }));
+  }
+
+  /**
+   * Runs `code` in `runtime` (`python`, `javascript`, or one the server adds). With `tools`, the
+   * run streams and each of its host calls is answered here while it runs.
+   */
+  async run(runtime: string, code: string, options: RunOptions = {}): Promise<RunResult> {
+    const body = runBody(runtime, code, options);
+    if (body.tools) return last(this.#streamed("/v1/runs", body, options));
+    return this.#post("/v1/runs", body, options.signal);
+  }
+
+  /** Runs Python code (CPython for WASI). */
+  runPython(code: string, options: RunOptions = {}): Promise<RunResult> {
+    return this.run("python", code, options);
+  }
+
+  /** Runs JavaScript (QuickJS). */
+  runJs(code: string, options: RunOptions = {}): Promise<RunResult> {
+    return this.run("javascript", code, options);
+  }
+
+  /** Runs a WASI preview 1 command module (compiled by the server in a jail, cached). */
+  async runWasm(module: Uint8Array, options: WasmOptions = {}): Promise<RunResult> {
+    if ("tools" in options) throw new TypeError("a Wasm module has no host calls: no tools");
+    return this.#post("/v1/runs", runBody("wasm", undefined, options, module), options.signal);
+  }
+
+  /**
+   * Runs `code` and yields its output as it happens, then its result (whose `stdout` and
+   * `stderr` hold what was streamed, up to the caps). `tools` as for {@link run}: their calls
+   * are answered here, not yielded.
+   */
+  async *stream(runtime: string, code: string, options: RunOptions = {}): AsyncGenerator<StreamEvent> {
+    yield* this.#streamed("/v1/runs", runBody(runtime, code, options), options);
+  }
+
+  /** {@link stream} for Python code. */
+  streamPython(code: string, options: RunOptions = {}): AsyncGenerator<StreamEvent> {
+    return this.stream("python", code, options);
+  }
+
+  /** {@link stream} for JavaScript. */
+  streamJs(code: string, options: RunOptions = {}): AsyncGenerator<StreamEvent> {
+    return this.stream("javascript", code, options);
+  }
+
+  /**
+   * Opens a session (`POST /v1/sessions`): runs of `runtime` that share a workspace (`/app`);
+   * with `mode: "live"` one interpreter keeps its state between them. End it with `close()`, or
+   * `await using s = await client.session(...)`.
+   */
+  async session(runtime = "python", options: SessionOptions = {}): Promise<Session> {
+    const body: Schemas["SessionBody"] = { runtime, mode: options.mode ?? "workspace" };
+    if (options.policy !== undefined) body.policy = options.policy;
+    if (options.limits) body.limits = limitsBody(options.limits);
+    if (options.idleTimeoutMs !== undefined) body["idle-timeout-ms"] = options.idleTimeoutMs;
+    if (options.maxLifetimeMs !== undefined) body["max-lifetime-ms"] = options.maxLifetimeMs;
+    const info = json<SessionInfo>(await this.#call("POST", "/v1/sessions", body, options.signal, false));
+    return new Session(this, info);
+  }
+
+  /** One request with a JSON body; its answer whole. */
+  #call(method: string, path: string, body: unknown, signal: AbortSignal | undefined, idempotent: boolean) {
+    const bytes = body === undefined ? undefined : encoder.encode(JSON.stringify(body));
+    return request(this.#ep, { method, path, body: bytes, signal, idempotent });
+  }
+
+  async #post(path: string, body: unknown, signal: AbortSignal | undefined): Promise<RunResult> {
+    return new RunResult(json<Report>(await this.#call("POST", path, body, signal, false)));
+  }
+
+  /** @internal A request of a session's. */
+  _request(method: string, path: string, body: Uint8Array | undefined, signal: AbortSignal | undefined, idempotent = true) {
+    return request(this.#ep, { method, path, body, contentType: "application/octet-stream", signal, idempotent });
+  }
+
+  /** @internal A session's run. */
+  async _sessionRun(id: string, code: string, options: SessionRunOptions): Promise<RunResult> {
+    if ("policy" in options) throw new TypeError("a session's runs have the session's policy");
+    const body = sessionRunBody(code, options);
+    const path = `/v1/sessions/${encodeURIComponent(id)}/runs`;
+    if (body.tools) return last(this.#streamed(path, body, options, id));
+    return this.#post(path, body, options.signal);
+  }
+
+  /** A streamed run's events, its host calls answered on the way. */
+  async *#streamed(path: string, body: unknown, options: SessionRunOptions, session?: string): AsyncGenerator<StreamEvent> {
+    const bytes = encoder.encode(JSON.stringify(body));
+    const call = { method: "POST", path: `${path}?stream=ndjson`, body: bytes, signal: options.signal, idempotent: false };
+    const res = await open(this.#ep, call, this.#ep.timeoutMs);
+    const out: Uint8Array[] = [];
+    const err: Uint8Array[] = [];
+    const answering: Promise<void>[] = [];
+    for await (const line of lines(res, options.signal)) {
+      const ev = eventOf(line);
+      if (ev === undefined) continue;
+      if ("type" in ev) {
+        (ev.stream === "stdout" ? out : err).push(ev.data);
+        yield ev;
+      } else if ("call" in ev) {
+        answering.push(this.#answer(ev.call, options.tools, session, options.signal));
+      } else {
+        await Promise.allSettled(answering);
+        yield { type: "result", result: new RunResult(ev.report, { stdout: concat(out), stderr: concat(err) }) };
+        return;
+      }
+    }
+    throw new StockadeError("the stream ended without a report");
+  }
+
+  /** Answers a host call with its tool (a failure to deliver it is the server's to time out). */
+  async #answer(call: HostCall, tools: Tools | undefined, session: string | undefined, signal: AbortSignal | undefined) {
+    const answer = await answerOf(tools, call);
+    const at =
+      session === undefined
+        ? `/v1/runs/${encodeURIComponent(call.run)}/calls/${encodeURIComponent(call.id)}`
+        : `/v1/sessions/${encodeURIComponent(session)}/runs/${encodeURIComponent(call.run)}/calls/${encodeURIComponent(call.id)}`;
+    try {
+      await this.#call("POST", at, answer, signal, false);
+    } catch {
+      // The server answers the call for it (a timeout error) at the tool's timeout.
+    }
+  }
+}
+
+/** The result of a streamed run (its output events dropped). */
+async function last(events: AsyncGenerator<StreamEvent>): Promise<RunResult> {
+  for await (const ev of events) {
+    if (ev.type === "result") return ev.result;
+  }
+  throw new StockadeError("the stream ended without a report");
+}
+
+/**
+ * A session of a {@link Client} ({@link Client.session}): each run is a fresh jail and
+ * interpreter whose `/app` holds the session's files; in a live session every run is a turn of
+ * one interpreter, which keeps its state (`result.interpreter` says whether it did).
+ */
+export class Session {
+  /** The server's id of the session. */
+  readonly id: string;
+  /** What the server said of it (when made, or at the last {@link refresh}). */
+  info: SessionInfo;
+  readonly #client: Client;
+
+  constructor(client: Client, info: SessionInfo) {
+    this.#client = client;
+    this.id = info.id;
+    this.info = info;
+  }
+
+  #path(rest = ""): string {
+    return `/v1/sessions/${encodeURIComponent(this.id)}${rest}`;
+  }
+
+  #file(path: string): string {
+    // The path percent-encoded whole, its slashes too: nothing on the way resolves a `..` in it.
+    return this.#path(`/files/${encodeURIComponent(path)}`);
+  }
+
+  /** Runs `code` in the session (`limits` may only tighten the session's). */
+  run(code: string, options: SessionRunOptions = {}): Promise<RunResult> {
+    return this.#client._sessionRun(this.id, code, options);
+  }
+
+  /** Writes a file into the workspace (`path` relative to `/app`; its directories are made). */
+  async upload(path: string, data: string | Uint8Array, options: CallOptions = {}): Promise<FileInfo> {
+    const bytes = typeof data === "string" ? encoder.encode(data) : data;
+    return json(await this.#client._request("PUT", this.#file(path), bytes, options.signal));
+  }
+
+  /** A file of the workspace ({@link SessionNotFound} when there is none). */
+  async download(path: string, options: CallOptions = {}): Promise<Uint8Array> {
+    const a = await this.#client._request("GET", this.#file(path), undefined, options.signal);
+    return new Uint8Array(a.body);
+  }
+
+  /** Removes a file from the workspace. */
+  async remove(path: string, options: CallOptions = {}): Promise<void> {
+    await this.#client._request("DELETE", this.#file(path), undefined, options.signal);
+  }
+
+  /** The workspace's files, in path order. */
+  async files(options: CallOptions = {}): Promise<FileInfo[]> {
+    const a = await this.#client._request("GET", this.#path("/files"), undefined, options.signal);
+    return json<Schemas["FileList"]>(a).files;
+  }
+
+  /** `GET /v1/sessions/{id}`: the session as the server sees it now. */
+  async refresh(options: CallOptions = {}): Promise<SessionInfo> {
+    this.info = json(await this.#client._request("GET", this.#path(), undefined, options.signal));
+    return this.info;
+  }
+
+  /** Ends the session (`DELETE`); one that already ended is left as it is. */
+  async close(options: CallOptions = {}): Promise<void> {
+    try {
+      await this.#client._request("DELETE", this.#path(), undefined, options.signal);
+    } catch (e) {
+      const code = (e as StockadeError).status;
+      if (code !== 404 && code !== 410) throw e;
+    }
+  }
+
+  /** `await using s = await client.session(...)`: the session ends with the block. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}

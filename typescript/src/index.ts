@@ -1,0 +1,52 @@
+/**
+ * stockade: run untrusted code through `stockade serve`, from Node.
+ *
+ * ```ts
+ * import { Client } from "stockade";
+ * const client = new Client(); // /run/stockade/api.sock
+ * const r = await client.runPython("print(6 * 7)");
+ * console.log(r.stdout); // 42
+ * ```
+ *
+ * @packageDocumentation
+ */
+
+export {
+  Client,
+  Session,
+  type CallOptions,
+  type ClientOptions,
+  type Done,
+  type FileInfo,
+  type Files,
+  type Health,
+  type HostCall,
+  type Limits,
+  type Output,
+  type RunOptions,
+  type SessionInfo,
+  type SessionOptions,
+  type SessionRunOptions,
+  type StreamEvent,
+  type Tool,
+  type ToolFunction,
+  type Tools,
+  type WasmOptions,
+} from "./client.js";
+export {
+  BadRequest,
+  Busy,
+  type ErrorCode,
+  type ErrorDetails,
+  PolicyNotFound,
+  RunFailed,
+  ServerUnavailable,
+  SessionBusy,
+  SessionEnded,
+  SessionNotFound,
+  StockadeError,
+  Unauthorized,
+} from "./errors.js";
+export { DEFAULT_SOCKET, DEFAULT_TIMEOUT_MS } from "./http.js";
+export type { components as Schemas, paths as Paths } from "./openapi.js";
+export { type CallRecord, type Interpreter, type LayerReport, type Report, RunResult, type SessionRun } from "./result.js";

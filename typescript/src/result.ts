@@ -1,0 +1,122 @@
+import { RunFailed } from "./errors.js";
+import type { components } from "./openapi.js";
+
+/** A run's report as the server sends it (`docs/report.md`), with the files it gave back. */
+export type Report = components["schemas"]["RunResult"] & {
+  /** A session's run: what the session kept (`docs/api.md`). */
+  session?: components["schemas"]["SessionRun"];
+};
+/** One host call of a run, as its report lists it. */
+export type CallRecord = components["schemas"]["CallRecord"];
+/** One isolation layer of the run's jail: what was asked, what was applied. */
+export type LayerReport = components["schemas"]["LayerReport"];
+/** What became of a live session's interpreter in a run. */
+export type Interpreter = components["schemas"]["Interpreter"];
+/** A session's part of a run's answer. */
+export type SessionRun = components["schemas"]["SessionRun"];
+
+const decoder = new TextDecoder("utf-8");
+
+/** A stream's bytes from its report (text, or base64 for bytes that are not UTF-8). */
+function streamBytes(s: components["schemas"]["StreamReport"] | undefined): Uint8Array {
+  if (!s) return new Uint8Array();
+  if (typeof s.text === "string") return new TextEncoder().encode(s.text);
+  if (typeof s.base64 === "string") return new Uint8Array(Buffer.from(s.base64, "base64"));
+  return new Uint8Array();
+}
+
+/** What a run did: the server's report, its fields in TypeScript's spelling. */
+export class RunResult {
+  /** `ok`, `exited-nonzero`, `timeout`, `memory-limit`, ... (`docs/report.md`). */
+  readonly status: Report["status"];
+  /** The program's exit code, when it exited. */
+  readonly exitCode: number | null;
+  /** The signal that ended the program, when one did. */
+  readonly signal: number | null;
+  /** Its name (`SIGKILL`), when a signal ended the program. */
+  readonly signalName: string | null;
+  /** What the program wrote on stdout (up to the cap; see {@link stdoutTruncated}). */
+  readonly stdoutBytes: Uint8Array;
+  /** What the program wrote on stderr (up to the cap; see {@link stderrTruncated}). */
+  readonly stderrBytes: Uint8Array;
+  /** Output past the stdout cap was dropped. */
+  readonly stdoutTruncated: boolean;
+  /** Output past the stderr cap was dropped. */
+  readonly stderrTruncated: boolean;
+  /** The run's wall-clock time, milliseconds. */
+  readonly wallMs: number;
+  /** The run's CPU time (user and system), milliseconds. */
+  readonly cpuMs: number;
+  /** The most memory the run's cgroup held, bytes (when the host measures it). */
+  readonly memoryPeakBytes: number | null;
+  /** The files given back (`returnFiles`): path → bytes. */
+  readonly files: Record<string, Uint8Array>;
+  /** More files matched than the server gives back. */
+  readonly filesCapped: boolean;
+  /** Matching files not given back: path → why. */
+  readonly filesSkipped: Record<string, string>;
+  /** Every layer of the jail: asked, applied, enforced or not. */
+  readonly enforcement: LayerReport[];
+  /** The run's host calls, in order (name, bytes each way, time, outcome). */
+  readonly hostCalls: CallRecord[];
+  /** Why the run failed, in words, when it did. */
+  readonly error: string | null;
+  /** A session's run: the session's id, this run's id, what was kept, the interpreter. */
+  readonly session: SessionRun | null;
+  /** The whole report, as the server sent it. */
+  readonly report: Report;
+
+  /** A result from a report (a streamed run's output comes apart: pass it). */
+  constructor(report: Report, output?: { stdout: Uint8Array; stderr: Uint8Array }) {
+    this.report = report;
+    this.status = report.status;
+    this.exitCode = report["exit-code"] ?? null;
+    this.signal = report.signal ?? null;
+    this.signalName = report["signal-name"] ?? null;
+    this.stdoutBytes = output ? output.stdout : streamBytes(report.stdout);
+    this.stderrBytes = output ? output.stderr : streamBytes(report.stderr);
+    this.stdoutTruncated = report.stdout?.truncated ?? false;
+    this.stderrTruncated = report.stderr?.truncated ?? false;
+    this.wallMs = report["wall-ms"] ?? 0;
+    this.cpuMs = (report["cpu-user-ms"] ?? 0) + (report["cpu-sys-ms"] ?? 0);
+    this.memoryPeakBytes = report["memory-peak-bytes"] ?? null;
+    this.files = {};
+    for (const f of report.files ?? []) this.files[f.path] = new Uint8Array(Buffer.from(f.content ?? "", "base64"));
+    this.filesCapped = report["files-capped"] ?? false;
+    this.filesSkipped = {};
+    for (const f of report["files-skipped"] ?? []) this.filesSkipped[f.path] = f.reason;
+    this.enforcement = report.enforcement ?? [];
+    this.hostCalls = report["host-calls"] ?? [];
+    this.error = report.error ?? null;
+    this.session = report.session ?? null;
+  }
+
+  /** The program exited with 0 (status `ok`). */
+  get ok(): boolean {
+    return this.status === "ok";
+  }
+
+  /** What the program wrote on stdout, as text (UTF-8, undecodable bytes replaced). */
+  get stdout(): string {
+    return decoder.decode(this.stdoutBytes);
+  }
+
+  /** What the program wrote on stderr, as text. */
+  get stderr(): string {
+    return decoder.decode(this.stderrBytes);
+  }
+
+  /**
+   * A live session's run: `started` (a new interpreter), `kept` (the same one as the run before)
+   * or `restarted` (it ended in this run; its state is gone, the files are kept). Else `null`.
+   */
+  get interpreter(): Interpreter | null {
+    return this.session?.interpreter ?? null;
+  }
+
+  /** Throws {@link RunFailed} unless the run's status is `ok`; returns the result. */
+  raiseForStatus(): this {
+    if (!this.ok) throw new RunFailed(this);
+    return this;
+  }
+}
