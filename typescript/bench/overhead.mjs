@@ -1,7 +1,8 @@
 // The TypeScript SDK's cost, for `cargo xtask bench`: the same requests through a running server,
 // interleaved round by round — a bare `node:http` request on the unix socket (the baseline: no
 // SDK, a kept-alive connection too) against the SDK's call — medians and the difference:
-//   - Python `print(1)` (POST /v1/runs), spaced so the warm pools refill;
+//   - Python `print(1)` (POST /v1/runs), spaced so the warm pools refill, which goes first
+//     alternating round by round;
 //   - GET /v1/health back to back (no run: the SDK's own cost alone, as near as it shows).
 //
 // Usage: node bench/overhead.mjs SOCKET ROUNDS SPACED_MS   (after `npm run build`)
@@ -37,18 +38,33 @@ const client = new Client({ socket });
 const body = JSON.stringify({ runtime: "python", code: "print(1)" });
 const rawRuns = [];
 const sdkRuns = [];
-for (let i = 0; i < rounds + 3; i++) {
-  await sleep(spaced);
-  let t = process.hrtime.bigint();
+// Which goes first alternates round by round: the second run after a pause fared differently from
+// the first (the warm pool's refill, timers), whichever client sent it.
+const rawRun = async () => {
   const r = await raw("POST", "/v1/runs", body);
-  const tookRaw = ms(t);
   if (r.status !== 200 || r.body.status !== "ok") throw new Error(JSON.stringify(r.body));
-  await sleep(spaced);
-  t = process.hrtime.bigint();
+};
+const sdkRun = async () => {
   const s = await client.runPython("print(1)");
-  const tookSdk = ms(t);
   if (!s.ok || s.stdout !== "1\n") throw new Error(JSON.stringify(s.report));
-  if (i >= 3) {
+};
+const timed = async (f) => {
+  await sleep(spaced);
+  const t = process.hrtime.bigint();
+  await f();
+  return ms(t);
+};
+for (let i = 0; i < rounds + 4; i++) {
+  let tookRaw;
+  let tookSdk;
+  if (i % 2 === 0) {
+    tookRaw = await timed(rawRun);
+    tookSdk = await timed(sdkRun);
+  } else {
+    tookSdk = await timed(sdkRun);
+    tookRaw = await timed(rawRun);
+  }
+  if (i >= 4) {
     rawRuns.push(tookRaw);
     sdkRuns.push(tookSdk);
   }
