@@ -57,8 +57,10 @@ test("a live session keeps its variables; disposing of it ends it", async () => 
 test("one run at a time, and a session is its token's", async () => {
   const s = await ctx.client.session("python");
   const long = s.run("import time; time.sleep(1)");
-  await new Promise((r) => setTimeout(r, 300));
-  await assert.rejects(s.run("print(1)"), (e) => e instanceof SessionBusy && e.status === 409 && /^r-/.test(e.run));
+  const end = Date.now() + 10_000;
+  while ((await s.refresh()).running == null && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+  const running = s.info.running;
+  await assert.rejects(s.run("print(1)"), (e) => e instanceof SessionBusy && e.status === 409 && e.run === running);
   await long;
   const tcp = new Client({ url: ctx.server.url, token: ctx.server.token });
   const mine = await tcp.session("python", { idleTimeoutMs: 60_000 });
