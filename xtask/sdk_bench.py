@@ -1,7 +1,7 @@
 """The Python SDK's cost, for `cargo xtask bench`: Python `print(1)` through a running server,
-interleaved round by round, spaced so the warm pools refill — a bare httpx POST on the unix
-socket (the baseline: the same request, no SDK) against `Client.run_python` — medians and the
-difference.
+interleaved round by round (which goes first alternating), spaced so the warm pools refill — a
+bare httpx POST on the unix socket (the baseline: the same request, no SDK) against
+`Client.run_python` — medians and the difference.
 
 And, when the server has the python3 runtime, a host call's round trip (the run asks, the
 server sends the call to the SDK, the SDK calls a plain function and posts its answer, the run
@@ -26,19 +26,32 @@ def main() -> None:
     with httpx.Client(transport=httpx.HTTPTransport(uds=socket), base_url="http://localhost") as raw, stockade.Client(
         socket=socket
     ) as sdk:
-        for i in range(rounds + 3):
+        def bare() -> float:
             time.sleep(spaced)
             t = time.perf_counter()
             r = raw.post("/v1/runs", json=body)
             report = r.json()
-            took_raw = time.perf_counter() - t
+            took = time.perf_counter() - t
             assert r.status_code == 200 and report["status"] == "ok", report
+            return took
+
+        def through_sdk() -> float:
             time.sleep(spaced)
             t = time.perf_counter()
             result = sdk.run_python("print(1)")
-            took_sdk = time.perf_counter() - t
+            took = time.perf_counter() - t
             assert result.ok and result.stdout == "1\n", result
-            if i >= 3:  # the first rounds warm the connections up
+            return took
+
+        # Which goes first alternates round by round: the second run after a pause fares
+        # differently from the first, whoever sends it.
+        for i in range(rounds + 4):
+            if i % 2 == 0:
+                took_raw, took_sdk = bare(), through_sdk()
+            else:
+                took_sdk = through_sdk()
+                took_raw = bare()
+            if i >= 4:  # the first rounds warm the connections up
                 raw_times.append(took_raw * 1000)
                 sdk_times.append(took_sdk * 1000)
     raw_ms, sdk_ms = statistics.median(raw_times), statistics.median(sdk_times)
