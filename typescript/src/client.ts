@@ -215,18 +215,19 @@ function runBody(runtime: string, code: string | undefined, o: RunOptions, modul
   return b;
 }
 
-/** A tool's answer to a call, as the server takes it. */
-async function answerOf(tools: Tools | undefined, call: HostCall): Promise<Schemas["CallAnswer"]> {
+/** A tool's answer to a call, as the server takes it (a `CallAnswer`'s JSON text): its value
+ * serialized once, or why it failed (a value JSON cannot say is the tool's failure). */
+async function answerOf(tools: Tools | undefined, call: HostCall): Promise<string> {
+  const failed = (error: string): string => JSON.stringify({ error } satisfies Schemas["CallAnswer"]);
   const t = tools?.[call.name];
-  if (t === undefined) return { error: `this client has no tool ${JSON.stringify(call.name)}` };
+  if (t === undefined) return failed(`this client has no tool ${JSON.stringify(call.name)}`);
   try {
     const value = await toolOf(t, call.name).fn(call.args);
-    const text = JSON.stringify(value === undefined ? null : value);
-    return { ok: JSON.parse(text) };
+    return `{"ok":${JSON.stringify(value) ?? "null"}}`;
   } catch (e) {
     const name = e instanceof Error ? e.name : "Error";
     const message = e instanceof Error ? e.message : String(e);
-    return { error: `${name}: ${message}` };
+    return failed(`${name}: ${message}`);
   }
 }
 
@@ -423,7 +424,7 @@ export class Client {
         ? `/v1/runs/${encodeURIComponent(call.run)}/calls/${encodeURIComponent(call.id)}`
         : `/v1/sessions/${encodeURIComponent(session)}/runs/${encodeURIComponent(call.run)}/calls/${encodeURIComponent(call.id)}`;
     try {
-      await this.#call("POST", at, answer, signal, false);
+      await request(this.#ep, { method: "POST", path: at, body: encoder.encode(answer), signal, idempotent: false });
     } catch {
       // The server answers the call for it (a timeout error) at the tool's timeout.
     }
