@@ -243,3 +243,74 @@ fn memory_holds(pid: i32, needle: &[u8]) -> bool {
     }
     false
 }
+
+/// Each warm runner runs its own copy of the guest's instance, made once by the spawner and
+/// never called: nothing one served run does is seen by the next (a module's attribute, a
+/// global), the `random` module is drawn again, and a policy whose limits would not have
+/// admitted that instance gets what a run of its own instantiation gets (the same refusal as the
+/// CLI's cold run).
+#[test]
+fn each_warm_run_has_its_own_copy_of_a_never_called_instance() {
+    if !guests() {
+        return;
+    }
+    let policies = tempfile::tempdir().expect("temp dir");
+    let small = "version = 1\n[wasm]\nmemory-max-bytes = 8388608\n";
+    std::fs::write(policies.path().join("small.toml"), small).expect("policy");
+    std::fs::write(policies.path().join("metered.toml"), "version = 1\n[wasm]\nfuel = 200000000\n").expect("policy");
+    let config = format!(
+        "[policies]\ndir = \"{}\"\n[runtimes.python]\nguest = \"python\"\nwarm = 2\n\
+         [runtimes.javascript]\nguest = \"javascript\"\nwarm = 2\n\
+         [runtimes.tight]\nguest = \"python\"\npolicy = \"small\"\nwarm = 1\n\
+         [runtimes.metered]\nguest = \"python\"\npolicy = \"metered\"\nwarm = 1\n\
+         [runtimes.metered-js]\nguest = \"javascript\"\npolicy = \"metered\"\nwarm = 1\n",
+        policies.path().display()
+    );
+    let s = Server::start("", &config, false);
+    s.wait_warm();
+    let py = "import json, random, sys\n\
+              print(getattr(sys, 'left_behind', None), getattr(json, 'left_behind', None), \
+              globals().get('seen'), random.random())\n\
+              sys.left_behind = json.left_behind = 'by an earlier run'\nseen = 1";
+    let js = "console.log(String(globalThis.leftBehind), String(Math.leftBehind));\n\
+              globalThis.leftBehind = 'by an earlier run'; Math.leftBehind = 1;";
+    let mut draws = Vec::new();
+    for _ in 0..4 {
+        let v = post_run(&s.socket, &json!({"runtime": "python", "code": py})).json();
+        let out = v["stdout"]["text"].as_str().unwrap_or_default().to_string();
+        assert_eq!(
+            (v["status"].as_str(), &out.split_whitespace().take(3).collect::<Vec<_>>()[..]),
+            (Some("ok"), &["None"; 3][..]),
+            "{v}"
+        );
+        assert!(v["wasm-time"]["instantiate-ms"].as_f64().is_some(), "{v}");
+        draws.push(out.split_whitespace().nth(3).unwrap_or_default().to_string());
+        let v = post_run(&s.socket, &json!({"runtime": "javascript", "code": js})).json();
+        assert_eq!(
+            (v["status"].as_str(), v["stdout"]["text"].as_str()),
+            (Some("ok"), Some("undefined undefined\n")),
+            "{v}"
+        );
+        s.wait_warm();
+    }
+    draws.sort();
+    draws.dedup();
+    assert_eq!(draws.len(), 4, "runs drew the same random numbers: {draws:?}");
+    // The copy's store is this run's: its fuel, all of it counted.
+    for (runtime, spin) in [("metered", "while True: pass"), ("metered-js", "for (;;) {}")] {
+        let v = post_run(&s.socket, &json!({"runtime": runtime, "code": spin})).json();
+        assert_eq!(
+            (v["status"].as_str(), v["fuel-consumed"].as_u64()),
+            (Some("fuel-exhausted"), Some(200_000_000)),
+            "{v}"
+        );
+    }
+    let served = post_run(&s.socket, &json!({"runtime": "tight", "code": "print(1)"})).json();
+    let p = policy_file(small);
+    let (cold, _) = run_report(&["--policy", &path_of(&p), "--python", "print(1)"]);
+    assert_ne!(served["status"], "ok", "{served}");
+    let cold = serde_json::to_value(&cold).expect("report");
+    assert_eq!(served["status"], cold["status"], "served {served}\ncold {cold}");
+    assert!(cold["error"].as_str().is_some_and(|e| e.contains("exceeds memory limits")), "{cold}");
+    assert_eq!(served["error"], cold["error"], "served {served}\ncold {cold}");
+}

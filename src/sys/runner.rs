@@ -101,6 +101,26 @@ pub fn exit_now(code: i32) -> ! {
     unsafe { libc::_exit(code) }
 }
 
+/// Fills `buf` from the kernel's random source (`getrandom(2)`, blocking until it is seeded).
+pub fn os_random(buf: &mut [u8]) -> std::io::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        let rest = &mut buf[got..];
+        // SAFETY: the kernel writes at most `rest.len()` bytes into `rest`, which this borrow owns.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        match n {
+            n if n > 0 => got += n.cast_unsigned(),
+            _ => {
+                let e = std::io::Error::last_os_error();
+                if e.kind() != std::io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Ignores SIGPIPE in this process from now on: a write to a pipe nobody reads fails with EPIPE
 /// (the runner's host calls, on a channel its run may have closed) instead of ending the runner.
 pub fn ignore_sigpipe() {

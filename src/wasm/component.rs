@@ -46,39 +46,69 @@ pub(super) fn instance_pre(engine: &wasmtime::Engine, component: &Component) -> 
 
 /// Runs the Python guest once: `code` with `args` as `sys.argv[1:]`, or (`code` `None`) the
 /// code framed on stdin, in the run's environment; `loaded`: the guest this process loaded
-/// ahead, linked. `Err` in words when it cannot be loaded or instantiated.
+/// ahead, linked, with the fresh instance it made (this process's copy of it is taken). `Err`
+/// in words when it cannot be loaded or instantiated.
 pub(super) fn run_python(
     engine: &wasmtime::Engine,
     c: &RunnerConfig,
     code: Option<&str>,
     args: &[String],
-    loaded: Option<&super::preload::Guest>,
+    loaded: Option<&super::preload::Loaded>,
 ) -> Result<Ran, String> {
     let t0 = Instant::now();
     let artifact = c.artifact.as_ref().ok_or("no artifact of the Python guest")?;
-    let pre = match loaded {
-        Some(super::preload::Guest::Component(pre)) => pre.clone(),
-        _ => {
-            let component = crate::sys::load_component(engine, artifact, c.artifact_id)
-                .map_err(|e| format!("cannot load {}: {}", artifact.display(), runner::one_line(&e)))?;
-            instance_pre(engine, &component)?
+    let wasi = || -> Result<P2, String> {
+        Ok(P2 { ctx: runner::wasi_ctx(c)?.build(), table: ResourceTable::new(), host_calls: c.host_calls })
+    };
+    let fresh = match loaded.and_then(super::preload::Loaded::take_fresh) {
+        Some(super::preload::Fresh::Component(store, instance)) => {
+            runner::adopt((store, instance), c, wasi()?, PYTHON_INSTANCES)?
+        }
+        _ => None,
+    };
+    let (load, mut store, instance, t1) = match fresh {
+        Some((store, instance)) => {
+            let load = t0.elapsed();
+            runner::deadline_tick(engine, c);
+            (load, store, instance, Instant::now())
+        }
+        None => {
+            let pre = match loaded.map(|l| &l.guest) {
+                Some(super::preload::Guest::Component(pre)) => pre.clone(),
+                _ => {
+                    let component = crate::sys::load_component(engine, artifact, c.artifact_id)
+                        .map_err(|e| format!("cannot load {}: {}", artifact.display(), runner::one_line(&e)))?;
+                    instance_pre(engine, &component)?
+                }
+            };
+            let load = t0.elapsed();
+            let mut store = runner::store(engine, c, wasi()?, PYTHON_INSTANCES)?;
+            runner::deadline_tick(engine, c);
+            let t1 = Instant::now();
+            let instance =
+                pre.instantiate(&mut store).map_err(|e| format!("cannot instantiate: {}", runner::one_line(&e)))?;
+            std::mem::forget(pre);
+            (load, store, instance, t1)
         }
     };
-    let load = t0.elapsed();
-    let wasi = P2 { ctx: runner::wasi_ctx(c)?.build(), table: ResourceTable::new(), host_calls: c.host_calls };
-    let mut store = runner::store(engine, c, wasi, PYTHON_INSTANCES)?;
-    runner::deadline_tick(engine, c);
-
-    let t1 = Instant::now();
-    let instance = pre.instantiate(&mut store).map_err(|e| format!("cannot instantiate: {}", runner::one_line(&e)))?;
     let run = instance
         .get_typed_func::<(Option<&str>, &[String], &[(String, String)]), (i32,)>(&mut store, "run")
         .map_err(|e| format!("the Python guest has no run export: {}", runner::one_line(&e)))?;
     let instantiate = t1.elapsed();
     let started = Instant::now();
     let result = run.call(&mut store, (code, args, &c.env)).map(|(status,)| status);
-    std::mem::forget(pre);
     Ok(Ran::of(store, result, Times { load, compile: None, instantiate, started }))
+}
+
+/// A preloaded Python guest's fresh instance, in a store of its own (see `preload.rs`).
+pub(super) fn fresh(
+    engine: &wasmtime::Engine,
+    pre: &Pre,
+) -> wasmtime::Result<runner::Instanced<P2, wasmtime::component::Instance>> {
+    let wasi = P2 { ctx: WasiCtx::builder().build(), table: ResourceTable::new(), host_calls: None };
+    let mut store = runner::fresh_store(engine, wasi);
+    let instance = pre.instantiate(&mut store)?;
+    Ok((store, instance))
 }
 
 /// The guest's `host` import (see `guests/python/wit/stockade.wit`).

@@ -24,13 +24,18 @@ pub fn config(kind: EngineKind) -> Config {
     c.max_wasm_stack(WASM_STACK_BYTES);
     c.cranelift_opt_level(OptLevel::Speed);
     c.parallel_compilation(true);
+    // Tables filled at instantiation rather than on each entry's first use: a preloaded guest's
+    // fresh instance (see `preload.rs`) is made once, whole, and every run's copy of it finds
+    // its indirect-call targets ready (the Python guest's tables hold thousands of functions,
+    // each resolved per run otherwise). Indirect calls skip the lazy-init check too.
+    c.table_lazy_init(false);
     c
 }
 
 /// The artifact key: wasmtime's version, the kind, and a version of this configuration (bump
 /// it whenever `config` changes).
 pub fn key(kind: EngineKind) -> String {
-    const CONFIG_VERSION: u32 = 1;
+    const CONFIG_VERSION: u32 = 2;
     let k = match kind {
         EngineKind::Epoch => "epoch",
         EngineKind::EpochFuel => "epoch-fuel",

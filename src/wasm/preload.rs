@@ -6,8 +6,17 @@
 //!
 //! The runner uses what was loaded only for the very artifact its configuration names (path,
 //! device and inode, engine kind): anything else it loads itself, as an exec'd runner does.
+//!
+//! Each guest is also instantiated here, once, and never called: a [`Fresh`] instance. A
+//! jail's runner, a copy of this process, runs its own copy of that instance (its linear memory
+//! still the snapshot's image, its tables filled, not one of its functions ever called), so no
+//! run pays for instantiating the guest, and no run sees another's: each copy is private to its
+//! process, and dies with it. The runner first gives the copy its own WASI, limits, fuel and
+//! deadline, and instantiates afresh instead when the run's limits would not have admitted the
+//! instance (see [`super::runner::Limits::admits`]).
 
 use super::engine::{self, EngineKind};
+use super::runner::{self, State};
 use crate::sys;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
@@ -37,6 +46,23 @@ pub(super) struct Loaded {
     /// The fds the engine holds for it (the artifact's mapping, any memory image), sorted: a
     /// jail's runner keeps them.
     pub(super) fds: Vec<RawFd>,
+    /// The guest instantiated here and never called, until a runner (a copy of this process)
+    /// takes its copy.
+    fresh: Mutex<Option<Fresh>>,
+}
+
+/// A guest's instance made by [`load`], in a store of its own whose limits recorded what the
+/// instance took; never called.
+pub(super) enum Fresh {
+    Component(wasmtime::Store<State<super::component::P2>>, wasmtime::component::Instance),
+    Module(wasmtime::Store<State<wasmtime_wasi::p1::WasiP1Ctx>>, wasmtime::Instance),
+}
+
+impl Loaded {
+    /// This process's fresh instance of the guest, taken (a runner takes its own copy, once).
+    pub(super) fn take_fresh(&self) -> Option<Fresh> {
+        self.fresh.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
 }
 
 static LOADED: Mutex<Vec<Arc<Loaded>>> = Mutex::new(Vec::new());
@@ -56,18 +82,24 @@ pub(super) fn load(key: &Key) -> Result<(), String> {
     let low = hold_low_numbers()?;
     let engine = engine::engine(key.kind).map_err(|e| e.to_string())?;
     let cannot = |e: wasmtime::Error| format!("cannot load {}: {e:#}", key.path.display());
-    let guest = if key.component {
+    let instantiated =
+        |e: wasmtime::Error| format!("cannot instantiate {}: {}", key.path.display(), runner::one_line(&e));
+    let (guest, fresh) = if key.component {
         let c = sys::load_component(&engine, &key.path, key.id).map_err(cannot)?;
         c.initialize_copy_on_write_image().map_err(cannot)?;
-        Guest::Component(super::component::instance_pre(&engine, &c)?)
+        let pre = super::component::instance_pre(&engine, &c)?;
+        let fresh = super::component::fresh(&engine, &pre).map_err(instantiated)?;
+        (Guest::Component(pre), Fresh::Component(fresh.0, fresh.1))
     } else {
         let m = sys::load_artifact(&engine, &key.path, key.id).map_err(cannot)?;
         m.initialize_copy_on_write_image().map_err(cannot)?;
-        Guest::Module(super::runner::instance_pre(&engine, &m, None)?)
+        let pre = runner::instance_pre(&engine, &m, None)?;
+        let fresh = runner::fresh(&engine, &pre).map_err(instantiated)?;
+        (Guest::Module(pre), Fresh::Module(fresh.0, fresh.1))
     };
     drop(low);
     let fds: Vec<RawFd> = open_fds()?.into_iter().filter(|fd| !before.contains(fd)).collect();
-    let loaded = Loaded { key: key.clone(), engine, guest, fds };
+    let loaded = Loaded { key: key.clone(), engine, guest, fds, fresh: Mutex::new(Some(fresh)) };
     LOADED.lock().unwrap_or_else(PoisonError::into_inner).push(Arc::new(loaded));
     Ok(())
 }

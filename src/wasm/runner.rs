@@ -134,19 +134,69 @@ pub(super) struct Limits {
     instances_max: usize,
     memory_peak: usize,
     memory_limit_hit: bool,
+    /// The largest table asked for.
+    table_peak: usize,
+    /// How many memories and tables were made.
+    memories_made: usize,
+    tables_made: usize,
 }
 
+impl Limits {
+    /// A run's limits (`c`'s; `instances_max`: the policy's for a module, the guest's own for the
+    /// Python component).
+    fn of(c: &RunnerConfig, instances_max: u32) -> Limits {
+        Limits {
+            memory_max: usize::try_from(c.memory_max_bytes).unwrap_or(usize::MAX),
+            table_elements_max: usize::try_from(c.table_elements_max).unwrap_or(usize::MAX),
+            instances_max: instances_max as usize,
+            ..Limits::none()
+        }
+    }
+
+    /// No limit: a preloaded guest's fresh instance is made under these, and what it took is
+    /// recorded, to be checked against each run's own limits ([`Limits::admits`]).
+    pub(super) fn none() -> Limits {
+        Limits {
+            memory_max: usize::MAX,
+            table_elements_max: usize::MAX,
+            instances_max: PRELOAD_INSTANCES_MAX,
+            memory_peak: 0,
+            memory_limit_hit: false,
+            table_peak: 0,
+            memories_made: 0,
+            tables_made: 0,
+        }
+    }
+
+    /// Whether these limits would have let an instance be made that took `took` (one instance,
+    /// or the Python component's fixed number): otherwise a run instantiates afresh, under its
+    /// own limits, and fails as it always did.
+    fn admits(&self, took: &Limits) -> bool {
+        took.memory_peak <= self.memory_max
+            && took.table_peak <= self.table_elements_max
+            && took.memories_made <= self.memories()
+            && took.tables_made <= self.tables()
+            && self.instances_max >= 1
+    }
+}
+
+/// At most this many instances, memories and tables (×4) for a preloaded guest's instance.
+const PRELOAD_INSTANCES_MAX: usize = 1024;
+
 impl ResourceLimiter for Limits {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(&mut self, current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
         if desired > self.memory_max {
             self.memory_limit_hit = true;
             return Ok(false);
         }
+        self.memories_made += usize::from(current == 0);
         self.memory_peak = self.memory_peak.max(desired);
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(&mut self, current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+        self.tables_made += usize::from(current == 0);
+        self.table_peak = self.table_peak.max(desired);
         Ok(desired <= self.table_elements_max)
     }
 
@@ -212,20 +262,54 @@ pub(super) fn store<W>(
     wasi: W,
     instances_max: u32,
 ) -> Result<Store<State<W>>, String> {
-    let limits = Limits {
-        memory_max: usize::try_from(c.memory_max_bytes).unwrap_or(usize::MAX),
-        table_elements_max: usize::try_from(c.table_elements_max).unwrap_or(usize::MAX),
-        instances_max: instances_max as usize,
-        memory_peak: 0,
-        memory_limit_hit: false,
-    };
-    let mut store = Store::new(engine, State { wasi, limits });
+    let mut store = Store::new(engine, State { wasi, limits: Limits::of(c, instances_max) });
     store.limiter(|s| &mut s.limits);
+    arm(&mut store, c)?;
+    Ok(store)
+}
+
+/// A store for a preloaded guest's fresh instance: no WASI of a run's, no limit (what the
+/// instance takes is recorded), no deadline while it is made.
+pub(super) fn fresh_store<W>(engine: &wasmtime::Engine, wasi: W) -> Store<State<W>> {
+    let mut store = Store::new(engine, State { wasi, limits: Limits::none() });
+    store.limiter(|s| &mut s.limits);
+    // Made outside any run: a start function of the guest's own runs unmetered.
+    let _ = store.set_fuel(u64::MAX);
+    store.set_epoch_deadline(u64::MAX / 2);
+    store
+}
+
+/// An instance (a module's or a component's) in its store.
+pub(super) type Instanced<W, I> = (Store<State<W>>, I);
+
+/// Makes a preloaded guest's fresh instance (`fresh`, the store it was made in) this run's:
+/// its WASI, its limits, its fuel and its deadline. `None`: the run's limits would not have
+/// admitted the instance; the run instantiates afresh.
+pub(super) fn adopt<W, I>(
+    fresh: Instanced<W, I>,
+    c: &RunnerConfig,
+    wasi: W,
+    instances_max: u32,
+) -> Result<Option<Instanced<W, I>>, String> {
+    let (mut store, instance) = fresh;
+    let mut limits = Limits::of(c, instances_max);
+    let took = &store.data().limits;
+    if !limits.admits(took) {
+        return Ok(None);
+    }
+    limits.memory_peak = took.memory_peak;
+    *store.data_mut() = State { wasi, limits };
+    arm(&mut store, c)?;
+    Ok(Some((store, instance)))
+}
+
+/// A store's fuel and deadline for a run.
+fn arm<W>(store: &mut Store<State<W>>, c: &RunnerConfig) -> Result<(), String> {
     if let Some(fuel) = c.fuel {
         store.set_fuel(fuel).map_err(|e| one_line(&e))?;
     }
     store.set_epoch_deadline(1);
-    Ok(store)
+    Ok(())
 }
 
 /// The runner's own filter: the jail's groups, plus every exec and every socket.
@@ -375,7 +459,7 @@ fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i
         },
     };
     let made = t0.elapsed();
-    let guest = loaded.as_deref().map(|l| &l.guest);
+    let guest = loaded.as_deref();
     let ran = match &c.entry {
         Entry::Start => start(&engine, c, summary_out, guest),
         Entry::PythonRun { code, args } => super::component::run_python(&engine, c, code.as_deref(), args, guest),
@@ -411,15 +495,34 @@ fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i
     (summary, exit)
 }
 
-/// A command module's run: loaded (or compiled here), instantiated, its `_start` called.
+/// A command module's run: loaded (or compiled here), instantiated (or the copy of the
+/// instance this process made ahead taken), its `_start` called.
 fn start(
     engine: &wasmtime::Engine,
     c: &RunnerConfig,
     summary_out: Option<&mut std::fs::File>,
-    loaded: Option<&super::preload::Guest>,
+    loaded: Option<&super::preload::Loaded>,
 ) -> Result<Ran, String> {
     let t0 = Instant::now();
-    let (pre, compile) = match (&c.artifact, c.module_bytes, loaded) {
+    let fresh = match loaded.and_then(super::preload::Loaded::take_fresh) {
+        Some(super::preload::Fresh::Module(store, instance)) => {
+            adopt((store, instance), c, wasi_ctx(c)?.build_p1(), c.instances_max)?
+        }
+        _ => None,
+    };
+    if let Some((mut store, instance)) = fresh {
+        let load = t0.elapsed();
+        deadline_tick(engine, c);
+        let t1 = Instant::now();
+        let start = instance
+            .get_typed_func::<(), ()>(&mut store, "_start")
+            .map_err(|e| format!("no _start: {}", one_line(&e)))?;
+        let instantiate = t1.elapsed();
+        let started = Instant::now();
+        let result = start.call(&mut store, ()).map(|()| 0);
+        return Ok(Ran::of(store, result, Times { load, compile: None, instantiate, started }));
+    }
+    let (pre, compile) = match (&c.artifact, c.module_bytes, loaded.map(|l| &l.guest)) {
         (Some(_), _, Some(super::preload::Guest::Module(pre))) => (pre.clone(), None),
         (Some(artifact), _, _) => match crate::sys::load_artifact(engine, artifact, c.artifact_id) {
             Ok(m) => (instance_pre(engine, &m, c.host_calls)?, None),
@@ -444,6 +547,16 @@ fn start(
     let result = start.call(&mut store, ()).map(|()| 0);
     std::mem::forget(pre);
     Ok(Ran::of(store, result, Times { load, compile, instantiate, started }))
+}
+
+/// A preloaded module's fresh instance, in a store of its own (see `preload.rs`).
+pub(super) fn fresh(
+    engine: &wasmtime::Engine,
+    pre: &Pre,
+) -> wasmtime::Result<(Store<State<WasiP1Ctx>>, wasmtime::Instance)> {
+    let mut store = fresh_store(engine, WasiCtxBuilder::new().build_p1());
+    let instance = pre.instantiate(&mut store)?;
+    Ok((store, instance))
 }
 
 /// A command module's imports resolved against WASI preview 1.
@@ -476,6 +589,7 @@ pub(super) fn wasi_ctx(c: &RunnerConfig) -> Result<WasiCtxBuilder, String> {
     // No sockets of any kind, no name lookups (WASI preview 2 has both; the jail has no network
     // and the runner's filter no socket(2) either).
     wasi.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
+    seed_randomness(&mut wasi)?;
     if c.guest_stdin {
         // The guest reads fd 0 itself (no thread between it and its input).
         match stdin_file() {
@@ -492,6 +606,23 @@ pub(super) fn wasi_ctx(c: &RunnerConfig) -> Result<WasiCtxBuilder, String> {
         }
     }
     Ok(wasi)
+}
+
+/// Seeds every random source the guest has from the kernel, in this process. WASI's defaults
+/// come from the thread's `rand` generator, whose state a process copied from another (a warm
+/// runner is a copy of its spawner) shares with every other copy: `rand` does not reseed on
+/// fork, and two runs would draw the same numbers.
+fn seed_randomness(wasi: &mut WasiCtxBuilder) -> Result<(), String> {
+    use rand::SeedableRng;
+    let mut seeds = [0u8; 80];
+    crate::sys::os_random(&mut seeds).map_err(|e| format!("cannot seed the guest's random generators: {e}"))?;
+    let (secure, rest) = seeds.split_at(32);
+    let (insecure, seed) = rest.split_at(32);
+    let array = |b: &[u8]| <[u8; 32]>::try_from(b).unwrap_or_default();
+    wasi.secure_random(rand::rngs::StdRng::from_seed(array(secure)))
+        .insecure_random(rand::rngs::SmallRng::from_seed(array(insecure)))
+        .insecure_random_seed(u128::from_le_bytes(<[u8; 16]>::try_from(seed).unwrap_or_default()));
+    Ok(())
 }
 
 /// The wall-clock limit, as an epoch tick: the guest traps at its next check. It counts from

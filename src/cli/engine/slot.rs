@@ -268,7 +268,9 @@ impl Drop for Slot {
             Held::Helper { sock, live } => {
                 let (Some(sock), Some(live)) = (sock.take(), live.take()) else { return };
                 let _ = sock.shutdown(std::net::Shutdown::Write);
+                // Waited on by the runtime: it must not block a worker thread.
                 if let Ok(handle) = tokio::runtime::Handle::try_current()
+                    && sock.set_nonblocking(true).is_ok()
                     && let Ok(sock) = tokio::net::UnixStream::from_std(sock)
                 {
                     handle.spawn(counted_until_closed(sock, live));
