@@ -99,3 +99,7 @@ def host_calls(socket: str) -> None:
                     runtime, p50, took[int(len(took) * 0.9)], p50 / bare50
                 )
             )
+
+
+if __name__ == "__main__":
+    main()
