@@ -553,7 +553,7 @@ fn start(
 pub(super) fn fresh(
     engine: &wasmtime::Engine,
     pre: &Pre,
-) -> wasmtime::Result<(Store<State<WasiP1Ctx>>, wasmtime::Instance)> {
+) -> wasmtime::Result<Instanced<WasiP1Ctx, wasmtime::Instance>> {
     let mut store = fresh_store(engine, WasiCtxBuilder::new().build_p1());
     let instance = pre.instantiate(&mut store)?;
     Ok((store, instance))
