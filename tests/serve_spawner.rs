@@ -61,6 +61,9 @@ fn warm_jails_are_built_by_helpers_of_a_spawner() {
 
     let s = Server::start("spawner = false", js, false);
     s.wait_warm();
+    // The pool's count and the process tree are read apart (a clean CI run once saw one init):
+    // wait, bounded, until they agree; the log says whether a warm jail died meanwhile.
+    assert!(wait_for(Duration::from_secs(5), || inits(s.pid()).len() == 2), "{:?}\n{}", inits(s.pid()), s.log());
     let waiting = inits(s.pid());
     assert_eq!(waiting.len(), 2, "{waiting:?}");
     assert!(waiting.iter().all(|i| field(*i, "PPid:").map(i32::cast_unsigned) == Some(s.pid())), "{waiting:?}");
