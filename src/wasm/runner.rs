@@ -510,18 +510,40 @@ fn start(
         }
         _ => None,
     };
-    if let Some((mut store, instance)) = fresh {
-        let load = t0.elapsed();
-        deadline_tick(engine, c);
-        let t1 = Instant::now();
-        let start = instance
-            .get_typed_func::<(), ()>(&mut store, "_start")
-            .map_err(|e| format!("no _start: {}", one_line(&e)))?;
-        let instantiate = t1.elapsed();
-        let started = Instant::now();
-        let result = start.call(&mut store, ()).map(|()| 0);
-        return Ok(Ran::of(store, result, Times { load, compile: None, instantiate, started }));
-    }
+    let Made { load, compile, mut store, instance, t1 } = match fresh {
+        Some((store, instance)) => {
+            let load = t0.elapsed();
+            deadline_tick(engine, c);
+            Made { load, compile: None, store, instance, t1: Instant::now() }
+        }
+        None => instantiate_module(engine, c, summary_out, loaded, t0)?,
+    };
+    let start =
+        instance.get_typed_func::<(), ()>(&mut store, "_start").map_err(|e| format!("no _start: {}", one_line(&e)))?;
+    let instantiate = t1.elapsed();
+    let started = Instant::now();
+    let result = start.call(&mut store, ()).map(|()| 0);
+    Ok(Ran::of(store, result, Times { load, compile, instantiate, started }))
+}
+
+/// A command module's instance, ready for its `_start`: how long loading and compiling took,
+/// and when instantiating began.
+struct Made {
+    load: Duration,
+    compile: Option<Duration>,
+    store: Store<State<WasiP1Ctx>>,
+    instance: wasmtime::Instance,
+    t1: Instant,
+}
+
+/// The module loaded (or compiled here) and instantiated in this run (`t0`: when the run began).
+fn instantiate_module(
+    engine: &wasmtime::Engine,
+    c: &RunnerConfig,
+    summary_out: Option<&mut std::fs::File>,
+    loaded: Option<&super::preload::Loaded>,
+    t0: Instant,
+) -> Result<Made, String> {
     let (pre, compile) = match (&c.artifact, c.module_bytes, loaded.map(|l| &l.guest)) {
         (Some(_), _, Some(super::preload::Guest::Module(pre))) => (pre.clone(), None),
         (Some(artifact), _, _) => match crate::sys::load_artifact(engine, artifact, c.artifact_id) {
@@ -537,16 +559,10 @@ fn start(
     let load = t0.elapsed() - compile.unwrap_or_default();
     let mut store = store(engine, c, wasi_ctx(c)?.build_p1(), c.instances_max)?;
     deadline_tick(engine, c);
-
     let t1 = Instant::now();
     let instance = pre.instantiate(&mut store).map_err(|e| format!("cannot instantiate: {}", one_line(&e)))?;
-    let start =
-        instance.get_typed_func::<(), ()>(&mut store, "_start").map_err(|e| format!("no _start: {}", one_line(&e)))?;
-    let instantiate = t1.elapsed();
-    let started = Instant::now();
-    let result = start.call(&mut store, ()).map(|()| 0);
     std::mem::forget(pre);
-    Ok(Ran::of(store, result, Times { load, compile, instantiate, started }))
+    Ok(Made { load, compile, store, instance, t1 })
 }
 
 /// A preloaded module's fresh instance, in a store of its own (see `preload.rs`).
