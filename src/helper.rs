@@ -13,44 +13,99 @@ use crate::sys;
 use std::convert::Infallible;
 use std::os::fd::{AsFd, OwnedFd};
 
-/// The network namespaces of [`make_empty_net`]: the one this process was in, and the empty one.
-struct Nets {
-    host: OwnedFd,
-    empty: OwnedFd,
+/// The network namespace this process was in when it first made one ([`make_net`]): where a
+/// thread goes back to.
+static HOST_NET: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
+
+/// The empty network namespace of [`make_empty_net`].
+static EMPTY_NET: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
+
+/// The network namespace of [`give_net`], until a jail takes it.
+static GIVEN_NET: std::sync::Mutex<Option<OwnedFd>> = std::sync::Mutex::new(None);
+
+fn errno(e: sys::Errno) -> std::io::Error {
+    std::io::Error::from_raw_os_error(e.0)
 }
 
-static EMPTY_NET: std::sync::OnceLock<Nets> = std::sync::OnceLock::new();
+/// Puts the calling thread back in its own network namespace; a thread that cannot go back
+/// would build the next jails where it is: the process ends rather than go on so.
+fn back_to_host_net(host: std::os::fd::BorrowedFd<'_>) {
+    if let Err(e) = sys::setns_net(host) {
+        eprintln!("stockade: cannot take a thread back to its network namespace ({e}): aborting");
+        std::process::abort();
+    }
+}
 
 /// Makes an empty network namespace (no interface but `lo`, down; owned by this process's user
-/// namespace, so no jail can configure it) that the jails this process and its helpers build for
-/// code of their own that makes no socket may share instead of a new one each
-/// ([`crate::InProcess::shared_net`]). This thread stays in its own. Needs `CAP_SYS_ADMIN`
-/// (root's service); `Err` otherwise, and each jail gets its own as before.
-pub fn make_empty_net() -> std::io::Result<()> {
+/// namespace, so no jail can configure it) and returns it; this thread stays in its own. Needs
+/// `CAP_SYS_ADMIN` (root's service).
+pub fn make_net() -> std::io::Result<OwnedFd> {
     let open = |path: &str| std::fs::File::open(path).map(OwnedFd::from);
-    let host = open("/proc/thread-self/ns/net")?;
-    sys::unshare(libc::CLONE_NEWNET).map_err(|e| std::io::Error::from_raw_os_error(e.0))?;
-    let empty = open("/proc/thread-self/ns/net");
-    sys::setns_net(host.as_fd()).map_err(|e| std::io::Error::from_raw_os_error(e.0))?;
-    let _ = EMPTY_NET.set(Nets { host, empty: empty? });
+    if HOST_NET.get().is_none() {
+        let _ = HOST_NET.set(open("/proc/thread-self/ns/net")?);
+    }
+    let host = HOST_NET.get().ok_or_else(|| std::io::Error::other("no network namespace to go back to"))?;
+    sys::unshare(libc::CLONE_NEWNET).map_err(errno)?;
+    let made = open("/proc/thread-self/ns/net");
+    back_to_host_net(host.as_fd());
+    made
+}
+
+/// Makes the empty network namespace ([`make_net`]) that the jails this process and its helpers
+/// build for code of their own that makes no socket may share instead of a new one each
+/// ([`crate::InProcess::shared_net`]). `Err` when it cannot be made (not root), and each jail
+/// gets its own as before.
+pub fn make_empty_net() -> std::io::Result<()> {
+    let empty = make_net()?;
+    let _ = EMPTY_NET.set(empty);
     Ok(())
+}
+
+/// Runs `f` with the calling thread in the network namespace `ns`; the thread is back in its own
+/// after.
+fn in_net<T>(ns: std::os::fd::BorrowedFd<'_>, f: impl FnOnce() -> T) -> std::io::Result<T> {
+    let host = HOST_NET.get().ok_or_else(|| std::io::Error::other("no network namespace to go back to"))?;
+    sys::setns_net(ns).map_err(errno)?;
+    let out = f();
+    back_to_host_net(host.as_fd());
+    Ok(out)
 }
 
 /// Runs `f` with the calling thread in the empty network namespace, when [`make_empty_net`] made
 /// one (`None` otherwise); the thread is back in its own after.
 pub(crate) fn in_empty_net<T>(f: impl FnOnce() -> T) -> Option<std::io::Result<T>> {
-    let nets = EMPTY_NET.get()?;
-    let errno = |e: sys::Errno| std::io::Error::from_raw_os_error(e.0);
-    if let Err(e) = sys::setns_net(nets.empty.as_fd()) {
-        return Some(Err(errno(e)));
-    }
-    let out = f();
-    // A thread left in the empty namespace would build the next jails there: never go on so.
-    if let Err(e) = sys::setns_net(nets.host.as_fd()) {
-        eprintln!("stockade: cannot take a thread back to its network namespace ({e}): aborting");
-        std::process::abort();
-    }
-    Some(Ok(out))
+    Some(in_net(EMPTY_NET.get()?.as_fd(), f))
+}
+
+/// Gives this process (a helper) the network namespace `ns`, which its maker made
+/// ([`make_net`]) and may have lent to earlier jails, one at a time: the next jail this process
+/// builds whose plan can take one in turn ([`crate::Plan::takes_net_in_turn`]) joins it instead
+/// of creating its own.
+pub fn give_net(ns: OwnedFd) {
+    *GIVEN_NET.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(ns);
+}
+
+/// Runs `f` with the calling thread in the namespace of [`give_net`], which it takes (no later
+/// jail of this process gets it), when there is one (`None` otherwise); the thread is back in its
+/// own after.
+pub(crate) fn in_given_net<T>(f: impl FnOnce() -> T) -> Option<std::io::Result<T>> {
+    let ns = GIVEN_NET.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()?;
+    Some(in_net(ns.as_fd(), f))
+}
+
+/// Whether the network namespace `ns` holds no socket (its `/proc/net/unix` lists none: the only
+/// kind a jail that may take a namespace in turn can make). A jail's socket outlives its
+/// processes only while it is in flight (passed over a socket nobody reads) until the kernel's
+/// collector frees it; a namespace holding one is not lent again.
+pub fn net_holds_no_socket(ns: std::os::fd::BorrowedFd<'_>) -> std::io::Result<bool> {
+    let table = in_net(ns, || std::fs::read_to_string("/proc/thread-self/net/unix"))??;
+    Ok(table.lines().count() <= 1)
+}
+
+/// Whether this process has no child left, running or exited (a helper whose jail's init is
+/// reaped: every process of the jail's PID namespace is gone with it).
+pub fn no_child_left() -> bool {
+    matches!(sys::has_children(), Ok(false))
 }
 
 /// The names of this process's threads now (the entries of `/proc/self/task`).
@@ -100,14 +155,37 @@ pub fn exit(code: i32) -> ! {
 }
 
 /// Reaps the helper behind `pidfd`, waiting until it has exited (at once when its pidfd polls
-/// readable).
-pub fn reap(pidfd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<()> {
-    sys::waitid_pidfd(pidfd).map(drop).map_err(|e| std::io::Error::from_raw_os_error(e.0))
+/// readable). Its exit code, when it exited (`None`: killed by a signal).
+pub fn reap(pidfd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<Option<i32>> {
+    let reaped = sys::waitid_pidfd(pidfd).map_err(errno)?;
+    Ok((reaped.code == libc::CLD_EXITED).then_some(reaped.status))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A namespace made ahead is seen to hold a socket while one is bound in it, and none after.
+    #[test]
+    fn a_namespace_with_a_socket_in_it_is_seen() {
+        if sys::geteuid() != 0 {
+            eprintln!("skip: making a network namespace needs root (CAP_SYS_ADMIN)");
+            return;
+        }
+        use std::os::linux::net::SocketAddrExt;
+        let bind = || {
+            let name = std::os::unix::net::SocketAddr::from_abstract_name(b"stockade-helper-test").expect("name");
+            std::os::unix::net::UnixListener::bind_addr(&name)
+        };
+        let ns = make_net().expect("a namespace");
+        assert!(net_holds_no_socket(ns.as_fd()).expect("its table"));
+        let there = in_net(ns.as_fd(), bind).expect("in it").expect("bind there");
+        assert!(!net_holds_no_socket(ns.as_fd()).expect("its table"), "a bound socket is not seen");
+        // This thread is back in its own namespace, where the name is free.
+        let here = bind().expect("bind here");
+        drop((there, here));
+        assert!(net_holds_no_socket(ns.as_fd()).expect("its table"));
+    }
 
     #[test]
     fn a_multithreaded_process_forks_no_helper() {

@@ -317,3 +317,71 @@ fn each_warm_run_has_its_own_copy_of_a_never_called_instance() {
     assert!(cold["error"].as_str().is_some_and(|e| e.contains("exceeds memory limits")), "{cold}");
     assert_eq!(served["error"], cold["error"], "served {served}\ncold {cold}");
 }
+
+/// A program's jail takes an empty network namespace the spawner made ahead, one jail at a
+/// time, instead of creating one (issue 25): a later run may get the namespace of an earlier
+/// one, never while another run is in it, and never with anything of the earlier run in it. The
+/// earlier runs here leave the most a run can: a bound unix socket kept alive past the run's end
+/// (in flight, passed over a socket nobody reads); the later ones look for it by its name (a
+/// bind that would fail) and in the namespace's socket table. Needs root (making a namespace
+/// ahead takes `CAP_SYS_ADMIN`) and the host's python3.
+#[test]
+fn a_program_s_jail_takes_a_network_namespace_in_turn_and_finds_nothing_of_another_run() {
+    if !is_root() {
+        eprintln!("skip: a network namespace made ahead needs root (CAP_SYS_ADMIN)");
+        return;
+    }
+    let Some(_) = python3() else { return };
+    let s = Server::start(
+        "",
+        "[runtimes.python3]\nprogram = \"/usr/bin/python3\"\nbootstrap = \"python\"\npolicy = \"wrap-python\"\nwarm = 2\n",
+        false,
+    );
+    s.wait_warm();
+    let run = |code: &str| {
+        let v = post_run(&s.socket, &json!({"runtime": "python3", "code": code})).json();
+        assert_eq!(v["status"], "ok", "{v}");
+        let net = v["enforcement"].as_array().and_then(|l| l.iter().find(|l| l["layer"] == "namespace.net"));
+        let applied = net.and_then(|n| n["applied"].as_str()).unwrap_or_default();
+        assert!(applied.starts_with("new, made ahead"), "{v}");
+        v["stdout"]["text"].as_str().unwrap_or_default().split_whitespace().map(String::from).collect::<Vec<_>>()
+    };
+    let leave = "import array, os, socket\n\
+                 l = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n\
+                 l.bind('\\0stockade-left-behind'); l.listen()\n\
+                 a, b = socket.socketpair()\n\
+                 a.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [l.fileno(), b.fileno()]))])\n\
+                 table = open('/proc/self/net/unix').read()\n\
+                 print(os.readlink('/proc/self/ns/net'), table.count('stockade-left-behind'))";
+    let probe = "import os, socket\n\
+                 table = open('/proc/self/net/unix').read().splitlines()\n\
+                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n\
+                 try:\n    s.bind('\\0stockade-left-behind'); bound = 'bound'\n\
+                 except OSError as e:\n    bound = 'in-use'\n\
+                 print(os.readlink('/proc/self/ns/net'), len(table), bound)";
+    let mut seen = std::collections::BTreeMap::<String, u32>::new();
+    for _ in 0..4 {
+        let out = run(leave);
+        assert_eq!(out.get(1).map(String::as_str), Some("1"), "the run saw its own socket: {out:?}");
+        *seen.entry(out[0].clone()).or_default() += 1;
+        s.wait_warm();
+        for _ in 0..3 {
+            let out = run(probe);
+            // Only the table's header line, and the name free.
+            assert_eq!(out.get(1..3), Some(&["1".to_string(), "bound".to_string()][..]), "{out:?}");
+            *seen.entry(out[0].clone()).or_default() += 1;
+            s.wait_warm();
+        }
+    }
+    assert!(seen.values().any(|&n| n > 1), "no namespace was taken again: {seen:?}");
+    // Runs at the same time are never in the same one.
+    let sleepy = "import os, time\nprint(os.readlink('/proc/self/ns/net'))\ntime.sleep(0.5)";
+    let together: Vec<String> = std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..3).map(|_| scope.spawn(|| run(sleepy).concat())).collect();
+        runs.into_iter().map(|r| r.join().expect("run")).collect()
+    });
+    let mut distinct = together.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), 3, "runs at the same time shared a namespace: {together:?}");
+}

@@ -293,6 +293,11 @@ impl SeccompPlan {
         self.filters.iter().any(|(_, l)| *l)
     }
 
+    /// Whether the filter keeps the program from this group's calls (denied, or the run killed).
+    pub fn refuses(&self, g: SyscallGroup) -> bool {
+        self.enabled && !self.allowed.contains(&g)
+    }
+
     /// The action for a violation of this group: kill the run, or fail the call.
     pub fn kills(&self, g: SyscallGroup) -> bool {
         self.killed.contains(&g)

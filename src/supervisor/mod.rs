@@ -53,8 +53,19 @@ pub struct Prepared<'p> {
     staged: Vec<OwnedFd>,
     /// The uid owning the run's user namespace, held until the run is over.
     _owner: Option<OwnerLease>,
-    /// Its network namespace is the shared empty one (see [`InProcess::shared_net`]).
-    shared_net: bool,
+    /// The network namespace it joined instead of creating its own, if any.
+    net: NetJoined,
+}
+
+/// Where a jail's network namespace came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NetJoined {
+    /// Created with the jail (or none asked for).
+    Own,
+    /// The shared empty one (see [`InProcess::shared_net`]).
+    Shared,
+    /// One made ahead that this jail alone uses now (see [`Plan::takes_net_in_turn`]).
+    InTurn,
 }
 
 /// The supervisor's ends of a parked jail's channels (taken when it runs).
@@ -112,6 +123,11 @@ impl InProcess {
     }
 }
 
+/// The report's words for a run in a network namespace taken in turn ([`Plan::takes_net_in_turn`]).
+const NET_IN_TURN: &str = "new, made ahead: an empty one, no interface up, owned by the supervisor's user namespace (the run \
+                           cannot configure it), no other run in it while this one is; lent to a later run only once \
+                           every process of this one is gone and it holds no socket";
+
 /// The report's words for a run in the shared empty network namespace.
 const SHARED_NET: &str = "shared: an empty one, no interface up, owned by the supervisor's user namespace (the run \
                           cannot configure it), shared with the supervisor's other jails of code that makes no socket";
@@ -121,6 +137,21 @@ fn raw(fds: &[OwnedFd]) -> Vec<RawFd> {
 }
 
 impl Plan {
+    /// Whether its jails may join an empty network namespace made ahead that earlier jails used,
+    /// one at a time ([`crate::helper::give_net`]), instead of creating one each (whose creation
+    /// and clean-up cost a static program's served run about a seventh of its CPU): the policy
+    /// asks for a network namespace and a PID namespace (a reaped init is every process of the
+    /// jail gone, none left in the namespace), and its filter refuses every socket but a unix one
+    /// and io_uring (its sockets are the only thing a run could leave in the namespace, and the
+    /// lender sees them: [`crate::helper::net_holds_no_socket`]). Nothing else of a run stays in
+    /// it: the run has no capability over it (it belongs to the lender's user namespace).
+    pub fn takes_net_in_turn(&self) -> bool {
+        let flags = (libc::CLONE_NEWNET | libc::CLONE_NEWPID) as u64;
+        self.ns.clone_flags & flags == flags
+            && self.seccomp.refuses(crate::policy::SyscallGroup::Network)
+            && self.seccomp.refuses(crate::policy::SyscallGroup::IoUring)
+    }
+
     /// Runs the plan once: starts the jail, waits for the program (at most the wall-clock
     /// limit), and reports. `Err` means nothing was started; a failure inside the jail comes back
     /// as a report with status `setup-failed`.
@@ -217,19 +248,26 @@ impl Plan {
 
         let owner = self.id.lease_owner()?;
         // Code that makes no socket may share the empty network namespace of this process's
-        // maker (see `helper::make_empty_net`) instead of a new one.
+        // maker (see `helper::make_empty_net`) instead of a new one; a program whose jail can
+        // take one in turn joins the one its helper was given (`helper::give_net`).
         let newnet = libc::CLONE_NEWNET as u64;
         let share_net = code.is_some_and(|(c, _)| c.shared_net) && clone_flags & newnet != 0;
         let spawn = |flags| self.spawn(&args, flags, leaf.as_ref(), owner.as_ref());
-        let (shared_net, spawned) =
-            match share_net.then(|| crate::helper::in_empty_net(|| spawn(clone_flags & !newnet))) {
-                Some(Some(Ok(spawned))) => (true, spawned),
-                Some(Some(Err(e))) => {
-                    let errno = Errno(e.raw_os_error().unwrap_or(libc::EIO));
-                    return Err(Error::Supervisor { what: "enter the shared empty network namespace", errno });
-                }
-                _ => (false, spawn(clone_flags)),
-            };
+        let joined = if share_net {
+            crate::helper::in_empty_net(|| spawn(clone_flags & !newnet)).map(|r| (NetJoined::Shared, r))
+        } else if code.is_none() && self.takes_net_in_turn() {
+            crate::helper::in_given_net(|| spawn(clone_flags & !newnet)).map(|r| (NetJoined::InTurn, r))
+        } else {
+            None
+        };
+        let (net, spawned) = match joined {
+            Some((net, Ok(spawned))) => (net, spawned),
+            Some((_, Err(e))) => {
+                let errno = Errno(e.raw_os_error().unwrap_or(libc::EIO));
+                return Err(Error::Supervisor { what: "enter a network namespace made ahead", errno });
+            }
+            None => (NetJoined::Own, spawn(clone_flags)),
+        };
         let (pid, pidfd) = spawned?;
         // The child has its copies; ours would keep the pipes from ever reaching end of file.
         drop::<(ChildEnds, RunFds)>((ends, fds));
@@ -244,7 +282,7 @@ impl Plan {
             leaf,
             staged,
             _owner: owner,
-            shared_net,
+            net,
         })
     }
 

@@ -176,6 +176,32 @@ pub fn waitid_pidfd(pidfd: BorrowedFd<'_>) -> Result<Reaped, Errno> {
     })
 }
 
+/// `waitid(P_ALL, 0, WEXITED | WNOHANG | WNOWAIT | __WALL)`: whether this process has a child
+/// at all, running or exited (none is reaped).
+pub fn has_children() -> Result<bool, Errno> {
+    // SAFETY: siginfo_t is plain data; all-zero is valid.
+    let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: info is a valid out-pointer; a NULL rusage.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_waitid,
+                libc::P_ALL,
+                0,
+                &mut info as *mut libc::siginfo_t,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT | libc::__WALL,
+                ptr::null::<libc::rusage>(),
+            )
+        };
+        match check(rc) {
+            Err(Errno(libc::EINTR)) => continue,
+            Err(Errno(libc::ECHILD)) => return Ok(false),
+            Err(e) => return Err(e),
+            Ok(_) => return Ok(true),
+        }
+    }
+}
+
 /// `prlimit64(0, resource, NULL, &old)`: (soft, hard).
 pub fn getrlimit(resource: c_int) -> Result<(u64, u64), Errno> {
     let mut old = libc::rlimit64 { rlim_cur: 0, rlim_max: 0 };

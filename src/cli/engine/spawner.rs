@@ -146,10 +146,11 @@ fn preload(pools: &BTreeMap<String, Arc<Pool>>) {
 /// The spawner's life: a helper per request, until the server's end closes; then it waits for
 /// its helpers and exits.
 fn spawner(control: &OwnedFd, pools: &BTreeMap<String, Arc<Pool>>) -> Infallible {
-    let mut helpers: Vec<OwnedFd> = Vec::new();
+    let mut helpers: Vec<Helper> = Vec::new();
+    let mut nets = Nets { free: Vec::new(), can: true };
     loop {
         let mut fds: Vec<PollFd<'_>> = std::iter::once(control.as_fd())
-            .chain(helpers.iter().map(AsFd::as_fd))
+            .chain(helpers.iter().map(|h| h.pidfd.as_fd()))
             .map(|fd| PollFd::from_borrowed_fd(fd, PollFlags::IN))
             .collect();
         if poll(&mut fds, None).is_err() {
@@ -159,11 +160,15 @@ fn spawner(control: &OwnedFd, pools: &BTreeMap<String, Arc<Pool>>) -> Infallible
         let exited: Vec<bool> = fds[1..].iter().map(|f| !f.revents().is_empty()).collect();
         drop(fds);
         let mut i = 0;
-        helpers.retain(|pidfd| {
+        helpers.retain_mut(|h| {
             // An exited helper's pidfd polls readable: reaping it does not wait.
-            let gone = exited[i] && stockade::helper::reap(pidfd.as_fd()).is_ok();
+            let reaped = if exited[i] { stockade::helper::reap(h.pidfd.as_fd()).ok() } else { None };
             i += 1;
-            !gone
+            let Some(code) = reaped else { return true };
+            if let Some(net) = h.net.take() {
+                nets.back(net, code == Some(CLEAN));
+            }
+            false
         });
         if !control_ready {
             continue;
@@ -179,33 +184,90 @@ fn spawner(control: &OwnedFd, pools: &BTreeMap<String, Arc<Pool>>) -> Infallible
             Ok((_, None)) => {}
             Ok((n, Some(sock))) => {
                 let (one_run, runtime) = (name[0] == 1, String::from_utf8_lossy(&name[1..n]).into_owned());
-                if let Some(pidfd) = start_helper(pools, &runtime, one_run, sock) {
-                    helpers.push(pidfd);
+                if let Some(helper) = start_helper(pools, &runtime, one_run, sock, &mut nets) {
+                    helpers.push(helper);
                 }
             }
         }
     }
-    for pidfd in &helpers {
-        let _ = stockade::helper::reap(pidfd.as_fd());
+    for h in &helpers {
+        let _ = stockade::helper::reap(h.pidfd.as_fd());
     }
     stockade::helper::exit(0)
 }
 
+/// A helper the spawner forked: its pidfd, and the network namespace it lent it.
+struct Helper {
+    pidfd: OwnedFd,
+    net: Option<OwnedFd>,
+}
+
+/// A helper's exit code when it ended with no process of its jail left ([`helper_exit`]).
+const CLEAN: i32 = 0;
+
+/// The empty network namespaces the spawner lends its helpers' program jails, one jail at a
+/// time ([`stockade::Plan::takes_net_in_turn`]): a jail's creation and clean-up of its own cost a
+/// served static program about a seventh of its CPU. A namespace comes back when its helper
+/// ended clean (its jail's init reaped: every process of the jail gone) and it holds no socket;
+/// otherwise it is dropped, and the kernel cleans it up as it would have.
+struct Nets {
+    free: Vec<OwnedFd>,
+    /// This process can make them (root's service).
+    can: bool,
+}
+
+impl Nets {
+    fn lend(&mut self) -> Option<OwnedFd> {
+        if let Some(net) = self.free.pop() {
+            return Some(net);
+        }
+        if !self.can {
+            return None;
+        }
+        stockade::helper::make_net().map_err(|_| self.can = false).ok()
+    }
+
+    fn back(&mut self, net: OwnedFd, helper_clean: bool) {
+        if helper_clean && matches!(stockade::helper::net_holds_no_socket(net.as_fd()), Ok(true)) {
+            self.free.push(net);
+        }
+    }
+}
+
 /// Forks the helper of one jail of `runtime`, which answers on `sock`; or says why not there.
-fn start_helper(pools: &BTreeMap<String, Arc<Pool>>, runtime: &str, one_run: bool, sock: OwnedFd) -> Option<OwnedFd> {
+fn start_helper(
+    pools: &BTreeMap<String, Arc<Pool>>,
+    runtime: &str,
+    one_run: bool,
+    sock: OwnedFd,
+    nets: &mut Nets,
+) -> Option<Helper> {
     let recipe = match pools.get(runtime).map(|p| p.recipe_now()) {
         Some(Ok(r)) => r,
         Some(Err(why)) => return refuse(sock, &why),
         None => return refuse(sock, &format!("the spawner has no runtime {runtime}")),
     };
+    // A program's jail may take a network namespace in turn; a Wasm jail shares the empty one.
+    let net = (matches!(&*recipe, Recipe::Program(p) if p.takes_net_in_turn())).then(|| nets.lend()).flatten();
     let sock = std::cell::Cell::new(Some(sock));
-    match stockade::helper::fork_helper(|| helper(&recipe, one_run, sock.take())) {
-        Ok((_, pidfd)) => Some(pidfd),
-        Err(e) => refuse(sock.take()?, &format!("the spawner cannot fork a helper: {e}")),
+    let forked = stockade::helper::fork_helper(|| {
+        if let Some(lent) = net.as_ref().and_then(|n| n.try_clone().ok()) {
+            stockade::helper::give_net(lent);
+        }
+        helper(&recipe, one_run, sock.take())
+    });
+    match forked {
+        Ok((_, pidfd)) => Some(Helper { pidfd, net }),
+        Err(e) => {
+            if let Some(n) = net {
+                nets.free.push(n);
+            }
+            refuse(sock.take()?, &format!("the spawner cannot fork a helper: {e}"))
+        }
     }
 }
 
-fn refuse(sock: OwnedFd, why: &str) -> Option<OwnedFd> {
+fn refuse<T>(sock: OwnedFd, why: &str) -> Option<T> {
     let _ = handoff::write_frame(&mut UnixStream::from(sock), &Msg::Refused(why.into()), &handoff::Blobs::default());
     None
 }
@@ -222,7 +284,7 @@ fn helper(recipe: &Recipe, one_run: bool, sock: Option<OwnedFd>) -> Infallible {
         Ok(b) => b,
         Err(e) => {
             let _ = say(&mut sock, Msg::Refused(e.to_string()));
-            stockade::helper::exit(0)
+            match helper_exit() {}
         }
     };
     let gate = Arc::new(gate);
@@ -264,7 +326,14 @@ fn helper(recipe: &Recipe, one_run: bool, sock: Option<OwnedFd>) -> Infallible {
             eprintln!("stockade serve: {note}");
         }
     }
-    stockade::helper::exit(0)
+    helper_exit()
+}
+
+/// Ends a helper: [`CLEAN`] when no process of its jail is left (it has no child: its jail's
+/// init, reaped, took every process of the jail's PID namespace with it), so that the spawner
+/// may lend its network namespace again; 2 otherwise.
+fn helper_exit() -> Infallible {
+    stockade::helper::exit(if stockade::helper::no_child_left() { CLEAN } else { 2 })
 }
 
 /// Waits for the end of the server's socket while the run goes on. The server holds its end
