@@ -129,29 +129,24 @@ macro_rules! js_host_value {
     };
 }
 
-/// `host` defined at once ([`js_host_value`]), one line.
-macro_rules! js_host {
-    () => {
-        concat!("globalThis.host = ", js_host_value!(), "; ")
-    };
-}
-
-/// `host` defined when first used, one line: a warm jail's bootstrap runs before its code comes,
-/// and most runs make no host call; parsing `host` costs a JavaScript run about 0.4 ms of CPU
-/// (measured: `stockade run --js`'s run time with it put before the code, against without).
-/// The code sees a `host` property of the global object as before (assigning it replaces it).
+/// `host` defined when first used, one line: most runs make no host call, and parsing `host`
+/// costs a JavaScript run about 0.4 ms of CPU (measured: `stockade run --js`'s run time with it
+/// put before the code, against without). The code sees a `host` property of the global object
+/// as before: assigning it replaces it; a global object frozen before the first use still gives
+/// it. Its code is evaluated at the first use, in the global scope.
 macro_rules! js_host_lazy {
     () => {
         concat!(
             r#"(() => { const ev = eval, src = `"#,
             js_host_value!(),
-            r#"`; const put = (value) => Object.defineProperty(globalThis, "host", { value, writable: true, enumerable: true, configurable: true }); Object.defineProperty(globalThis, "host", { enumerable: true, configurable: true, get() { const h = ev(src); put(h); return h; }, set: put }); })(); "#
+            r#"`; let made; const put = (value) => { try { Object.defineProperty(globalThis, "host", { value, writable: true, enumerable: true, configurable: true }); } catch {} }; Object.defineProperty(globalThis, "host", { enumerable: true, configurable: true, get() { if (made === undefined) { made = ev(src); put(made); } return made; }, set: put }); })(); "#
         )
     };
 }
 
-/// [`JS_BOOTSTRAP`]'s `host`, for code run as `qjs --std -e` with host calls (put before it).
-pub const JS_HOST: &str = js_host!();
+/// [`JS_BOOTSTRAP`]'s `host`, for code run as `qjs --std -e` with host calls (put before it), the
+/// same: a served run's and the CLI's `host` behave alike.
+pub const JS_HOST: &str = js_host_lazy!();
 
 /// `qjs --std -e` bootstrap (QuickJS with its `std` module), with `host`.
 pub const JS_BOOTSTRAP: &str = concat!(

@@ -64,11 +64,17 @@ pub fn make_empty_net() -> std::io::Result<()> {
 /// Runs `f` with the calling thread in the network namespace `ns`; the thread is back in its own
 /// after.
 fn in_net<T>(ns: std::os::fd::BorrowedFd<'_>, f: impl FnOnce() -> T) -> std::io::Result<T> {
+    /// Takes the thread back when dropped: after `f`, or as a panic in it unwinds.
+    struct Back<'a>(std::os::fd::BorrowedFd<'a>);
+    impl Drop for Back<'_> {
+        fn drop(&mut self) {
+            back_to_host_net(self.0);
+        }
+    }
     let host = HOST_NET.get().ok_or_else(|| std::io::Error::other("no network namespace to go back to"))?;
     sys::setns_net(ns).map_err(errno)?;
-    let out = f();
-    back_to_host_net(host.as_fd());
-    Ok(out)
+    let _back = Back(host.as_fd());
+    Ok(f())
 }
 
 /// Runs `f` with the calling thread in the empty network namespace, when [`make_empty_net`] made
@@ -174,7 +180,8 @@ mod tests {
         }
         use std::os::linux::net::SocketAddrExt;
         let bind = || {
-            let name = std::os::unix::net::SocketAddr::from_abstract_name(b"stockade-helper-test").expect("name");
+            let name = format!("stockade-helper-test-{}", std::process::id());
+            let name = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).expect("name");
             std::os::unix::net::UnixListener::bind_addr(&name)
         };
         let ns = make_net().expect("a namespace");

@@ -323,8 +323,10 @@ fn each_warm_run_has_its_own_copy_of_a_never_called_instance() {
 /// one, never while another run is in it, and never with anything of the earlier run in it. The
 /// earlier runs here leave the most a run can: a bound unix socket kept alive past the run's end
 /// (in flight, passed over a socket nobody reads); the later ones look for it by its name (a
-/// bind that would fail) and in the namespace's socket table. Needs root (making a namespace
-/// ahead takes `CAP_SYS_ADMIN`) and the host's python3.
+/// bind that would fail) and in the namespace's socket table. A namespace is told by its cookie
+/// (`SO_NETNS_COOKIE`, never reused while the host runs; an inode number can be a freed
+/// namespace's). Needs root (making a namespace ahead takes `CAP_SYS_ADMIN`) and the host's
+/// python3.
 #[test]
 fn a_program_s_jail_takes_a_network_namespace_in_turn_and_finds_nothing_of_another_run() {
     if !is_root() {
@@ -338,8 +340,12 @@ fn a_program_s_jail_takes_a_network_namespace_in_turn_and_finds_nothing_of_anoth
         false,
     );
     s.wait_warm();
+    // The namespace's cookie, from a unix socket (the only kind the jail may make).
+    let cookie = "import socket\n\
+                  def cookie():\n    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n    \
+                  c = int.from_bytes(s.getsockopt(socket.SOL_SOCKET, 71, 8), 'little')\n    s.close()\n    return c\n";
     let run = |code: &str| {
-        let v = post_run(&s.socket, &json!({"runtime": "python3", "code": code})).json();
+        let v = post_run(&s.socket, &json!({"runtime": "python3", "code": format!("{cookie}{code}")})).json();
         assert_eq!(v["status"], "ok", "{v}");
         let net = v["enforcement"].as_array().and_then(|l| l.iter().find(|l| l["layer"] == "namespace.net"));
         let applied = net.and_then(|n| n["applied"].as_str()).unwrap_or_default();
@@ -352,13 +358,13 @@ fn a_program_s_jail_takes_a_network_namespace_in_turn_and_finds_nothing_of_anoth
                  a, b = socket.socketpair()\n\
                  a.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [l.fileno(), b.fileno()]))])\n\
                  table = open('/proc/self/net/unix').read()\n\
-                 print(os.readlink('/proc/self/ns/net'), table.count('stockade-left-behind'))";
+                 print(cookie(), table.count('stockade-left-behind'))";
     let probe = "import os, socket\n\
                  table = open('/proc/self/net/unix').read().splitlines()\n\
                  s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n\
                  try:\n    s.bind('\\0stockade-left-behind'); bound = 'bound'\n\
                  except OSError as e:\n    bound = 'in-use'\n\
-                 print(os.readlink('/proc/self/ns/net'), len(table), bound)";
+                 print(cookie(), len(table), bound)";
     let mut seen = std::collections::BTreeMap::<String, u32>::new();
     for _ in 0..4 {
         let out = run(leave);
@@ -375,7 +381,7 @@ fn a_program_s_jail_takes_a_network_namespace_in_turn_and_finds_nothing_of_anoth
     }
     assert!(seen.values().any(|&n| n > 1), "no namespace was taken again: {seen:?}");
     // Runs at the same time are never in the same one.
-    let sleepy = "import os, time\nprint(os.readlink('/proc/self/ns/net'))\ntime.sleep(0.5)";
+    let sleepy = "import time\nprint(cookie())\ntime.sleep(0.5)";
     let together: Vec<String> = std::thread::scope(|scope| {
         let runs: Vec<_> = (0..3).map(|_| scope.spawn(|| run(sleepy).concat())).collect();
         runs.into_iter().map(|r| r.join().expect("run")).collect()

@@ -224,12 +224,29 @@ impl Nets {
         if !self.can {
             return None;
         }
-        stockade::helper::make_net().map_err(|_| self.can = false).ok()
+        match stockade::helper::make_net() {
+            Ok(net) => Some(net),
+            Err(e) => {
+                // Said once: from now on each program jail creates its own, as it did before.
+                self.can = false;
+                eprintln!(
+                    "stockade serve: the spawner cannot make network namespaces ahead ({e}): each program's jail creates its own"
+                );
+                None
+            }
+        }
     }
 
     fn back(&mut self, net: OwnedFd, helper_clean: bool) {
-        if helper_clean && matches!(stockade::helper::net_holds_no_socket(net.as_fd()), Ok(true)) {
-            self.free.push(net);
+        if !helper_clean {
+            return;
+        }
+        match stockade::helper::net_holds_no_socket(net.as_fd()) {
+            Ok(true) => self.free.push(net),
+            Ok(false) => {}
+            Err(e) => {
+                eprintln!("stockade serve: a network namespace made ahead is dropped: cannot read its sockets ({e})")
+            }
         }
     }
 }
