@@ -227,11 +227,14 @@ impl Nets {
         match stockade::helper::make_net() {
             Ok(net) => Some(net),
             Err(e) => {
-                // Said once: from now on each program jail creates its own, as it did before.
+                // Said once (by root's service: no other can make one): from now on each program
+                // jail creates its own, as it did before.
                 self.can = false;
-                eprintln!(
-                    "stockade serve: the spawner cannot make network namespaces ahead ({e}): each program's jail creates its own"
-                );
+                if rustix::process::geteuid().is_root() {
+                    eprintln!(
+                        "stockade serve: the spawner cannot make network namespaces ahead ({e}): each program's jail creates its own"
+                    );
+                }
                 None
             }
         }
