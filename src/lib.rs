@@ -83,8 +83,8 @@ pub use plan::{Job, Plan};
 pub use policy::{Policy, PolicyError};
 pub use report::{Enforcement, LayerReport, Report, Status};
 pub use supervisor::{
-    Answerer, Cleanup, Exchange, Finished, Gate, Gated, Host, HostCalls, InProcess, LiveRun, Output, Prepared, Start,
-    Tool, TurnCalls,
+    Answerer, Cleanup, Exchange, Finished, Gate, Gated, Host, HostCalls, InProcess, LiveRun, NetJoined, Output,
+    Prepared, Start, Tool, TurnCalls,
 };
 
 /// Prepares and runs one job under a policy: `Plan::prepare(policy, job)?.run(output)`.

@@ -107,6 +107,14 @@ impl Recipe {
 }
 
 impl Waiting<'_> {
+    /// Where the waiting jail's network namespace came from.
+    pub fn net(&self) -> crate::NetJoined {
+        match self {
+            Waiting::Wasm(w) => w.net(),
+            Waiting::Program(p) => p.net(),
+        }
+    }
+
     /// Releases the jail ahead of its run, which starts when `gate` opens (see
     /// [`Prepared::run_gated`]); a Wasm runner's summary is folded into the report.
     pub fn run_gated(self, gate: &Gate) -> Result<Gated, Error> {

@@ -340,6 +340,7 @@ fn a_program_s_jail_takes_a_network_namespace_in_turn_and_finds_nothing_of_anoth
         false,
     );
     s.wait_warm();
+    helpers_hold_no_other_jail_s_namespace(&s);
     // The namespace's cookie, from a unix socket (the only kind the jail may make).
     let cookie = "import socket\n\
                   def cookie():\n    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n    \
@@ -390,4 +391,69 @@ fn a_program_s_jail_takes_a_network_namespace_in_turn_and_finds_nothing_of_anoth
     distinct.sort();
     distinct.dedup();
     assert_eq!(distinct.len(), 3, "runs at the same time shared a namespace: {together:?}");
+}
+
+/// No helper holds the network namespace lent to another helper's jail (each of them forked
+/// from the spawner, which holds them all): its fds name its own jail's only.
+fn helpers_hold_no_other_jail_s_namespace(s: &Server) {
+    let link = |p: String| std::fs::read_link(p).map(|l| l.to_string_lossy().into_owned()).unwrap_or_default();
+    let comm = |p: i32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+    // Each waiting jail's init, its helper (its parent) and the namespace it is in.
+    let jails: Vec<(i32, String)> = descendants_of(s.pid())
+        .into_iter()
+        .filter(|&p| comm(p).trim() == "stockade-init")
+        .filter_map(|init| {
+            let helper = children_of(s.pid())
+                .into_iter()
+                .flat_map(|spawner| children_of(spawner as u32))
+                .find(|&h| children_of(h as u32).contains(&init))?;
+            Some((helper, link(format!("/proc/{init}/ns/net"))))
+        })
+        .collect();
+    assert_eq!(jails.len(), 2, "the waiting jails: {jails:?}");
+    for (helper, _) in &jails {
+        let held: Vec<String> = std::fs::read_dir(format!("/proc/{helper}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| link(e.path().display().to_string()))
+            .filter(|l| l.starts_with("net:"))
+            .collect();
+        for (other, net) in jails.iter().filter(|(h, _)| h != helper) {
+            assert!(!held.contains(net), "helper {helper} holds {net}, the namespace of helper {other}'s jail");
+        }
+    }
+}
+
+/// `GET /v1/info` says of each runtime's network namespace what its runs' reports say: shared
+/// (a Wasm guest's warm jails, root's spawner) or made ahead (a program's), and new where the
+/// jails are built on the server's threads. With the build before, info said `new` for all.
+#[test]
+fn info_says_where_a_runtime_s_network_namespace_comes_from_as_its_runs_do() {
+    if !guests() || !is_root() {
+        eprintln!("skip: the namespaces made ahead need root (CAP_SYS_ADMIN) and the guests");
+        return;
+    }
+    let Some(_) = python3() else { return };
+    let rest = "[runtimes.python]\nguest = \"python\"\nwarm = 1\n\
+                [runtimes.python3]\nprogram = \"/usr/bin/python3\"\nbootstrap = \"python\"\npolicy = \"wrap-python\"\nwarm = 1\n";
+    let net_of = |layers: &serde_json::Value| -> String {
+        let net = layers.as_array().and_then(|l| l.iter().find(|l| l["layer"] == "namespace.net"));
+        net.and_then(|n| n["applied"].as_str()).unwrap_or_default().to_string()
+    };
+    for (server, python, python3) in [("", "shared: ", "new, made ahead: "), ("spawner = false", "new", "new")] {
+        let s = Server::start(server, rest, false);
+        s.wait_warm();
+        let (status, info) = get(&s.socket, "/v1/info");
+        assert_eq!(status, 200, "{info}");
+        for (runtime, words) in [("python", python), ("python3", python3)] {
+            let rt = info["runtimes"].as_array().and_then(|r| r.iter().find(|r| r["name"] == runtime));
+            let told = net_of(&rt.expect("the runtime in /v1/info")["enforcement"]);
+            let v = post_run(&s.socket, &json!({"runtime": runtime, "code": "print(1)"})).json();
+            assert_eq!(v["status"], "ok", "{v}");
+            let ran = net_of(&v["enforcement"]);
+            assert_eq!(told, ran, "{runtime} ({server:?}): /v1/info and its run differ");
+            assert!(ran.starts_with(words), "{runtime} ({server:?}): {ran}");
+        }
+    }
 }

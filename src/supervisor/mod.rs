@@ -27,7 +27,7 @@ use crate::layers::fds::ChildFds;
 use crate::layers::identity::{IdentityError, OwnerLease};
 use crate::plan::Plan;
 use crate::policy::{Limit, RlimitKey, StdinMode};
-use crate::report::{GuestEnd, Report, StreamReport, signal_name};
+use crate::report::{GuestEnd, LayerReport, Report, StreamReport, signal_name};
 use crate::sys::{self, CStrArray, Errno};
 use channels::{ChildEnds, Pipes};
 use pump::Outcome;
@@ -57,9 +57,9 @@ pub struct Prepared<'p> {
     net: NetJoined,
 }
 
-/// Where a jail's network namespace came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum NetJoined {
+/// Where a jail's network namespace came from (its report's `namespace.net` says so).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum NetJoined {
     /// Created with the jail (or none asked for).
     Own,
     /// The shared empty one (see [`InProcess::shared_net`]).
@@ -123,6 +123,18 @@ impl InProcess {
     }
 }
 
+impl NetJoined {
+    /// The words a report's `namespace.net` entry gives a jail's namespace when it did not
+    /// create it (`None`: it did, and the plan's words stand).
+    fn words(self) -> Option<&'static str> {
+        match self {
+            NetJoined::Own => None,
+            NetJoined::Shared => Some(SHARED_NET),
+            NetJoined::InTurn => Some(NET_IN_TURN),
+        }
+    }
+}
+
 /// The report's words for a run in a network namespace taken in turn ([`Plan::takes_net_in_turn`]).
 const NET_IN_TURN: &str = "new, made ahead: an empty one, no interface up, owned by the supervisor's user namespace (the run \
                            cannot configure it), no other run in it while this one is; lent to a later run only once \
@@ -131,6 +143,15 @@ const NET_IN_TURN: &str = "new, made ahead: an empty one, no interface up, owned
 /// The report's words for a run in the shared empty network namespace.
 const SHARED_NET: &str = "shared: an empty one, no interface up, owned by the supervisor's user namespace (the run \
                           cannot configure it), shared with the supervisor's other jails of code that makes no socket";
+
+/// Gives the `namespace.net` entry of `layers` the words of a namespace from `net`.
+fn set_net_words(layers: &mut [LayerReport], net: NetJoined) {
+    if let Some(words) = net.words()
+        && let Some(entry) = layers.iter_mut().find(|l| l.layer == "namespace.net")
+    {
+        entry.applied = words.into();
+    }
+}
 
 fn raw(fds: &[OwnedFd]) -> Vec<RawFd> {
     fds.iter().map(AsRawFd::as_raw_fd).collect()
@@ -150,6 +171,22 @@ impl Plan {
         self.ns.clone_flags & flags == flags
             && self.seccomp.refuses(crate::policy::SyscallGroup::Network)
             && self.seccomp.refuses(crate::policy::SyscallGroup::IoUring)
+    }
+
+    /// The enforcement entries of [`Plan::layers`] as a jail of this plan reports them when its
+    /// network namespace comes from `net` (a service's spawner lends or shares one made ahead:
+    /// `GET /v1/info` says what its runs will). `net` applies only where the jail would take it:
+    /// [`NetJoined::InTurn`] when [`Plan::takes_net_in_turn`], [`NetJoined::Shared`] when the
+    /// plan asks for a network namespace (a Wasm guest's runner makes no socket).
+    pub fn layers_in(&self, net: NetJoined) -> Vec<LayerReport> {
+        let mut layers = self.layers();
+        let joins = match net {
+            NetJoined::Own => false,
+            NetJoined::Shared => self.ns.clone_flags & libc::CLONE_NEWNET as u64 != 0,
+            NetJoined::InTurn => self.takes_net_in_turn(),
+        };
+        set_net_words(&mut layers, if joins { net } else { NetJoined::Own });
+        layers
     }
 
     /// Runs the plan once: starts the jail, waits for the program (at most the wall-clock
@@ -458,6 +495,11 @@ impl Prepared<'_> {
     /// The host pid of the jail's init (parked, or running the program).
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+
+    /// Where the jail's network namespace came from (its run's report says the same).
+    pub fn net(&self) -> NetJoined {
+        self.net
     }
 
     /// Releases the jail: the program is started and waited for (at most the wall-clock limit,

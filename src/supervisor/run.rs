@@ -7,7 +7,7 @@ use super::channels::{Feed, Pipes, Sink, Stream, Streams};
 use super::gate::{Cleanup, Exchange, Finished, Gate, Gated, Opening, Reaper};
 use super::pump::{Outcome, Pump, Run, Stop};
 use super::verdict::{Accounting, Ending, verdict};
-use super::{NET_IN_TURN, NetJoined, Output, PipesHeld, Prepared, SHARED_NET, ms, words};
+use super::{Output, PipesHeld, Prepared, ms, words};
 use crate::error::Error;
 use crate::layers::cgroup::{CgroupStats, Leaf};
 use crate::layers::filesystem::{FsError, exchange, staging};
@@ -350,16 +350,7 @@ impl Prepared<'_> {
             report.argv = argv;
         }
         report.warm_start = begun.warm;
-        let joined = match self.net {
-            NetJoined::Own => None,
-            NetJoined::Shared => Some(SHARED_NET),
-            NetJoined::InTurn => Some(NET_IN_TURN),
-        };
-        if let Some(words) = joined
-            && let Some(net) = report.enforcement.iter_mut().find(|l| l.layer == "namespace.net")
-        {
-            net.applied = words.into();
-        }
+        super::set_net_words(&mut report.enforcement, self.net);
         report.writable_dirs = std::mem::take(&mut c.dirs);
         report.supervisor_cpu_ms = Some(ms(sys::thread_cpu_time().saturating_sub(cpu_at_start)));
         // The run itself is reported as it happened; what the program could not see (a refused

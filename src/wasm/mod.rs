@@ -458,6 +458,11 @@ impl WasmPlan {
 }
 
 impl WasmPrepared<'_> {
+    /// Where the jail's network namespace came from (its run's report says the same).
+    pub fn net(&self) -> crate::NetJoined {
+        self.prepared.net()
+    }
+
     /// Releases the jail and reports the run, the runner's summary folded in; a module the runner
     /// compiled goes into the cache.
     pub fn run(self, output: Output<'_>) -> Result<Report, Error> {

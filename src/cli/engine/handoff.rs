@@ -31,8 +31,8 @@ pub struct Blob {
 /// One message between the server and a helper.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Msg {
-    /// The jail is built and waits at its gate.
-    Ready,
+    /// The jail is built and waits at its gate; where its network namespace came from.
+    Ready(stockade::NetJoined),
     /// The jail could not be built (why, in words).
     Refused(String),
     /// The server's run for the jail.
@@ -339,8 +339,8 @@ mod tests {
 
     #[test]
     fn a_blob_past_the_end_and_an_oversized_frame_are_refused() {
-        let mut frame = encode(&Msg::Ready, &Blobs::default()).expect("frame");
-        assert!(matches!(read_frame(&mut frame.as_slice()), Ok((Msg::Ready, _))));
+        let mut frame = encode(&Msg::Ready(stockade::NetJoined::InTurn), &Blobs::default()).expect("frame");
+        assert!(matches!(read_frame(&mut frame.as_slice()), Ok((Msg::Ready(stockade::NetJoined::InTurn), _))));
         frame[..8].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(read_frame(&mut frame.as_slice()).is_err());
         assert!(slice(b"abc", &Blob { at: 2, len: 2 }).is_err());

@@ -98,7 +98,9 @@ impl Engine {
                     "available": available.is_ok(),
                     "unavailable-because": available.err(),
                     "warm": { "target": rt.warm, "ready": pool.map_or(0, |p| p.fill()) },
-                    "enforcement": pool.map(|p| p.recipe().plan().layers()),
+                    // As its warm jails report it: where the last one built got its network
+                    // namespace (a spawner shares or lends one made ahead).
+                    "enforcement": pool.map(|p| p.recipe().plan().layers_in(p.net().unwrap_or(stockade::NetJoined::Own))),
                 })
             })
             .collect();

@@ -55,6 +55,8 @@ pub struct Pool {
 struct Health {
     /// A jail was built (and parked) at least once, last at this time.
     built: Option<std::time::Instant>,
+    /// Where the last jail built got its network namespace.
+    net: Option<stockade::NetJoined>,
     /// Failures since the last jail built.
     failures: u32,
     reason: Option<String>,
@@ -172,8 +174,15 @@ impl Pool {
         h.reason = Some(why.to_string());
     }
 
-    fn built(&self) {
-        self.health().built = Some(std::time::Instant::now());
+    fn built(&self, net: stockade::NetJoined) {
+        let mut h = self.health();
+        h.built = Some(std::time::Instant::now());
+        h.net = Some(net);
+    }
+
+    /// Where the network namespace of the jail it built last came from (`None`: none built yet).
+    pub fn net(&self) -> Option<stockade::NetJoined> {
+        self.health().net
     }
 
     /// Its jails hold: they stay alive while they wait (the pool is full with none dead), a
@@ -232,7 +241,7 @@ impl Pool {
             let me = self.clone();
             match tokio::task::spawn_blocking(move || me.new_slot()).await {
                 Ok(Ok(slot)) => {
-                    self.built();
+                    self.built(slot.net());
                     if self.target == 0 {
                         // A probe: built, it is taken down as it drops.
                         self.holds();

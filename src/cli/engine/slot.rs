@@ -53,9 +53,10 @@ impl Drop for Tracked {
 /// sent: on a small host, the CPU the answer's last steps need.
 pub(super) const AFTER_ANSWER: Duration = Duration::from_millis(5);
 
-/// One jail released ahead of its run, waiting at its gate.
+/// One jail released ahead of its run, waiting at its gate; where its network namespace came
+/// from.
 #[derive(Debug)]
-pub struct Slot(Held);
+pub struct Slot(Held, stockade::NetJoined);
 
 /// Who holds a slot's jail.
 #[derive(Debug)]
@@ -96,7 +97,7 @@ impl Slot {
     pub fn start(recipe: Arc<Recipe>, one_run: bool, jails: &Tracker) -> Result<Slot, SlotError> {
         let gate = if one_run { Gate::for_one_run() } else { Gate::new() };
         let gate = Arc::new(gate.map_err(SlotError::Jail)?);
-        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Result<(), SlotError>>(1);
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Result<stockade::NetJoined, SlotError>>(1);
         let (done_tx, done) = oneshot::channel();
         let g = gate.clone();
         let live = jails.track();
@@ -136,7 +137,7 @@ impl Slot {
             return Err(SlotError::Thread(e.to_string()));
         }
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(Slot(Held::Thread { gate, done: Some(done) })),
+            Ok(Ok(net)) => Ok(Slot(Held::Thread { gate, done: Some(done) }, net)),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(SlotError::Thread("it ended before the jail was built".into())),
         }
@@ -146,9 +147,14 @@ impl Slot {
     /// `one_run` as for [`Slot::start`].
     pub fn of_helper(spawner: &Spawner, runtime: &str, one_run: bool, jails: &Tracker) -> Result<Slot, SlotError> {
         let live = jails.track();
-        let sock = spawner.helper(runtime, one_run).map_err(SlotError::Helper)?;
+        let (sock, net) = spawner.helper(runtime, one_run).map_err(SlotError::Helper)?;
         sock.set_nonblocking(true).map_err(|e| SlotError::Helper(format!("a helper's socket: {e}")))?;
-        Ok(Slot(Held::Helper { sock: Some(sock), live: Some(live) }))
+        Ok(Slot(Held::Helper { sock: Some(sock), live: Some(live) }, net))
+    }
+
+    /// Where its jail's network namespace came from (its run's report says the same).
+    pub fn net(&self) -> stockade::NetJoined {
+        self.1
     }
 
     /// Whether the jail is still waiting; `Err`: why it is not (it died, or was cancelled).
@@ -285,18 +291,21 @@ impl Drop for Slot {
 fn jail_thread(
     recipe: &Recipe,
     gate: &Gate,
-    ready: &std::sync::mpsc::SyncSender<Result<(), SlotError>>,
+    ready: &std::sync::mpsc::SyncSender<Result<stockade::NetJoined, SlotError>>,
 ) -> Option<Result<Gated, Error>> {
     let gated = said(recipe.prestart(), ready)?.run_gated(gate);
     inject_panic(&gated);
     Some(gated)
 }
 
-/// Says on `ready` whether the jail was built.
-fn said<T>(built: Result<T, Error>, ready: &std::sync::mpsc::SyncSender<Result<(), SlotError>>) -> Option<T> {
+/// Says on `ready` whether the jail was built (and where its network namespace came from).
+fn said<'r>(
+    built: Result<stockade::runtime::Waiting<'r>, Error>,
+    ready: &std::sync::mpsc::SyncSender<Result<stockade::NetJoined, SlotError>>,
+) -> Option<stockade::runtime::Waiting<'r>> {
     match built {
         Ok(t) => {
-            let _ = ready.send(Ok(()));
+            let _ = ready.send(Ok(t.net()));
             Some(t)
         }
         Err(e) => {

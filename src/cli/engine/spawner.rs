@@ -88,9 +88,10 @@ impl Spawner {
     }
 
     /// A helper with a jail of `runtime` waiting at its gate: its socket, once the helper said
-    /// the jail is ready (blocking). `Err`: why there is none. `one_run`: the jail is built for
-    /// the run about to open it ([`Gate::for_one_run`]).
-    pub fn helper(&self, runtime: &str, one_run: bool) -> Result<UnixStream, String> {
+    /// the jail is ready (blocking), and where the jail's network namespace came from. `Err`:
+    /// why there is none. `one_run`: the jail is built for the run about to open it
+    /// ([`Gate::for_one_run`]).
+    pub fn helper(&self, runtime: &str, one_run: bool) -> Result<(UnixStream, stockade::NetJoined), String> {
         let (mut ours, theirs) = UnixStream::pair().map_err(|e| format!("a helper's socket: {e}"))?;
         let mut request = vec![u8::from(one_run)];
         request.extend_from_slice(runtime.as_bytes());
@@ -98,7 +99,7 @@ impl Spawner {
             .map_err(|e| format!("the spawner is gone ({e})"))?;
         drop(theirs);
         match handoff::read_frame(&mut ours) {
-            Ok((Msg::Ready, _)) => Ok(ours),
+            Ok((Msg::Ready(net), _)) => Ok((ours, net)),
             Ok((Msg::Refused(why), _)) => Err(why),
             Ok((other, _)) => Err(format!("a helper said {other:?} before its jail was ready")),
             Err(e) => Err(format!("a helper ended before its jail was ready ({e})")),
@@ -184,7 +185,7 @@ fn spawner(control: &OwnedFd, pools: &BTreeMap<String, Arc<Pool>>) -> Infallible
             Ok((_, None)) => {}
             Ok((n, Some(sock))) => {
                 let (one_run, runtime) = (name[0] == 1, String::from_utf8_lossy(&name[1..n]).into_owned());
-                if let Some(helper) = start_helper(pools, &runtime, one_run, sock, &mut nets) {
+                if let Some(helper) = start_helper(pools, &runtime, one_run, sock, &mut nets, &mut helpers) {
                     helpers.push(helper);
                 }
             }
@@ -261,6 +262,7 @@ fn start_helper(
     one_run: bool,
     sock: OwnedFd,
     nets: &mut Nets,
+    others: &mut [Helper],
 ) -> Option<Helper> {
     let recipe = match pools.get(runtime).map(|p| p.recipe_now()) {
         Some(Ok(r)) => r,
@@ -271,6 +273,10 @@ fn start_helper(
     let net = (matches!(&*recipe, Recipe::Program(p) if p.takes_net_in_turn())).then(|| nets.lend()).flatten();
     let sock = std::cell::Cell::new(Some(sock));
     let forked = stockade::helper::fork_helper(|| {
+        // The helper's copies of the other namespaces (free, or lent to other helpers' jails)
+        // are closed: it holds its own jail's only.
+        nets.free.clear();
+        others.iter_mut().for_each(|h| drop(h.net.take()));
         if let Some(lent) = net.as_ref().and_then(|n| n.try_clone().ok()) {
             stockade::helper::give_net(lent);
         }
@@ -318,7 +324,7 @@ fn helper(recipe: &Recipe, one_run: bool, sock: Option<OwnedFd>) -> Infallible {
             Err(_) => g.cancel(),
         })
     });
-    if opened.is_err() || say(&mut sock, Msg::Ready).is_err() {
+    if opened.is_err() || say(&mut sock, Msg::Ready(waiting.net())).is_err() {
         gate.cancel();
     }
     // A panic is a bug of ours: this run is lost (its jail taken down as the helper unwinds),
