@@ -114,6 +114,20 @@ pub fn no_child_left() -> bool {
     matches!(sys::has_children(), Ok(false))
 }
 
+/// How many threads this process has now (`num_threads` of `/proc/self/stat`: one read, where
+/// [`threads`] reads a file per thread; asked before each jail a helper builds).
+pub fn thread_count() -> std::io::Result<usize> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    num_threads(&stat)
+        .ok_or_else(|| std::io::Error::other(format!("cannot read the thread count in /proc/self/stat: {stat}")))
+}
+
+/// `num_threads` of a `/proc/<pid>/stat` line: the 20th field, the 18th after the command's
+/// closing parenthesis (the command may hold any byte, a parenthesis and spaces too).
+fn num_threads(stat: &str) -> Option<usize> {
+    stat.rsplit_once(") ")?.1.split(' ').nth(17)?.parse().ok()
+}
+
 /// The names of this process's threads now (the entries of `/proc/self/task`).
 pub fn threads() -> std::io::Result<Vec<String>> {
     let mut names = Vec::new();
@@ -132,8 +146,8 @@ pub fn threads() -> std::io::Result<Vec<String>> {
 /// What the helper leaves on the host (a run's cgroup, should it die) is named as this process's
 /// leftovers, and reaped as theirs once this process is gone.
 pub fn fork_helper(child: impl FnOnce() -> Infallible) -> std::io::Result<(i32, OwnedFd)> {
-    let names = threads()?;
-    if names.len() != 1 {
+    if thread_count()? != 1 {
+        let names = threads()?;
         return Err(std::io::Error::other(format!(
             "cannot fork a helper: this process has {} threads ({}; a helper is a copy of a single-threaded process)",
             names.len(),
@@ -170,6 +184,22 @@ pub fn reap(pidfd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<Option<i32>> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The thread count of a process with one thread, whatever its command is called, and of
+    /// this one (the test harness's threads and this test's).
+    #[test]
+    fn threads_are_counted_from_the_stat_line() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let odd = dir.path().join("a) b c) 1 2 3");
+        std::os::unix::fs::symlink("/bin/sleep", &odd).expect("symlink");
+        let mut child = std::process::Command::new(&odd).arg("5").spawn().expect("sleep");
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).expect("stat");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(stat.contains("(a) b c) 1 2 3)"), "{stat}");
+        assert_eq!(num_threads(&stat), Some(1), "{stat}");
+        assert!(thread_count().expect("count") >= 2);
+    }
 
     /// A namespace made ahead is seen to hold a socket while one is bound in it, and none after.
     #[test]

@@ -118,8 +118,7 @@ pub struct InProcess {
 impl InProcess {
     /// Whether a jail built now can run it: this process has one thread, the fds are high.
     fn usable(&self) -> bool {
-        self.keep.iter().all(|&fd| fd >= sys::FIRST_FREE_FD)
-            && crate::helper::threads().is_ok_and(|threads| threads.len() == 1)
+        self.keep.iter().all(|&fd| fd >= sys::FIRST_FREE_FD) && crate::helper::thread_count().is_ok_and(|n| n == 1)
     }
 }
 
