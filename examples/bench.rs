@@ -513,8 +513,32 @@ fn peak_kib(argv: &[String]) -> u64 {
     peak
 }
 
-/// A CPU-bound Python loop through the runner alone (no jail, no OS limits) and jailed under the
-/// default policy's limits (one CPU, 512 MiB, 64 processes, Landlock, seccomp), interleaved.
+/// The CPU-bound Python loops: issue 25's own (`s += i`, small integers) and one whose integers
+/// grow past a machine word (`s += i * i`, the figure of earlier runs).
+const CPU_LOOPS: [(&str, &str, [&str; 3]); 2] = [
+    (
+        "s += i",
+        "s = 0\nfor i in range(3_000_000):\n    s += i\nprint(s)",
+        [
+            "cpu-bound python (s += i): host python3 -S, bare",
+            "cpu-bound python (s += i): runner only, no limits",
+            "cpu-bound python (s += i): stockade run --python, default limits",
+        ],
+    ),
+    (
+        "s += i * i",
+        "s = 0\nfor i in range(3_000_000):\n    s += i * i\nprint(s)",
+        [
+            "cpu-bound python (s += i*i): host python3 -S, bare",
+            "cpu-bound python (s += i*i): runner only, no limits",
+            "cpu-bound python (s += i*i): stockade run --python, default limits",
+        ],
+    ),
+];
+
+/// Each CPU-bound Python loop through the runner alone (no jail, no OS limits) and jailed under
+/// the default policy's limits (one CPU, 512 MiB, 64 processes, Landlock, seccomp), interleaved
+/// with the host's `python3 -S`.
 fn cpu_bound_python(
     args: &[String],
     stockade_bin: &str,
@@ -524,33 +548,34 @@ fn cpu_bound_python(
 ) {
     use stockade::wasm::{self, GuestCode, WasmJob};
     let rounds: usize = arg(args, "--cpu-rounds").map_or(5, |r| r.parse().expect("rounds"));
-    let code = "s = 0\nfor i in range(3_000_000):\n    s += i * i\nprint(s)";
-    let mut job = WasmJob::new(GuestCode::Python(code.into()), stockade_bin);
-    job.guest_dir = Some(guest_dir.to_path_buf());
-    let json = serde_json::to_string(&wasm::runner_config(policy, &job, app).expect("config")).expect("json");
-    let (s, g) = (stockade_bin.to_string(), guest_dir.display().to_string());
-    let s2 = s.clone();
-    let host = host_python();
-    let mut configs = vec![
-        Config {
-            name: "cpu-bound python: host python3 -S, bare",
-            run: Box::new(move || spawn_ok(Command::new(&host).args(["-S", "-c", code]))),
-            samples: vec![],
-        },
-        Config {
-            name: "cpu-bound python: runner only, no limits",
-            run: Box::new(move || spawn_ok(Command::new(&s).args(["__runner", &json]))),
-            samples: vec![],
-        },
-        Config {
-            name: "cpu-bound python: stockade run --python, default limits",
-            run: Box::new(move || spawn_ok(Command::new(&s2).args(["run", "--guest-dir", &g, "--python", code]))),
-            samples: vec![],
-        },
-    ];
-    let rows = measure(&mut configs, rounds, None);
-    println!("\nCPU-bound Python (3 million loop iterations), rounds: {rounds}, interleaved");
-    table(&rows, "cpu-bound python: host python3 -S, bare");
+    for (what, code, [bare, runner, jailed]) in CPU_LOOPS {
+        let mut job = WasmJob::new(GuestCode::Python(code.into()), stockade_bin);
+        job.guest_dir = Some(guest_dir.to_path_buf());
+        let json = serde_json::to_string(&wasm::runner_config(policy, &job, app).expect("config")).expect("json");
+        let (s, g) = (stockade_bin.to_string(), guest_dir.display().to_string());
+        let s2 = s.clone();
+        let host = host_python();
+        let mut configs = vec![
+            Config {
+                name: bare,
+                run: Box::new(move || spawn_ok(Command::new(&host).args(["-S", "-c", code]))),
+                samples: vec![],
+            },
+            Config {
+                name: runner,
+                run: Box::new(move || spawn_ok(Command::new(&s).args(["__runner", &json]))),
+                samples: vec![],
+            },
+            Config {
+                name: jailed,
+                run: Box::new(move || spawn_ok(Command::new(&s2).args(["run", "--guest-dir", &g, "--python", code]))),
+                samples: vec![],
+            },
+        ];
+        let rows = measure(&mut configs, rounds, None);
+        println!("\nCPU-bound Python (3 million iterations of `{what}`), rounds: {rounds}, interleaved");
+        table(&rows, bare);
+    }
 }
 
 /// The host's CPython itself (`/usr/bin/python3`, else the first `python3` on the PATH): not a
