@@ -186,7 +186,7 @@ mod tests {
     use super::*;
 
     /// The thread count of a process with one thread, whatever its command is called, and of
-    /// this one (the test harness's threads and this test's).
+    /// this one with a thread of its own started.
     #[test]
     fn threads_are_counted_from_the_stat_line() {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -198,7 +198,11 @@ mod tests {
         let _ = child.wait();
         assert!(stat.contains("(a) b c) 1 2 3)"), "{stat}");
         assert_eq!(num_threads(&stat), Some(1), "{stat}");
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || rx.recv());
         assert!(thread_count().expect("count") >= 2);
+        drop(tx);
+        let _ = other.join();
     }
 
     /// A namespace made ahead is seen to hold a socket while one is bound in it, and none after.

@@ -453,7 +453,9 @@ fn info_says_where_a_runtime_s_network_namespace_comes_from_as_its_runs_do() {
             assert_eq!(v["status"], "ok", "{v}");
             let ran = net_of(&v["enforcement"]);
             assert_eq!(told, ran, "{runtime} ({server:?}): /v1/info and its run differ");
-            assert!(ran.starts_with(words), "{runtime} ({server:?}): {ran}");
+            // A namespace of its own is said as the one word.
+            let said = if words == "new" { ran == "new" } else { ran.starts_with(words) };
+            assert!(said, "{runtime} ({server:?}): {ran}");
         }
     }
 }
