@@ -172,19 +172,12 @@ impl Plan {
             && self.seccomp.refuses(crate::policy::SyscallGroup::IoUring)
     }
 
-    /// The enforcement entries of [`Plan::layers`] as a jail of this plan reports them when its
-    /// network namespace comes from `net` (a service's spawner lends or shares one made ahead:
-    /// `GET /v1/info` says what its runs will). `net` applies only where the jail would take it:
-    /// [`NetJoined::InTurn`] when [`Plan::takes_net_in_turn`], [`NetJoined::Shared`] when the
-    /// plan asks for a network namespace (a Wasm guest's runner makes no socket).
+    /// The enforcement entries of [`Plan::layers`] as a jail of this plan whose network namespace
+    /// came from `net` ([`Prepared::net`]) reports them: `GET /v1/info` says what a service's
+    /// runs will.
     pub fn layers_in(&self, net: NetJoined) -> Vec<LayerReport> {
         let mut layers = self.layers();
-        let joins = match net {
-            NetJoined::Own => false,
-            NetJoined::Shared => self.ns.clone_flags & libc::CLONE_NEWNET as u64 != 0,
-            NetJoined::InTurn => self.takes_net_in_turn(),
-        };
-        set_net_words(&mut layers, if joins { net } else { NetJoined::Own });
+        set_net_words(&mut layers, net);
         layers
     }
 
