@@ -115,6 +115,26 @@ fn a_workspace_keeps_its_files_between_runs_and_gives_them_back() {
     let mut answer = String::new();
     let _ = std::io::Read::read_to_string(&mut c, &mut answer);
     assert!(answer.starts_with("HTTP/1.1 413") && answer.contains("sessions.workspace-max-bytes"), "{answer}");
+    // Sent in chunks (no length declared), it is refused as soon as it goes past a workspace's
+    // most (8 MiB), not read on up to a body's (16 MiB): the answer comes though the body has
+    // not ended (before, the server waited for the rest of it and answered 408).
+    let mut c = std::os::unix::net::UnixStream::connect(&s.socket).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let head = format!("PUT {} HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n", at("/files/big"));
+    std::io::Write::write_all(&mut c, head.as_bytes()).expect("headers");
+    let chunk = vec![b'x'; 1 << 20];
+    for _ in 0..9 {
+        let sent = std::io::Write::write_all(&mut c, format!("{:x}\r\n", chunk.len()).as_bytes())
+            .and_then(|()| std::io::Write::write_all(&mut c, &chunk))
+            .and_then(|()| std::io::Write::write_all(&mut c, b"\r\n"));
+        if sent.is_err() {
+            break;
+        }
+    }
+    let mut answer = Vec::new();
+    let _ = std::io::Read::read_to_end(&mut c, &mut answer);
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 413") && answer.contains("sessions.workspace-max-bytes"), "{answer}");
     assert_eq!(call(&s, "PUT", &at("/files/half1"), vec![0u8; 5 << 20]).status, 200);
     let r = call(&s, "PUT", &at("/files/half2"), vec![0u8; 5 << 20]);
     assert_eq!(r.status, 413);

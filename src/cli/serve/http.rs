@@ -316,10 +316,25 @@ const SMALL_BODY: usize = 1 << 20;
 /// `server.body-min-bytes-per-second` every second after the first, its bytes counted against
 /// the server's in-flight budget (held by the returned permit).
 pub(super) async fn read_body(app: &App, req: Request) -> Result<(Vec<u8>, Option<OwnedSemaphorePermit>), ApiError> {
+    read_body_within(app, req, None).await
+}
+
+/// [`read_body`] with a tighter bound of the route's own, `(bytes, the refusal)`: a body that
+/// would go past it is refused as soon as it does, whether its length was declared or not.
+pub(super) async fn read_body_within(
+    app: &App,
+    req: Request,
+    within: Option<(u64, &(dyn Fn() -> ApiError + Sync))>,
+) -> Result<(Vec<u8>, Option<OwnedSemaphorePermit>), ApiError> {
     let b = &app.bodies;
-    let max = b.max_bytes;
-    let too_large =
-        || ApiError::new(ErrorCode::PayloadTooLarge, format!("the body is over {max} bytes (requests.body-max-bytes)"));
+    let max = within.map_or(b.max_bytes, |(n, _)| n.min(b.max_bytes));
+    let too_large = || match within {
+        Some((n, refusal)) if n < b.max_bytes => refusal(),
+        _ => ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("the body is over {} bytes (requests.body-max-bytes)", b.max_bytes),
+        ),
+    };
     let declared =
         req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max) {

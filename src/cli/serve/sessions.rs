@@ -3,7 +3,8 @@
 //! the store with it.
 
 use super::http::{
-    App, admitted, check_content_type, decode, held, host_calls, read_body, respond, stream_param, streamed, with_tools,
+    App, admitted, check_content_type, decode, held, host_calls, read_body, read_body_within, respond, stream_param,
+    streamed, with_tools,
 };
 use crate::engine::sessions::Owner;
 use axum::Extension;
@@ -209,16 +210,16 @@ pub async fn put_file(
     let r = async {
         let (id, path) = parts(p)?;
         app.engine.sessions().info(&id, caller.0)?;
-        // A body larger than any workspace is refused before it is read.
+        // A body larger than any workspace is refused before it is read (its length declared),
+        // or as soon as it goes past that (sent in chunks).
         let most = app.engine.sessions().workspace_max_bytes();
-        let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > most) {
-            return Err(ApiError::new(
+        let refusal = || {
+            ApiError::new(
                 ErrorCode::PayloadTooLarge,
                 format!("the file is over {most} bytes, a workspace's most (sessions.workspace-max-bytes)"),
-            ));
-        }
-        let (bytes, _budget) = read_body(&app, req).await?;
+            )
+        };
+        let (bytes, _budget) = read_body_within(&app, req, Some((most, &refusal))).await?;
         app.engine.sessions().put_file(&id, caller.0, &path, bytes)
     }
     .await;
