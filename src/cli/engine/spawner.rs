@@ -162,12 +162,22 @@ fn spawner(control: &OwnedFd, pools: &BTreeMap<String, Arc<Pool>>) -> Infallible
         drop(fds);
         let mut i = 0;
         helpers.retain_mut(|h| {
-            // An exited helper's pidfd polls readable: reaping it does not wait.
-            let reaped = if exited[i] { stockade::helper::reap(h.pidfd.as_fd()).ok() } else { None };
+            let ended = exited[i];
             i += 1;
-            let Some(code) = reaped else { return true };
-            if let Some(net) = h.net.take() {
-                nets.back(net, code == Some(CLEAN));
+            if !ended {
+                return true;
+            }
+            // An exited helper's pidfd polls readable: reaping it does not wait. One that cannot
+            // be reaped is let go all the same (kept, its pidfd would poll readable at once,
+            // round after round), and the namespace it was lent with it: whether its jail is
+            // gone cannot be told.
+            match stockade::helper::reap(h.pidfd.as_fd()) {
+                Ok(code) => {
+                    if let Some(net) = h.net.take() {
+                        nets.back(net, code == Some(CLEAN));
+                    }
+                }
+                Err(e) => eprintln!("stockade serve: the spawner cannot reap a helper ({e}): it lets it go"),
             }
             false
         });
