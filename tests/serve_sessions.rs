@@ -120,6 +120,8 @@ fn a_workspace_keeps_its_files_between_runs_and_gives_them_back() {
     // not ended (before, the server waited for the rest of it and answered 408).
     let mut c = std::os::unix::net::UnixStream::connect(&s.socket).expect("connect");
     c.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    // A server that stopped reading without answering fails the test instead of holding it.
+    c.set_write_timeout(Some(Duration::from_secs(10))).expect("timeout");
     let head = format!("PUT {} HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n", at("/files/big"));
     std::io::Write::write_all(&mut c, head.as_bytes()).expect("headers");
     let chunk = vec![b'x'; 1 << 20];
