@@ -11,6 +11,9 @@
 //!   all used and that the namespace is empty, and exits. It holds no fd but the report pipe and
 //!   is not dumpable, so the program cannot read its memory, environment or fds through `/proc/1`.
 //! - PID 2 is the program, with normal signal semantics (not those of an init).
+//! - Code of the supervisor's process run instead of a program ([`InChild`]) is PID 1 itself: it
+//!   starts no process, so there is nothing for an init to reap or to empty, and a copy of this
+//!   process (with its page tables, and their tear-down) is spared for each run.
 
 use crate::layers::cgroup;
 use crate::layers::fds::{self, ChildFds};
@@ -78,11 +81,12 @@ pub struct ChildArgs<'a> {
     /// The supervisor's argv and environ areas ([start, end) each), which init inherited and
     /// scrubs: the program could read them through `/proc/1/cmdline`.
     pub scrub: sys::ArgsAreas,
-    /// PID 2 runs code of this process instead of exec'ing the program.
+    /// The jail runs code of this process instead of exec'ing the program (its init does, with a
+    /// pid namespace; PID 2 otherwise).
     pub in_process: Option<InChild<'a>>,
 }
 
-/// What PID 2 runs when it runs code of the supervisor's process instead of exec'ing (see
+/// What the jail runs when it runs code of the supervisor's process instead of exec'ing (see
 /// [`crate::InProcess`]): the jail's every layer applied as for an exec, then what an exec
 /// would have done by itself (fds closed, signal handlers set), then `entry(argv)`.
 #[derive(Debug, Clone, Copy)]
@@ -90,7 +94,8 @@ pub struct InChild<'a> {
     pub entry: fn(&[std::ffi::CString]) -> i32,
     pub argv: &'a [std::ffi::CString],
     /// The fds above the program's (0-2 and the extra channels) it keeps (sorted): the code's
-    /// own, opened in the supervisor's process before the build.
+    /// own, opened in the supervisor's process before the build, and the report pipe when the
+    /// code is the jail's init.
     pub keep: &'a [RawFd],
     /// The supervisor's handlers of the fault signals, which the code relies on.
     pub faults: &'a sys::FaultHandlers,
@@ -108,8 +113,14 @@ pub fn enter(a: &ChildArgs<'_>, spawn_stack: &mut [u8]) -> ! {
         sys::exit(EXIT_SETUP_FAILED);
     }
     if let Some(code) = &a.in_process {
+        if a.pid_namespace {
+            // It starts no process (see `crate::InProcess`): no orphan to reap, nothing to
+            // empty. It is the namespace's init itself, one copy of this process fewer; the
+            // supervisor reads its end from its own wait status.
+            in_process(code, a.report, 3 + a.fds.extra.len(), true)
+        }
         match sys::fork_plain() {
-            Ok(0) => in_process(code, a.report, 3 + a.fds.extra.len()),
+            Ok(0) => in_process(code, a.report, 3 + a.fds.extra.len(), false),
             Ok(pid) => init(a.report, pid, a.pid_namespace),
             Err(e) => {
                 send(a.report, Msg::Failure(Failure { stage: Stage::Spawn, detail: 0, errno: e }));
@@ -197,13 +208,18 @@ fn program(a: &ChildArgs<'_>) -> ! {
     sys::exit(if errno.0 == libc::ENOENT { EXIT_NOT_FOUND } else { EXIT_NOT_EXECUTABLE })
 }
 
-/// PID 2, running code of the supervisor's process: a copy of init (not sharing its memory), so
-/// of the process that built the jail, which had a single thread then (see
+/// PID 1 (with a pid namespace), else PID 2, running code of the supervisor's process: this
+/// process, or a copy of it (not sharing its memory), so of the process that built the jail, which had a single thread then (see
 /// [`crate::InProcess`]): it may allocate. First what an exec would have done: every fd but the
 /// program's and the code's own closed (the supervisor's channels, the mount trees: all
 /// close-on-exec), and the fault handlers the code relies on set again (the setup reset all).
-fn in_process(code: &InChild<'_>, report: RawFd, first_free: usize) -> ! {
-    if let Err(errno) = code.faults.restore() {
+///
+/// As init (`as_init`), it keeps the report pipe ([`InChild::keep`] holds it), and a signal that
+/// would have ended it had it not been PID 1 ends it as if it had: its wait status is reported
+/// on the pipe, which the supervisor takes for the program's ([`on_ending_signal`]).
+fn in_process(code: &InChild<'_>, report: RawFd, first_free: usize, as_init: bool) -> ! {
+    let handlers = code.faults.restore().and_then(|()| if as_init { ending_signals_reported(report) } else { Ok(()) });
+    if let Err(errno) = handlers {
         send(report, Msg::Failure(Failure { stage: Stage::Signals, detail: 0, errno }));
         sys::exit(EXIT_SETUP_FAILED);
     }
@@ -215,6 +231,45 @@ fn in_process(code: &InChild<'_>, report: RawFd, first_free: usize) -> ! {
     sys::set_name(c"stockade-runner");
     IN_CHILD.store(false, Ordering::Relaxed);
     sys::exit((code.entry)(code.argv))
+}
+
+/// The signals whose default action ends a process, other than SIGKILL and the faults: PID 1 of
+/// a namespace does not get them when it sends them itself or the kernel sends them for its own
+/// acts (a write to a closed pipe, one past `rlimits.file-size-bytes`, an `abort`), only from a
+/// handler. A program would have been ended by each.
+const ENDING_SIGNALS: [libc::c_int; 16] = [
+    libc::SIGHUP,
+    libc::SIGINT,
+    libc::SIGQUIT,
+    libc::SIGABRT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+    libc::SIGPIPE,
+    libc::SIGALRM,
+    libc::SIGTERM,
+    libc::SIGSTKFLT,
+    libc::SIGXCPU,
+    libc::SIGXFSZ,
+    libc::SIGVTALRM,
+    libc::SIGPROF,
+    libc::SIGIO,
+    libc::SIGPWR,
+];
+
+/// Where [`on_ending_signal`] reports (the report pipe), set before the handlers are installed.
+static REPORT: AtomicI32 = AtomicI32::new(-1);
+
+fn ending_signals_reported(report: RawFd) -> Result<(), Errno> {
+    REPORT.store(report, Ordering::Relaxed);
+    ENDING_SIGNALS.iter().try_for_each(|&sig| sys::set_handler(sig, on_ending_signal))
+}
+
+/// A signal that would have ended the code had it not been its namespace's init: the wait
+/// status of a process it killed (no core: the jail dumps none) is reported as init would have
+/// reported its program's, and the code ends.
+extern "C" fn on_ending_signal(sig: libc::c_int) {
+    send(REPORT.load(Ordering::Relaxed), Msg::Exit(sig));
+    sys::exit(128 + sig)
 }
 
 extern "C" fn on_deadline(_sig: libc::c_int) {

@@ -13,8 +13,9 @@ use std::time::Duration;
 
 /// The warm jails are built outside the server's address space: by default each one's init is
 /// the child of a helper process, itself a child of the server's spawner (one process, the
-/// server's only child, forked while the server had one thread), and the runs work as before;
-/// with `spawner = false` each init is the server's own child.
+/// server's only child, forked while the server had one thread), a Wasm jail's init runs its
+/// guest itself, and the runs work as before; with `spawner = false` each init is the server's
+/// own child.
 #[test]
 fn warm_jails_are_built_by_helpers_of_a_spawner() {
     if !guests() {
@@ -25,11 +26,17 @@ fn warm_jails_are_built_by_helpers_of_a_spawner() {
         let line = status.lines().find(|l| l.starts_with(key))?;
         line[key.len()..].trim().split(' ').next()?.parse().ok()
     };
+    // A jail's init is PID 1 of its namespace (the last of its `NSpid:`).
     let inits = |pid: u32| -> Vec<i32> {
-        let init =
-            |p: &i32| std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "stockade-init");
+        let init = |p: &i32| {
+            let status = std::fs::read_to_string(format!("/proc/{p}/status")).unwrap_or_default();
+            let nspid = status.lines().find_map(|l| l.strip_prefix("NSpid:")).unwrap_or_default();
+            let ids: Vec<&str> = nspid.split_whitespace().collect();
+            ids.len() > 1 && ids.last() == Some(&"1")
+        };
         descendants_of(pid).into_iter().filter(init).collect()
     };
+    let comm = |p: &i32| std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default().trim().to_string();
     let js = "[runtimes.javascript]\nguest = \"javascript\"\nwarm = 2\n";
     let s = Server::start("", js, false);
     s.wait_warm();
@@ -41,6 +48,10 @@ fn warm_jails_are_built_by_helpers_of_a_spawner() {
         let helper = field(*init, "PPid:").expect("init's parent");
         assert_eq!(field(helper, "PPid:"), Some(spawner[0]), "init {init}'s helper {helper}");
         assert!(field(helper, "Threads:").is_some_and(|n| n <= 2), "helper {helper} is small and alone");
+        // A Wasm jail built by a helper is one process: its init runs the guest (no copy for an
+        // init of ours, which would only wait for it), and nothing else is in its namespace.
+        assert_eq!(comm(init), "stockade-runner", "init {init}");
+        assert!(children_of(*init as u32).is_empty(), "init {init}'s children: {:?}", children_of(*init as u32));
     }
     assert_eq!(field(spawner[0], "Threads:"), Some(1), "the spawner has one thread");
     assert_eq!(get(&s.socket, "/v1/info").1["jails-built-by"], "spawner");
@@ -142,16 +153,38 @@ fn a_warm_runner_is_a_copy_holding_its_guest_and_no_secret() {
             .collect();
         // Its own: stdin, stdout, stderr, the summary channel and the host-call channel's two
         // pipes (fds 0-5, and a copy of stdin), the guest's directories (path-only, once each),
-        // its runtime's event fds, the artifact. Not the helper's: a socket, another pipe, another
-        // path-only fd (the mount trees, the program's), a Landlock ruleset, a seccomp listener.
-        let program_pipes: Vec<&String> = fds.iter().filter(|(fd, _)| *fd <= 5).map(|(_, l)| l).collect();
-        let channel = fds.iter().filter(|(fd, l)| (4..=5).contains(fd) && l.starts_with("pipe:")).count();
-        assert_eq!(channel, 2, "runner {runner} has no host-call channel at fds 4 and 5: {fds:?}");
-        let path_only = |fd: i32| {
+        // its runtime's event fds, the artifact; and as its jail's init, the writing end of the
+        // jail's report, whose other end its helper reads. Not the helper's: a socket, another
+        // pipe, another path-only fd (the mount trees, the program's), a Landlock ruleset, a
+        // seccomp listener.
+        let mut program_pipes: Vec<&String> = fds.iter().filter(|(fd, _)| *fd <= 5).map(|(_, l)| l).collect();
+        let flags = |fd: i32| {
             let info = std::fs::read_to_string(format!("/proc/{runner}/fdinfo/{fd}")).unwrap_or_default();
             let flags = info.lines().find_map(|l| l.strip_prefix("flags:")).unwrap_or("0").trim().to_string();
-            u32::from_str_radix(&flags, 8).is_ok_and(|f| f & libc::O_PATH as u32 != 0)
+            u32::from_str_radix(&flags, 8).unwrap_or(0)
         };
+        let helper = std::fs::read_to_string(format!("/proc/{runner}/stat"))
+            .ok()
+            .and_then(|st| st.rsplit_once(") ")?.1.split(' ').nth(1)?.parse::<i32>().ok())
+            .expect("the runner's parent");
+        let helper_holds = |link: &String| {
+            std::fs::read_dir(format!("/proc/{helper}/fd"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .any(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.display().to_string() == *link))
+        };
+        let report: Vec<&String> = fds
+            .iter()
+            .filter(|(fd, l)| *fd > 5 && l.starts_with("pipe:") && !program_pipes.contains(&l))
+            .filter(|(fd, l)| flags(*fd) & libc::O_ACCMODE as u32 == libc::O_WRONLY as u32 && helper_holds(l))
+            .map(|(_, l)| l)
+            .collect();
+        assert_eq!(report.len(), 1, "runner {runner} holds no report of its jail (helper {helper}): {fds:?}");
+        program_pipes.extend(report);
+        let channel = fds.iter().filter(|(fd, l)| (4..=5).contains(fd) && l.starts_with("pipe:")).count();
+        assert_eq!(channel, 2, "runner {runner} has no host-call channel at fds 4 and 5: {fds:?}");
+        let path_only = |fd: i32| flags(fd) & libc::O_PATH as u32 != 0;
         let dirs: Vec<&String> = fds.iter().filter(|(fd, _)| path_only(*fd)).map(|(_, l)| l).collect();
         let guest_dir = |l: &String| l == "/app" || l.contains("python314-lib-");
         assert!(dirs.iter().all(|l| guest_dir(l)), "runner {runner} holds {fds:?}");
@@ -316,6 +349,46 @@ fn each_warm_run_has_its_own_copy_of_a_never_called_instance() {
     assert_eq!(served["status"], cold["status"], "served {served}\ncold {cold}");
     assert!(cold["error"].as_str().is_some_and(|e| e.contains("exceeds memory limits")), "{cold}");
     assert_eq!(served["error"], cold["error"], "served {served}\ncold {cold}");
+}
+
+/// A warm Wasm jail's runner is its jail's init (see `warm_jails_are_built_by_helpers_of_a_spawner`),
+/// and ends as a program under an init would: PID 1 of a namespace does not get the signals the
+/// kernel sends a process for its own acts, so the runner reports the one that would have ended
+/// it. A write past `rlimits.file-size-bytes` ends a served run by SIGXFSZ, as it ends the CLI's
+/// cold run (its runner exec'd, PID 2 under an init); a write within it is written. Its deadline
+/// kills it.
+#[test]
+fn a_warm_runner_is_its_jail_s_init_and_ends_as_a_program_would() {
+    if !guests() {
+        return;
+    }
+    let capped = "version = 1\n[rlimits]\nfile-size-bytes = 1048576\n";
+    let policies = tempfile::tempdir().expect("temp dir");
+    std::fs::write(policies.path().join("capped.toml"), capped).expect("policy");
+    let config = format!(
+        "[policies]\ndir = \"{}\"\n[runtimes.python]\nguest = \"python\"\npolicy = \"capped\"\nwarm = 1\n",
+        policies.path().display()
+    );
+    let s = Server::start("", &config, false);
+    s.wait_warm();
+    let write = |n: u32| format!("f = open('/app/big', 'wb')\nf.write(b'x' * {n})\nf.close()\nprint('written')");
+    let v = post_run(&s.socket, &json!({"runtime": "python", "code": write(1000)})).json();
+    assert_eq!((v["status"].as_str(), v["stdout"]["text"].as_str()), (Some("ok"), Some("written\n")), "{v}");
+    s.wait_warm();
+    let served = post_run(&s.socket, &json!({"runtime": "python", "code": write(2_000_000)})).json();
+    assert_eq!((served["status"].as_str(), served["signal"].as_i64()), (Some("signaled"), Some(25)), "{served}");
+    let p = policy_file(capped);
+    let (cold, _) = run_report(&["--policy", &path_of(&p), "--python", &write(2_000_000)]);
+    let cold = serde_json::to_value(&cold).expect("report");
+    assert_eq!((&served["status"], &served["signal"]), (&cold["status"], &cold["signal"]), "cold {cold}");
+    // No init of ours takes the deadline's signal: the runner blocked outside its guest's code
+    // (where no epoch interrupts it) is killed at the deadline.
+    s.wait_warm();
+    let t = std::time::Instant::now();
+    let slow = json!({"runtime": "python", "code": "import time\ntime.sleep(30)", "limits": {"wall-timeout-ms": 300}});
+    let v = post_run(&s.socket, &slow).json();
+    assert_eq!(v["status"], "timeout", "{v}");
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
 }
 
 /// A program's jail takes an empty network namespace the spawner made ahead, one jail at a

@@ -55,6 +55,9 @@ pub struct Prepared<'p> {
     _owner: Option<OwnerLease>,
     /// The network namespace it joined instead of creating its own, if any.
     net: NetJoined,
+    /// Its init runs the code itself (see [`InProcess`]): no init of ours reports, empties or
+    /// takes the deadline signal; its own exit is the program's.
+    init_is_program: bool,
 }
 
 /// Where a jail's network namespace came from (its report's `namespace.net` says so).
@@ -87,13 +90,20 @@ struct RunFds {
     tasks: Vec<OwnedFd>,
 }
 
-/// A jail whose PID 2 runs code of this process instead of exec'ing the plan's program: for a
+/// A jail that runs code of this process instead of exec'ing the plan's program: for a
 /// process that has loaded what that program would load first (a Wasm engine and a guest:
-/// `WasmPlan::preload`). The jail is the same: PID 2 is forked from the jail's init after
-/// every layer is applied, then does what an exec would have (every fd closed but the program's
-/// and [`InProcess::keep`], the fault-signal handlers of this process put back) and calls
-/// `entry` with the program's argument vector. Its memory is a copy of this process's: nothing
-/// secret may be in it.
+/// `WasmPlan::preload`). The jail is the same: after every layer is applied, the jail's init
+/// does what an exec would have (every fd closed but the program's and [`InProcess::keep`], the
+/// fault-signal handlers of this process put back) and calls `entry` with the program's
+/// argument vector. Its memory is a copy of this process's: nothing secret may be in it.
+///
+/// The code must start no process. With a pid namespace it is that namespace's PID 1 (no init
+/// of ours, which would only have waited for it, costing a copy of this process per run), and
+/// the run ends when it does. As PID 1 it would not get the signals whose default action ends a
+/// process when it or the kernel sends them (a write to a closed pipe, one past
+/// `rlimits.file-size-bytes`, an `abort`): it handles each by reporting the wait status they
+/// would have given it, and ending; the run's report is the same. Without a pid namespace it
+/// is PID 2, forked from init.
 ///
 /// Only a process with a single thread may do this (the copy allocates, and no other thread can
 /// have held a lock at the copy): [`Plan::prestart_in_process`] execs the program, as
@@ -101,7 +111,7 @@ struct RunFds {
 /// numbers the jail's channels take.
 #[derive(Debug, Clone)]
 pub struct InProcess {
-    /// What PID 2 runs, with the program's argument vector; returns its exit code.
+    /// What the jail runs, with the program's argument vector; returns its exit code.
     pub entry: fn(&[std::ffi::CString]) -> i32,
     /// Fds of this process the code needs (sorted), each at `sys::FIRST_FREE_FD` or above.
     pub keep: Vec<RawFd>,
@@ -193,7 +203,7 @@ impl Plan {
         self.prestart_with(None)
     }
 
-    /// [`Plan::prestart`], with PID 2 running `code` of this process instead of exec'ing (see
+    /// [`Plan::prestart`], with the jail running `code` of this process instead of exec'ing (see
     /// [`InProcess`]) when it can; `Ok(true)` with the jail when it does.
     pub fn prestart_in_process(&self, code: &InProcess) -> Result<(Prepared<'_>, bool), Error> {
         if !code.usable() {
@@ -241,6 +251,14 @@ impl Plan {
         keep.sort_unstable();
         keep.dedup();
         let (argv, envp) = (CStrArray::new(&self.program.argv), CStrArray::new(&self.envp));
+        // Code that is its jail's init keeps the report pipe (see `child::InChild::keep`).
+        let pid_namespace = self.policy.namespaces.pid;
+        let code_keep: Vec<RawFd> = code.map_or_else(Vec::new, |(c, _)| {
+            let mut k = c.keep.clone();
+            k.extend(pid_namespace.then(|| ends.report.as_raw_fd()));
+            k.sort_unstable();
+            k
+        });
         let args = ChildArgs {
             fds: ChildFds {
                 stdin: ends.stdin.as_ref().map_or(self.dev_null.as_raw_fd(), AsRawFd::as_raw_fd),
@@ -265,12 +283,12 @@ impl Plan {
             envp: &envp,
             cgroup_tasks: &tasks,
             cgroup_namespace_after_move: late_cgroupns,
-            pid_namespace: self.policy.namespaces.pid,
+            pid_namespace,
             scrub: sys::ArgsAreas::of_this_process(),
             in_process: code.map(|(c, faults)| child::InChild {
                 entry: c.entry,
                 argv: &self.program.argv,
-                keep: &c.keep,
+                keep: &code_keep,
                 faults,
             }),
         };
@@ -312,6 +330,7 @@ impl Plan {
             staged,
             _owner: owner,
             net,
+            init_is_program: code.is_some() && self.policy.namespaces.pid,
         })
     }
 

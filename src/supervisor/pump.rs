@@ -50,6 +50,8 @@ pub(super) struct Run<'a> {
     pub(super) sync: &'a OwnedFd,
     pub(super) seccomp: &'a SeccompPlan,
     pub(super) pid_namespace: bool,
+    /// Init runs the program's code itself: its wait status is the program's.
+    pub(super) init_is_program: bool,
     /// The run's cgroup leaves: `cgroup.kill` takes the whole tree.
     pub(super) leaf: Option<&'a Leaf>,
     /// The program announces its end on its first extra channel (`Streams::account`).
@@ -224,6 +226,10 @@ impl<'a> Pump<'a> {
                     Role::Pidfd if self.leaves_init(gate.is_some()) => {}
                     Role::Pidfd => {
                         let r = sys::waitid_pidfd(self.run.pidfd.as_fd()).map_err(sv("reap the run"))?;
+                        if self.run.init_is_program {
+                            // Unless it reported the signal that ended it (`child::in_process`).
+                            self.exit_status.get_or_insert(r.wait_status());
+                        }
                         self.reaped = Some((r, Instant::now()));
                     }
                     Role::Report => self.read_report(),
@@ -350,7 +356,7 @@ impl<'a> Pump<'a> {
             return;
         }
         let r = &self.run;
-        if r.pid_namespace && !self.timed_out {
+        if r.pid_namespace && !r.init_is_program && !self.timed_out {
             self.timed_out = true;
             *kill_at = Some(now + KILL_GRACE);
             let _ = sys::pidfd_send_signal(r.pidfd.as_fd(), child::DEADLINE_SIGNAL);

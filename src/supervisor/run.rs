@@ -86,6 +86,7 @@ impl Prepared<'_> {
             sync: &sync,
             seccomp: &plan.seccomp,
             pid_namespace: plan.policy.namespaces.pid,
+            init_is_program: self.init_is_program,
             leaf: self.leaf.as_ref(),
             // An announced end needs the account read: the exit status is the one it implies.
             announces_end: plan.announces_end && guest.is_some(),

@@ -141,6 +141,17 @@ pub struct Reaped {
     pub max_rss_bytes: u64,
 }
 
+impl Reaped {
+    /// The wait status `wait4` would have given (`WIFEXITED`, `WTERMSIG`... read it).
+    pub fn wait_status(&self) -> i32 {
+        match self.code {
+            libc::CLD_EXITED => (self.status & 0xff) << 8,
+            libc::CLD_DUMPED => (self.status & 0x7f) | 0x80,
+            _ => self.status & 0x7f,
+        }
+    }
+}
+
 /// `waitid(P_PIDFD, pidfd, WEXITED | __WALL, &rusage)`: reaps the child behind the pidfd.
 pub fn waitid_pidfd(pidfd: BorrowedFd<'_>) -> Result<Reaped, Errno> {
     // SAFETY: siginfo_t and rusage are plain data; all-zero is valid.

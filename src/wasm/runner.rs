@@ -432,7 +432,7 @@ fn stdin_clock() -> Instant {
     at
 }
 
-/// The runner's main in a jail whose PID 2 is a copy of the process that built it (see
+/// The runner's main in a jail that runs it as a copy of the process that built it (see
 /// [`crate::InProcess`]): `argv` is the exec'd runner's (`stockade __runner CONFIG...`).
 pub fn main_in_process(argv: &[std::ffi::CString]) -> i32 {
     let config: String = argv.iter().skip(2).map(|a| a.to_string_lossy()).collect();

@@ -14,9 +14,9 @@ struct Proc {
     pss_kb: Option<u64>,
 }
 
-/// A jail: its init, its program (the runner), and the process above it when that is not the
-/// server (a helper of the spawner).
-type Jail<'a> = (&'a Proc, &'a Proc, Option<&'a Proc>);
+/// A jail: its init when that is not the runner itself, its program (the runner), and the
+/// process above it when that is not the server (a helper of the spawner).
+type Jail<'a> = (Option<&'a Proc>, &'a Proc, Option<&'a Proc>);
 
 fn proc_of(pid: u32) -> Option<Proc> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -68,14 +68,16 @@ pub fn warm_jails(server: u32, label: &str) {
         }
         false
     };
-    // Each jail: its init, the program (the runner) below it, and the process that supervises it
-    // above it (a helper of the spawner, or the server itself).
+    // Each jail: its runner, the init above it (none when the runner is its jail's init: one a
+    // helper built), and the process that supervises it (a helper of the spawner, or the server).
     let jails: Vec<Jail<'_>> = all
         .iter()
-        .filter(|p| p.comm == "stockade-init" && below(p))
-        .filter_map(|init| {
-            let runner = all.iter().find(|p| p.parent == init.pid && runs_python(p.pid))?;
-            Some((init, runner, by_pid(init.parent).filter(|h| h.pid != server)))
+        .filter(|p| below(p) && runs_python(p.pid))
+        .filter_map(|runner| {
+            let above = by_pid(runner.parent)?;
+            let (init, supervisor) =
+                if above.comm == "stockade-init" { (Some(above), above.parent) } else { (None, above.pid) };
+            Some((init, runner, by_pid(supervisor).filter(|h| h.pid != server)))
         })
         .collect();
     if jails.is_empty() {
@@ -86,7 +88,7 @@ pub fn warm_jails(server: u32, label: &str) {
     let sum = |f: &dyn Fn(&Jail<'_>) -> Option<u64>| -> Option<u64> {
         jails.iter().map(f).sum::<Option<u64>>().map(|s| s / n)
     };
-    let init = sum(&|j| j.0.pss_kb);
+    let init = sum(&|j| j.0.map_or(Some(0), |i| i.pss_kb));
     let runner = sum(&|j| j.1.pss_kb);
     let helper = sum(&|j| j.2.map_or(Some(0), |h| h.pss_kb));
     let (Some(init), Some(runner), Some(helper)) = (init, runner, helper) else {
@@ -94,12 +96,14 @@ pub fn warm_jails(server: u32, label: &str) {
         return;
     };
     let spawner = all.iter().find(|p| p.parent == server && p.comm == "stockade").and_then(|p| p.pss_kb);
+    let parts = if jails.iter().all(|j| j.0.is_none()) {
+        format!("helper {}, runner {}: its jail's init", mb(helper), mb(runner))
+    } else {
+        format!("helper {}, init {}, runner {}", mb(helper), mb(init), mb(runner))
+    };
     println!(
-        "{label}: per warm Python jail (PSS, mean of {n}): {} (helper {}, init {}, runner {}); the server {}{}",
+        "{label}: per warm Python jail (PSS, mean of {n}): {} ({parts}); the server {}{}",
         mb(helper + init + runner),
-        mb(helper),
-        mb(init),
-        mb(runner),
         by_pid(server).and_then(|p| p.pss_kb).map_or("?".into(), mb),
         spawner.map_or(String::new(), |s| format!(", its spawner {}", mb(s)))
     );
