@@ -13,7 +13,9 @@
 //! - PID 2 is the program, with normal signal semantics (not those of an init).
 //! - Code of the supervisor's process run instead of a program ([`InChild`]) is PID 1 itself: it
 //!   starts no process, so there is nothing for an init to reap or to empty, and a copy of this
-//!   process (with its page tables, and their tear-down) is spared for each run.
+//!   process (with its page tables, and their tear-down) is spared for each run. It keeps the
+//!   report pipe only to say which signal ended it when PID 1 could not be ended by it
+//!   ([`on_ending_signal`]); the supervisor believes no more of it than the code's exit shows.
 
 use crate::layers::cgroup;
 use crate::layers::fds::{self, ChildFds};
@@ -259,9 +261,13 @@ const ENDING_SIGNALS: [libc::c_int; 16] = [
 /// Where [`on_ending_signal`] reports (the report pipe), set before the handlers are installed.
 static REPORT: AtomicI32 = AtomicI32::new(-1);
 
+/// Installs [`on_ending_signal`] for each of [`ENDING_SIGNALS`]; and, since no init of ours reaps
+/// for the code, a process it should start anyway is reaped by the kernel as it exits (SIGCHLD
+/// ignored) rather than left a zombie counted against `limits.pids-max`.
 fn ending_signals_reported(report: RawFd) -> Result<(), Errno> {
     REPORT.store(report, Ordering::Relaxed);
-    ENDING_SIGNALS.iter().try_for_each(|&sig| sys::set_handler(sig, on_ending_signal))
+    ENDING_SIGNALS.iter().try_for_each(|&sig| sys::set_handler(sig, on_ending_signal))?;
+    sys::ignore_signal(libc::SIGCHLD)
 }
 
 /// A signal that would have ended the code had it not been its namespace's init: the wait

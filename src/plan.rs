@@ -272,7 +272,7 @@ impl Plan {
             LayerReport::new(
                 "lifecycle",
                 &asked,
-                "pid namespace: when the program exits, its init kills and reaps the rest, then exits",
+                "pid namespace: when the program exits, the rest is killed (by its init; by the kernel when the program is its namespace's init)",
             )
         } else {
             LayerReport::new("lifecycle", &asked, "the program's init only").with_status(

@@ -233,13 +233,16 @@ impl Cleanup {
     }
 }
 
-/// Reaps a killed init when dropped (waits for the kernel to finish taking the jail down).
+/// Reaps a killed (or exiting) init when dropped (waits for the kernel to finish taking the jail
+/// down). It is killed again first: an init that said it was done and was not would otherwise
+/// keep this waiting.
 #[derive(Debug)]
 pub(super) struct Reaper(pub(super) Option<OwnedFd>);
 
 impl Drop for Reaper {
     fn drop(&mut self) {
         if let Some(fd) = &self.0 {
+            let _ = sys::pidfd_send_signal(fd.as_fd(), libc::SIGKILL);
             let _ = sys::waitid_pidfd(fd.as_fd());
         }
     }

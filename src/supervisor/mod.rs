@@ -97,9 +97,10 @@ struct RunFds {
 /// fault-signal handlers of this process put back) and calls `entry` with the program's
 /// argument vector. Its memory is a copy of this process's: nothing secret may be in it.
 ///
-/// The code must start no process. With a pid namespace it is that namespace's PID 1 (no init
-/// of ours, which would only have waited for it, costing a copy of this process per run), and
-/// the run ends when it does. As PID 1 it would not get the signals whose default action ends a
+/// The code must start no process (with a pid namespace, one it starts anyway is reaped by the
+/// kernel as it exits, SIGCHLD being ignored, and killed when the code ends). With a pid
+/// namespace the code is that namespace's PID 1 (no init of ours, which would only have waited
+/// for it, costing a copy of this process per run), and the run ends when it does. As PID 1 it would not get the signals whose default action ends a
 /// process when it or the kernel sends them (a write to a closed pipe, one past
 /// `rlimits.file-size-bytes`, an `abort`): it handles each by reporting the wait status they
 /// would have given it, and ending; the run's report is the same. Without a pid namespace it

@@ -34,9 +34,22 @@ pub(super) struct Outcome {
     /// no usage; the cgroup counts the CPU).
     pub(super) announced: bool,
     /// Init is not reaped yet: the program announced its end, or init emptied the namespace and
-    /// said so ([`Msg::Emptied`]; `reaped` is then init's exit 0 with its children's usage).
+    /// said so ([`Msg::Emptied`]; `reaped` is then init's exit 0 with its children's usage; never
+    /// when init is the program).
     /// Whoever answers reaps it afterwards.
     pub(super) init_unreaped: bool,
+}
+
+/// The wait status of a program that is its jail's init: its own, unless it ended as its handler
+/// of a signal PID 1 does not get ends it (`child::in_process`: it reports the signal, then exits
+/// with 128 and its number), a signal a process under an init would have been killed by. The
+/// report pipe is the program's own then: what it `claimed` is believed only when its exit agrees,
+/// so it can say no more than its exit code already could.
+fn program_status(claimed: Option<i32>, reaped: &sys::Reaped) -> i32 {
+    match claimed {
+        Some(sig) if reaped.code == libc::CLD_EXITED && reaped.status == 128 + sig => sig,
+        _ => reaped.wait_status(),
+    }
 }
 
 /// How long init gets, after the deadline signal, to kill and reap the run before SIGKILL.
@@ -84,6 +97,8 @@ pub(super) struct Pump<'a> {
     msgs: Vec<u8>,
     failure: Option<Failure>,
     exit_status: Option<i32>,
+    /// The signal a program that is its jail's init said ended it (see [`program_status`]).
+    claimed_signal: Option<i32>,
     reaped: Option<(sys::Reaped, Instant)>,
     /// Init's account of the emptied namespace: what its children used, once it said
     /// [`Msg::Emptied`].
@@ -114,6 +129,7 @@ impl<'a> Pump<'a> {
             msgs: Vec::new(),
             failure: None,
             exit_status: None,
+            claimed_signal: None,
             reaped: None,
             usage: sys::Reaped { code: libc::CLD_EXITED, ..sys::Reaped::default() },
             emptied: false,
@@ -158,7 +174,8 @@ impl<'a> Pump<'a> {
     ) -> Result<Stop, Error> {
         let sv = |what: &'static str| move |errno: Errno| Error::Supervisor { what, errno };
         // With a pid namespace, init first gets the deadline signal (it kills and reaps the run,
-        // so CPU time is accounted); SIGKILL to init at `kill_at` is the backstop.
+        // so CPU time is accounted); SIGKILL to init at `kill_at` is the backstop. An init that is
+        // the program itself is killed at once.
         let mut kill_at = deadline;
         // The program's account is in and its channel closed: what it wrote is drained at once.
         let mut announcing = false;
@@ -226,10 +243,6 @@ impl<'a> Pump<'a> {
                     Role::Pidfd if self.leaves_init(gate.is_some()) => {}
                     Role::Pidfd => {
                         let r = sys::waitid_pidfd(self.run.pidfd.as_fd()).map_err(sv("reap the run"))?;
-                        if self.run.init_is_program {
-                            // Unless it reported the signal that ended it (`child::in_process`).
-                            self.exit_status.get_or_insert(r.wait_status());
-                        }
                         self.reaped = Some((r, Instant::now()));
                     }
                     Role::Report => self.read_report(),
@@ -273,7 +286,11 @@ impl<'a> Pump<'a> {
             reaped,
             reaped_at,
             failure: self.failure.take(),
-            exit_status: if announced { None } else { self.exit_status },
+            exit_status: match (announced, self.run.init_is_program) {
+                (true, _) => None,
+                (false, true) => Some(program_status(self.claimed_signal, &reaped)),
+                (false, false) => self.exit_status,
+            },
             timed_out: !announced && self.timed_out,
             output_limit: !announced && self.output_limit,
             execs_refused: self.execs_refused,
@@ -348,7 +365,7 @@ impl<'a> Pump<'a> {
     }
 
     /// Nothing came before the wake-up: at the deadline, init gets the deadline signal (with a
-    /// pid namespace; SIGKILL after a grace), or the run is killed.
+    /// pid namespace and an init of ours; SIGKILL after a grace), or the run is killed.
     fn at_deadline(&mut self, kill_at: &mut Option<Instant>) {
         let now = Instant::now();
         let Some(at) = *kill_at else { return };
@@ -415,8 +432,15 @@ impl<'a> Pump<'a> {
                     let mut m = [0u8; MSG_LEN];
                     m.copy_from_slice(&self.msgs[..MSG_LEN]);
                     self.msgs.drain(..MSG_LEN);
+                    let program = self.run.init_is_program;
                     match Msg::decode(&m) {
                         Some(Msg::Failure(f)) if self.failure.is_none() => self.failure = Some(f),
+                        // A program that is its jail's init has no init of ours to report for
+                        // it: only the signal it says ended it is taken (and checked).
+                        Some(Msg::Exit(status)) if program => {
+                            self.claimed_signal = libc::WIFSIGNALED(status).then(|| libc::WTERMSIG(status));
+                        }
+                        Some(Msg::Usage(..) | Msg::Emptied) if program => {}
                         Some(Msg::Exit(status)) => self.exit_status = Some(status),
                         Some(Msg::Usage(u, v)) => match u {
                             Usage::UserMicros => self.usage.user = Duration::from_micros(v),
@@ -524,4 +548,34 @@ enum Role {
     Gate,
     /// The caller's pipe that kills the run.
     KillOn,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::program_status;
+    use crate::sys::Reaped;
+
+    fn exited(code: i32) -> Reaped {
+        Reaped { code: libc::CLD_EXITED, status: code, ..Reaped::default() }
+    }
+
+    #[test]
+    fn a_program_that_is_init_is_believed_only_as_far_as_its_exit_goes() {
+        let xfsz = libc::SIGXFSZ;
+        // Its handler's report and its exit agree: killed by the signal.
+        let ws = program_status(Some(xfsz), &exited(128 + xfsz));
+        assert!(libc::WIFSIGNALED(ws) && libc::WTERMSIG(ws) == xfsz, "{ws:#x}");
+        // The same exit without a report: an exit code, as the program chose it.
+        let ws = program_status(None, &exited(128 + xfsz));
+        assert!(libc::WIFEXITED(ws) && libc::WEXITSTATUS(ws) == 128 + xfsz, "{ws:#x}");
+        // A report its exit does not bear out is not believed.
+        let ws = program_status(Some(libc::SIGABRT), &exited(0));
+        assert!(libc::WIFEXITED(ws) && libc::WEXITSTATUS(ws) == 0, "{ws:#x}");
+        let killed = Reaped { code: libc::CLD_KILLED, status: libc::SIGKILL, ..Reaped::default() };
+        let ws = program_status(Some(xfsz), &killed);
+        assert!(libc::WIFSIGNALED(ws) && libc::WTERMSIG(ws) == libc::SIGKILL, "{ws:#x}");
+        let dumped = Reaped { code: libc::CLD_DUMPED, status: libc::SIGSEGV, ..Reaped::default() };
+        let ws = program_status(None, &dumped);
+        assert!(libc::WIFSIGNALED(ws) && libc::WTERMSIG(ws) == libc::SIGSEGV && libc::WCOREDUMP(ws), "{ws:#x}");
+    }
 }

@@ -433,6 +433,16 @@ pub fn set_handler(sig: c_int, handler: extern "C" fn(c_int)) -> Result<(), Errn
     Ok(())
 }
 
+/// `sigaction(sig, SIG_IGN)`.
+pub fn ignore_signal(sig: c_int) -> Result<(), Errno> {
+    // SAFETY: sigaction is plain data; all-zero is a valid starting value.
+    let mut sa: libc::sigaction = unsafe { std::mem::zeroed() };
+    sa.sa_sigaction = libc::SIG_IGN;
+    // SAFETY: sa is a valid sigaction; the old-action pointer is NULL.
+    check_int(unsafe { libc::sigaction(sig, &sa, ptr::null_mut()) })?;
+    Ok(())
+}
+
 /// `kill(pid, sig)`; errors are ignored (the target may be gone).
 pub fn kill(pid: i32, sig: c_int) {
     // SAFETY: integer arguments only.

@@ -70,9 +70,12 @@ pub fn warm_jails(server: u32, label: &str) {
     };
     // Each jail: its runner, the init above it (none when the runner is its jail's init: one a
     // helper built), and the process that supervises it (a helper of the spawner, or the server).
+    // A runner holds the guest's artifact, and so do the spawner and its helpers (they loaded it):
+    // a runner is one that is named so, or one an init of ours started (an exec'd runner).
+    let under_init = |p: &Proc| by_pid(p.parent).is_some_and(|q| q.comm == "stockade-init");
     let jails: Vec<Jail<'_>> = all
         .iter()
-        .filter(|p| below(p) && runs_python(p.pid))
+        .filter(|p| below(p) && (p.comm == "stockade-runner" || under_init(p)) && runs_python(p.pid))
         .filter_map(|runner| {
             let above = by_pid(runner.parent)?;
             let (init, supervisor) =
