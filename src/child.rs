@@ -211,10 +211,11 @@ fn program(a: &ChildArgs<'_>) -> ! {
 }
 
 /// PID 1 (with a pid namespace), else PID 2, running code of the supervisor's process: this
-/// process, or a copy of it (not sharing its memory), so of the process that built the jail, which had a single thread then (see
-/// [`crate::InProcess`]): it may allocate. First what an exec would have done: every fd but the
-/// program's and the code's own closed (the supervisor's channels, the mount trees: all
-/// close-on-exec), and the fault handlers the code relies on set again (the setup reset all).
+/// process, or a copy of it (not sharing its memory), so of the process that built the jail,
+/// which had a single thread then (see [`crate::InProcess`]): it may allocate. First what an
+/// exec would have done: every fd but the program's and the code's own closed (the supervisor's
+/// channels, the mount trees: all close-on-exec), and the fault handlers the code relies on set
+/// again (the setup reset all).
 ///
 /// As init (`as_init`), it keeps the report pipe ([`InChild::keep`] holds it), and a signal that
 /// would have ended it had it not been PID 1 ends it as if it had: its wait status is reported

@@ -100,11 +100,11 @@ struct RunFds {
 /// The code must start no process (with a pid namespace, one it starts anyway is reaped by the
 /// kernel as it exits, SIGCHLD being ignored, and killed when the code ends). With a pid
 /// namespace the code is that namespace's PID 1 (no init of ours, which would only have waited
-/// for it, costing a copy of this process per run), and the run ends when it does. As PID 1 it would not get the signals whose default action ends a
-/// process when it or the kernel sends them (a write to a closed pipe, one past
-/// `rlimits.file-size-bytes`, an `abort`): it handles each by reporting the wait status they
-/// would have given it, and ending; the run's report is the same. Without a pid namespace it
-/// is PID 2, forked from init.
+/// for it, costing a copy of this process per run), and the run ends when it does. As PID 1 it
+/// would not get the signals whose default action ends a process when it or the kernel sends
+/// them (a write to a closed pipe, one past `rlimits.file-size-bytes`, an `abort`): it handles
+/// each by reporting the wait status they would have given it, and ending; the run's report is
+/// the same. Without a pid namespace it is PID 2, forked from init.
 ///
 /// Only a process with a single thread may do this (the copy allocates, and no other thread can
 /// have held a lock at the copy): [`Plan::prestart_in_process`] execs the program, as
@@ -331,7 +331,7 @@ impl Plan {
             staged,
             _owner: owner,
             net,
-            init_is_program: code.is_some() && self.policy.namespaces.pid,
+            init_is_program: code.is_some() && pid_namespace,
         })
     }
 

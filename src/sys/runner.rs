@@ -124,6 +124,5 @@ pub fn os_random(buf: &mut [u8]) -> std::io::Result<()> {
 /// Ignores SIGPIPE in this process from now on: a write to a pipe nobody reads fails with EPIPE
 /// (the runner's host calls, on a channel its run may have closed) instead of ending the runner.
 pub fn ignore_sigpipe() {
-    // SAFETY: sets SIGPIPE's disposition to SIG_IGN; no handler code is installed.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+    let _ = super::ignore_signal(libc::SIGPIPE);
 }
