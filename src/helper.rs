@@ -138,6 +138,36 @@ pub fn threads() -> std::io::Result<Vec<String>> {
     Ok(names)
 }
 
+/// Moves this process's code into anonymous transparent huge pages, before it forks the many
+/// copies of itself that build jails (`stockade serve`'s spawner, once its guests are loaded):
+/// the code of stockade and of the guests, and stockade's read-only data. A fork copies no entry
+/// of a file mapping's page table that no process wrote, so each helper and each runner faulted
+/// that code in again as it ran; a huge page's one entry is copied at the fork instead. Only the
+/// whole huge pages inside each never-written mapping move; the bytes, the protection and the
+/// addresses stay.
+///
+/// Returns the bytes moved: 0 when the kernel gives no transparent huge page to memory that asks
+/// for one (`/sys/kernel/mm/transparent_hugepage/enabled` is `never` or absent; the kernel has
+/// no `MADV_COLLAPSE`; none is free). `Err` when this process has more than one thread, or its
+/// mappings cannot be read; a mapping that cannot be moved stays where it is.
+pub fn code_in_huge_pages() -> std::io::Result<usize> {
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    if !(thp.contains("[always]") || thp.contains("[madvise]")) {
+        return Ok(0);
+    }
+    sys::move_code_to_huge_pages()
+}
+
+/// Puts the code [`code_in_huge_pages`] moved back in its files' mappings, in this copy of the
+/// process that moved it: a helper whose jail runs a program. Such a jail's init is a copy of its
+/// helper, whose program shares the init's memory until it execs (`vfork`), and the kernel keeps
+/// the largest resident set of that memory as the program's own: with the code mapped whole, a
+/// static `true` would report the 30 MB of it. Back in its files, the init has only the code it
+/// runs, as before. Needs this process to have one thread (`Err` otherwise).
+pub fn code_back_in_files() -> std::io::Result<()> {
+    sys::map_code_back()
+}
+
 /// Forks this process, which must have a single thread, into a helper that runs `child` (which
 /// never returns: it ends with `exit`) and is killed with SIGKILL when the thread that forked it
 /// ends (the kernel clears that signal when the helper's credentials change, as they do while a

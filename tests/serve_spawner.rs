@@ -217,6 +217,114 @@ fn a_warm_runner_is_a_copy_holding_its_guest_and_no_secret() {
     assert_eq!((v["status"].as_str(), v["stdout"]["text"].as_str()), (Some("ok"), Some("42\n")), "{v}");
 }
 
+/// The spawner's code, stockade's and its guests', is in anonymous huge pages before it forks
+/// (on a host that gives huge pages to memory that asks): each helper and each runner, a copy of
+/// it, has that code mapped from its fork on instead of faulting it in, page by page, as it
+/// runs. A waiting runner that has run nothing maps all of it; nothing of stockade's code is left
+/// in the file's mapping but the two ends that fill no huge page. A program's helper puts it back
+/// in its files: its jail's program, which shares its init's memory until it execs, does not
+/// report that code as its resident set. The runs work as before.
+#[test]
+fn a_warm_runner_has_its_code_mapped_from_its_fork() {
+    if !guests() {
+        return;
+    }
+    if !is_root() {
+        eprintln!("skip: reading a runner's and a helper's mappings needs root (they are not dumpable)");
+        return;
+    }
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    if !(thp.contains("[always]") || thp.contains("[madvise]")) {
+        eprintln!("skip: this host gives no transparent huge page to memory that asks ({})", thp.trim());
+        return;
+    }
+    let mut config = String::from("[runtimes.python]\nguest = \"python\"\nwarm = 1\n");
+    let program = python3().is_some();
+    if program {
+        config += "[runtimes.python3]\nprogram = \"/usr/bin/python3\"\nbootstrap = \"python\"\npolicy = \"wrap-python\"\nwarm = 1\n";
+    }
+    let s = Server::start("", &config, false);
+    s.wait_warm();
+    let runners = runners_of(&s);
+    assert_eq!(runners.len(), 1, "the server's processes: {:?}", descendants_of(s.pid()));
+    let parent = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|st| st.rsplit_once(") ")?.1.split(' ').nth(1)?.parse::<i32>().ok())
+            .expect("a parent")
+    };
+    let helper = parent(runners[0]);
+    let spawner = parent(helper);
+    let whole = |code: &[Mapping]| -> u64 {
+        code.iter().filter(|m| m.path.is_empty() && m.kb >= 2048 && m.huge_kb == m.kb).map(|m| m.kb).sum()
+    };
+    for pid in [runners[0], helper, spawner] {
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe")).expect("exe").display().to_string();
+        let code = code_mappings(pid);
+        let mapped = code.iter().filter(|m| m.path.is_empty() && m.kb >= 2048 && m.huge_kb == m.kb && m.rss_kb == m.kb);
+        assert!(
+            mapped.count() >= 2,
+            "{pid} maps no code of stockade and its guest in huge pages: {code:#?}\n{}",
+            s.log()
+        );
+        let in_file: Vec<&Mapping> = code.iter().filter(|m| m.path == exe).collect();
+        assert!(in_file.iter().all(|m| m.kb < 2048), "{pid} runs stockade's code from its file: {in_file:#?}");
+    }
+    let v =
+        post_run(&s.socket, &json!({"runtime": "python", "code": "import json\nprint(json.dumps([6 * 7]))"})).json();
+    assert_eq!((v["status"].as_str(), v["stdout"]["text"].as_str()), (Some("ok"), Some("[42]\n")), "{v}");
+    if !program {
+        eprintln!("skip: a program's helper (no python3 on this host)");
+        return;
+    }
+    let moved_kb = whole(&code_mappings(spawner));
+    let program_helpers: Vec<i32> = children_of(spawner as u32).into_iter().filter(|h| *h != helper).collect();
+    assert!(!program_helpers.is_empty(), "no helper of python3 under the spawner {spawner}");
+    for h in program_helpers {
+        let code = code_mappings(h);
+        assert_eq!(whole(&code), 0, "the program's helper {h} keeps the code mapped whole: {code:#?}");
+    }
+    let v = post_run(&s.socket, &json!({"runtime": "python3", "code": "print(6 * 7)"})).json();
+    assert_eq!((v["status"].as_str(), v["stdout"]["text"].as_str()), (Some("ok"), Some("42\n")), "{v}");
+    let rss_kb = v["max-rss-bytes"].as_u64().expect("max-rss-bytes") / 1024;
+    assert!(rss_kb < moved_kb, "a python3 run reports {rss_kb} kB resident, the code moved is {moved_kb} kB: {v}");
+}
+
+/// A mapping of code (readable and executable) in `/proc/<pid>/smaps`.
+#[derive(Debug)]
+struct Mapping {
+    /// The file mapped; empty for anonymous memory.
+    path: String,
+    kb: u64,
+    rss_kb: u64,
+    huge_kb: u64,
+}
+
+fn code_mappings(pid: i32) -> Vec<Mapping> {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).expect("smaps");
+    let mut all: Vec<(bool, Mapping)> = Vec::new();
+    for line in smaps.lines() {
+        let mut fields = line.split_whitespace();
+        let first = fields.next().unwrap_or_default();
+        if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+            let code = fields.next().is_some_and(|perms| perms.starts_with("r-x"));
+            let path = fields.skip(3).collect::<Vec<_>>().join(" ");
+            all.push((code, Mapping { path, kb: 0, rss_kb: 0, huge_kb: 0 }));
+            continue;
+        }
+        let (Some((_, m)), Some(kb)) = (all.last_mut(), fields.next().and_then(|v| v.parse::<u64>().ok())) else {
+            continue;
+        };
+        match first {
+            "Size:" => m.kb = kb,
+            "Rss:" => m.rss_kb = kb,
+            "AnonHugePages:" => m.huge_kb = kb,
+            _ => {}
+        }
+    }
+    all.into_iter().filter(|(code, _)| *code).map(|(_, m)| m).collect()
+}
+
 /// The warm Wasm runners share one network namespace, neither the host's nor the server's, with
 /// nothing in it to tell two runs apart or to use: no interface but `lo` (down: no address, no
 /// route), no socket; a guest cannot make one; the report says the namespace is shared.

@@ -1,5 +1,5 @@
-//! Every `unsafe` block in stockade lives here, crate-private: thin wrappers, one system call
-//! each, in three files by who may call them.
+//! Every `unsafe` block in stockade lives here, crate-private: thin wrappers, most of them one
+//! system call each, in four files by who may call them.
 //!
 //! - `child.rs`: the **async-signal-safe** wrappers, called between fork and exec. They take only
 //!   references to data built before fork (`&CStr`, slices, integers), make one raw system call,
@@ -7,6 +7,8 @@
 //!   when the supervisor was multithreaded at fork time.
 //! - `parent.rs`: the supervisor's; they may allocate and return owned values.
 //! - `runner.rs`: the Wasm runner's, after its exec (a new, single-threaded process).
+//! - `code.rs`: a process's own code moved into anonymous huge pages and back (a spawner before
+//!   it forks, a program's helper after), each step checking that the process has one thread.
 //!
 //! A wrapper whose safety depends on how it is called says so as a type where it can: the
 //! argument areas init may zero come only from [`ArgsAreas::of_this_process`]; a forked child
@@ -22,11 +24,13 @@
 #![allow(clippy::cast_possible_truncation)]
 
 mod child;
+mod code;
 mod parent;
 #[cfg(feature = "wasm")]
 mod runner;
 
 pub use child::*;
+pub use code::{map_code_back, move_code_to_huge_pages};
 pub use parent::*;
 #[cfg(feature = "wasm")]
 pub use runner::*;

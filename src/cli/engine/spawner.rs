@@ -81,6 +81,11 @@ impl Spawner {
                 );
             }
             preload(&pools);
+            // Every helper and runner is a copy of the spawner: its code is copied with it, not
+            // faulted in again by each (see `code_in_huge_pages`).
+            if let Err(e) = stockade::helper::code_in_huge_pages() {
+                eprintln!("stockade serve: the spawner's code stays where it was mapped: {e}");
+            }
             spawner(&theirs, &pools)
         })?;
         let control = server_end.take().ok_or_else(|| io::Error::other("the spawner's socket is gone"))?;
@@ -314,6 +319,15 @@ fn helper(recipe: &Recipe, one_run: bool, sock: Option<OwnedFd>) -> Infallible {
     let Some(sock) = sock else { stockade::helper::exit(1) };
     let mut sock = UnixStream::from(sock);
     let say = |sock: &mut UnixStream, msg: Msg| handoff::write_frame(sock, &msg, &handoff::Blobs::default());
+    // A program's init is a copy of this helper whose memory its program shares until it execs:
+    // the code the spawner mapped whole is put back in its files, so that the program's report
+    // does not count it as its own resident set. (A Wasm jail's runner keeps it mapped.)
+    if matches!(recipe, Recipe::Program(_))
+        && let Err(e) = stockade::helper::code_back_in_files()
+    {
+        let _ = say(&mut sock, Msg::Refused(format!("a helper cannot map its code back: {e}")));
+        match helper_exit() {}
+    }
     let gate = if one_run { Gate::for_one_run() } else { Gate::new() };
     let built = gate.and_then(|gate| Ok((gate, recipe.prestart()?)));
     let (gate, waiting) = match built {

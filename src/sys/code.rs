@@ -1,0 +1,269 @@
+//! A process's own code, moved into anonymous huge pages and back (`stockade serve`'s spawner,
+//! before it forks the helpers that build jails; a program's helper, after). Each step counts
+//! the process's threads first and refuses more than one: the code swapped is the code running.
+
+use super::*;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::ptr;
+
+/// The size of a transparent huge page on x86_64 (one PMD entry).
+const HUGE_PAGE: usize = 2 << 20;
+
+/// `MADV_COLLAPSE` (Linux 6.1): back the range with transparent huge pages now, or fail.
+const MADV_COLLAPSE: c_int = 25;
+
+/// Replaces the mapping `[start, start + len)` of this process with anonymous memory holding the
+/// same bytes at the same address, with protection `prot`, in transparent huge pages (the range
+/// is whole huge pages). `Ok(false)`: the kernel gives this copy no huge pages (too old for
+/// `MADV_COLLAPSE`, no huge page free, none allowed here), and the mapping is left as it was.
+/// `Err`: the copy could not be made, and the mapping is left as it was. The process aborts when
+/// the kernel fails the swap itself, which may have unmapped the range already.
+///
+/// A fork copies no page-table entry of a file's mapping that no process wrote, so each copy of a
+/// process faults in, 4 KiB or 64 KiB at a time, the code it runs; it copies one entry per
+/// anonymous huge page.
+///
+/// # Safety
+///
+/// The range must be a readable, private mapping of this process that nothing writes and that
+/// nothing will munmap or remap concurrently, and this process must have one thread: code in the
+/// range, the calling code included, runs identical bytes before and after the swap, which
+/// `mremap` makes in one call.
+unsafe fn move_to_huge_pages(start: usize, len: usize, prot: c_int) -> Result<bool, Errno> {
+    if !start.is_multiple_of(HUGE_PAGE) || !len.is_multiple_of(HUGE_PAGE) || len == 0 {
+        return Err(Errno(libc::EINVAL));
+    }
+    // SAFETY: a new anonymous mapping at an address of the kernel's choosing: nothing of this
+    // process is there.
+    let room = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            len + HUGE_PAGE,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if room == libc::MAP_FAILED {
+        return Err(Errno::last());
+    }
+    let room = room as usize;
+    // The copy sits on huge-page boundaries, as the range does, so that `mremap` moves its huge
+    // pages whole; the room on either side of it is given back.
+    let copy = room.next_multiple_of(HUGE_PAGE);
+    let unmap = |at: usize, n: usize| {
+        if n > 0 {
+            // SAFETY: `[at, at + n)` is a part of `room`, which this function mapped and which
+            // nothing else refers to.
+            unsafe { libc::munmap(at as *mut libc::c_void, n) };
+        }
+    };
+    unmap(room, copy - room);
+    unmap(copy + len, room + len + HUGE_PAGE - (copy + len));
+    // SAFETY: `[copy, copy + len)` is this function's own anonymous mapping; madvise only sets
+    // how the kernel backs it.
+    if unsafe { libc::madvise(copy as *mut libc::c_void, len, libc::MADV_HUGEPAGE) } != 0 {
+        unmap(copy, len);
+        return Ok(false);
+    }
+    // SAFETY: the source is a readable mapping of `len` bytes that nothing writes (the caller's
+    // promise); the destination is this function's own, writable, of the same length; they do
+    // not overlap.
+    unsafe { ptr::copy_nonoverlapping(start as *const u8, copy as *mut u8, len) };
+    // Huge pages, or no move: in small pages the copy's entries would be copied one by one at
+    // every fork, dearer than the faults it saves. MADV_COLLAPSE succeeds only when the whole
+    // range is in huge pages (at once when the copy's faults already took them).
+    // SAFETY: `[copy, copy + len)` is this function's own mapping; its bytes stay the same.
+    if unsafe { libc::madvise(copy as *mut libc::c_void, len, MADV_COLLAPSE) } != 0 {
+        unmap(copy, len);
+        return Ok(false);
+    }
+    // SAFETY: `[copy, copy + len)` is this function's own mapping.
+    if unsafe { libc::mprotect(copy as *mut libc::c_void, len, prot) } != 0 {
+        let e = Errno::last();
+        unmap(copy, len);
+        return Err(e);
+    }
+    // SAFETY: the copy replaces the range with the same bytes and protection; this process has
+    // one thread and nothing else uses the range meanwhile (the caller's promise), so the calling
+    // thread, in the kernel during the swap, returns to identical instructions.
+    let moved = unsafe {
+        libc::mremap(
+            copy as *mut libc::c_void,
+            len,
+            len,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            start as *mut libc::c_void,
+        )
+    };
+    if moved == libc::MAP_FAILED {
+        // The kernel unmaps the destination before it moves the copy there: the range may be
+        // gone, and code or data of this process with it.
+        eprintln!("stockade: cannot swap code into huge pages ({}): aborting", Errno::last());
+        std::process::abort();
+    }
+    Ok(true)
+}
+
+/// Maps `len` bytes of `file` from `offset` at `start`, private, with protection `prot`, over
+/// what is there (the code [`move_to_huge_pages`] moved, back in its file's mapping). The process
+/// aborts when the kernel fails the mapping, which may have unmapped the range already.
+///
+/// # Safety
+///
+/// As for [`move_to_huge_pages`]: the range must hold, and keep holding while nothing else uses
+/// it, the very bytes the file has there (read-only, never written), and this process must have
+/// one thread.
+unsafe fn map_file_at(start: usize, len: usize, prot: c_int, file: BorrowedFd<'_>, offset: u64) {
+    let Ok(offset) = libc::off_t::try_from(offset) else {
+        eprintln!("stockade: cannot map code back from its file: offset {offset} out of range: aborting");
+        std::process::abort();
+    };
+    // SAFETY: the caller's promise: the file holds the range's bytes at `offset`, so the code in
+    // the range, the calling code included, runs identical bytes before and after the call.
+    let mapped = unsafe {
+        libc::mmap(start as *mut libc::c_void, len, prot, libc::MAP_PRIVATE | libc::MAP_FIXED, file.as_raw_fd(), offset)
+    };
+    if mapped == libc::MAP_FAILED {
+        eprintln!("stockade: cannot map code back from its file ({}): aborting", Errno::last());
+        std::process::abort();
+    }
+}
+
+/// Code [`move_code_to_huge_pages`] moved: where, and the file it came from.
+struct Moved {
+    start: usize,
+    len: usize,
+    prot: c_int,
+    file: OwnedFd,
+    offset: u64,
+}
+
+/// What [`move_code_to_huge_pages`] moved, for [`map_code_back`].
+static MOVED: std::sync::Mutex<Vec<Moved>> = std::sync::Mutex::new(Vec::new());
+
+/// Whether this process has one thread (`Err` in words otherwise): no other thread can be running
+/// code while it is swapped, nor mapping or unmapping anything.
+fn one_thread(what: &str) -> std::io::Result<()> {
+    match crate::helper::thread_count()? {
+        1 => Ok(()),
+        n => Err(std::io::Error::other(format!("cannot {what}: this process has {n} threads"))),
+    }
+}
+
+/// Moves the whole huge pages of this process's never-written code mappings (executable ones,
+/// and the executable's read-only data) into anonymous huge pages at the same addresses; see
+/// [`crate::helper::code_in_huge_pages`]. The bytes moved. `Err` when this process has more than
+/// one thread or its mappings cannot be read; a mapping that cannot be moved stays where it is.
+pub fn move_code_to_huge_pages() -> std::io::Result<usize> {
+    one_thread("move code into huge pages")?;
+    let smaps = std::fs::read_to_string("/proc/self/smaps")?;
+    let lines = Mapping::all(&smaps);
+    // The executable is the file of the mapping this function's code is in.
+    let here = move_code_to_huge_pages as *const () as usize;
+    let exe = lines.iter().find(|m| (m.start..m.end).contains(&here)).map(|m| (m.device, m.inode));
+    let mut moved = MOVED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut bytes = 0;
+    for m in &lines {
+        let of_exe = exe == Some((m.device, m.inode));
+        // Never written (no page of it is a private copy): its file holds its bytes. (What the
+        // dynamic loader relocated does not, and a fork copies its entries anyway.)
+        let unwritten = m.anonymous_kb == Some(0);
+        if !m.read || m.write || !m.private || !unwritten || m.inode == 0 || !(m.exec || of_exe) {
+            continue;
+        }
+        let (Some(start), end) = (m.start.checked_next_multiple_of(HUGE_PAGE), m.end - m.end % HUGE_PAGE) else {
+            continue;
+        };
+        if start >= end {
+            continue;
+        }
+        // The file, to map the code back from ([`map_code_back`]): the executable's own, or the
+        // file at the mapping's path while it is still the one mapped (its inode).
+        let file = if of_exe { std::fs::File::open("/proc/self/exe") } else { std::fs::File::open(m.path) };
+        let Ok(file) = file else { continue };
+        if std::os::unix::fs::MetadataExt::ino(&file.metadata()?) != m.inode {
+            continue;
+        }
+        let prot = if m.exec { libc::PROT_READ | libc::PROT_EXEC } else { libc::PROT_READ };
+        // SAFETY: a readable, private mapping of a file that no page of was ever written and that
+        // this process does not write (stockade's code and read-only data; a guest's code, which
+        // wasmtime maps once, protects once and unmaps only with its engine, kept for the life of
+        // the process); this process has one thread (above).
+        if unsafe { move_to_huge_pages(start, end - start, prot) }.map_err(Errno::io)? {
+            let offset = m.offset + (start - m.start) as u64;
+            moved.push(Moved { start, len: end - start, prot, file: file.into(), offset });
+            bytes += end - start;
+        }
+    }
+    Ok(bytes)
+}
+
+/// Maps the code [`move_code_to_huge_pages`] moved back from its files, in a copy of the process
+/// that moved it; see [`crate::helper::code_back_in_files`]. `Err` when this process has more
+/// than one thread.
+pub fn map_code_back() -> std::io::Result<()> {
+    one_thread("map code back")?;
+    let moved = std::mem::take(&mut *MOVED.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    for m in &moved {
+        // SAFETY: the range holds the bytes its file has at that offset (they were copied from
+        // that very mapping, never written, and no page of it was a private copy); this process
+        // has one thread (above).
+        unsafe { map_file_at(m.start, m.len, m.prot, m.file.as_fd(), m.offset) };
+    }
+    Ok(())
+}
+
+/// A mapping of `/proc/self/smaps`.
+struct Mapping<'a> {
+    start: usize,
+    end: usize,
+    read: bool,
+    write: bool,
+    exec: bool,
+    private: bool,
+    offset: u64,
+    /// As the kernel writes it (`fe:00`).
+    device: &'a str,
+    inode: u64,
+    path: &'a str,
+    /// Its pages that are private copies (written), kB; `None`: not said.
+    anonymous_kb: Option<u64>,
+}
+
+impl<'a> Mapping<'a> {
+    /// The mappings of the text of `/proc/<pid>/smaps`.
+    fn all(smaps: &'a str) -> Vec<Mapping<'a>> {
+        let mut all: Vec<Mapping<'a>> = Vec::new();
+        for line in smaps.lines() {
+            if let Some(m) = Mapping::of(line) {
+                all.push(m);
+            } else if let (Some(kb), Some(m)) = (line.strip_prefix("Anonymous:"), all.last_mut()) {
+                m.anonymous_kb = kb.trim().trim_end_matches("kB").trim().parse().ok();
+            }
+        }
+        all
+    }
+
+    /// A mapping's first line (as in `/proc/<pid>/maps`).
+    fn of(line: &'a str) -> Option<Mapping<'a>> {
+        let mut fields = line.splitn(6, ' ');
+        let (range, perms, offset, device, inode) =
+            (fields.next()?, fields.next()?.as_bytes(), fields.next()?, fields.next()?, fields.next()?);
+        let (start, end) = range.split_once('-')?;
+        Some(Mapping {
+            start: usize::from_str_radix(start, 16).ok()?,
+            end: usize::from_str_radix(end, 16).ok()?,
+            read: perms.first()? == &b'r',
+            write: perms.get(1)? == &b'w',
+            exec: perms.get(2)? == &b'x',
+            private: perms.get(3)? == &b'p',
+            offset: u64::from_str_radix(offset, 16).ok()?,
+            device,
+            inode: inode.parse().ok()?,
+            path: fields.next().unwrap_or_default().trim_start(),
+            anonymous_kb: None,
+        })
+    }
+}
