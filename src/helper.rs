@@ -146,13 +146,16 @@ pub fn threads() -> std::io::Result<Vec<String>> {
 /// whole huge pages inside each never-written mapping move; the bytes, the protection and the
 /// addresses stay.
 ///
-/// Returns the bytes moved: 0 when the kernel gives no transparent huge page to memory that asks
-/// for one (`/sys/kernel/mm/transparent_hugepage/enabled` is `never` or absent; the kernel has
-/// no `MADV_COLLAPSE`; none is free). `Err` when this process has more than one thread, or its
-/// mappings cannot be read; a mapping that cannot be moved stays where it is.
+/// Returns the bytes moved: 0 when the kernel gives no transparent huge page of 2 MiB to memory
+/// that asks for one (`/sys/kernel/mm/transparent_hugepage/enabled` is `never` or absent; the
+/// kernel has no `MADV_COLLAPSE`, before 6.1; none is free). `Err` when this process has more
+/// than one thread, or its mappings cannot be read; a mapping that cannot be moved stays where
+/// it is.
 pub fn code_in_huge_pages() -> std::io::Result<usize> {
-    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
-    if !(thp.contains("[always]") || thp.contains("[madvise]")) {
+    let thp = |name: &str| std::fs::read_to_string(format!("/sys/kernel/mm/transparent_hugepage/{name}"));
+    let enabled = thp("enabled").unwrap_or_default();
+    let size = thp("hpage_pmd_size").unwrap_or_default();
+    if !(enabled.contains("[always]") || enabled.contains("[madvise]")) || size.trim() != sys::HUGE_PAGE.to_string() {
         return Ok(0);
     }
     sys::move_code_to_huge_pages()

@@ -97,6 +97,15 @@ impl Recipe {
         }
     }
 
+    /// Whether its jails' program runs in the process that builds them (a Wasm guest this
+    /// process loaded: see [`WasmPlan::preload`]), instead of an exec.
+    pub fn runs_in_process(&self) -> bool {
+        match self {
+            Recipe::Wasm(w) => w.is_preloaded(),
+            Recipe::Program(_) => false,
+        }
+    }
+
     /// Builds one jail up to its program's exec (see [`Plan::prestart`]).
     pub fn prestart(&self) -> Result<Waiting<'_>, Error> {
         Ok(match self {

@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::ptr;
 
 /// The size of a transparent huge page on x86_64 (one PMD entry).
-const HUGE_PAGE: usize = 2 << 20;
+pub const HUGE_PAGE: usize = 2 << 20;
 
 /// `MADV_COLLAPSE` (Linux 6.1): back the range with transparent huge pages now, or fail.
 const MADV_COLLAPSE: c_int = 25;
@@ -155,7 +155,8 @@ fn one_thread(what: &str) -> std::io::Result<()> {
 /// Moves the whole huge pages of this process's never-written code mappings (executable ones,
 /// and the executable's read-only data) into anonymous huge pages at the same addresses; see
 /// [`crate::helper::code_in_huge_pages`]. The bytes moved. `Err` when this process has more than
-/// one thread or its mappings cannot be read; a mapping that cannot be moved stays where it is.
+/// one thread or its mappings cannot be read; a mapping that cannot be moved (its file not found
+/// again, its copy not made) stays where it is.
 pub fn move_code_to_huge_pages() -> std::io::Result<usize> {
     one_thread("move code into huge pages")?;
     let smaps = std::fs::read_to_string("/proc/self/smaps")?;
@@ -167,9 +168,10 @@ pub fn move_code_to_huge_pages() -> std::io::Result<usize> {
     let mut bytes = 0;
     for m in &lines {
         let of_exe = exe == Some((m.device, m.inode));
-        // Never written (no page of it is a private copy): its file holds its bytes. (What the
-        // dynamic loader relocated does not, and a fork copies its entries anyway.)
-        let unwritten = m.anonymous_kb == Some(0);
+        // Never written (no page of it is a private copy, in memory or swapped out): its file
+        // holds its bytes. (What the dynamic loader relocated does not, and a fork copies its
+        // entries anyway.)
+        let unwritten = m.anonymous_kb == Some(0) && m.swap_kb == Some(0);
         if !m.read || m.write || !m.private || !unwritten || m.inode == 0 || !(m.exec || of_exe) {
             continue;
         }
@@ -179,22 +181,22 @@ pub fn move_code_to_huge_pages() -> std::io::Result<usize> {
         if start >= end {
             continue;
         }
-        // The file, to map the code back from ([`map_code_back`]): the executable's own, or the
-        // file at the mapping's path while it is still the one mapped (its inode).
-        let file = if of_exe { std::fs::File::open("/proc/self/exe") } else { std::fs::File::open(m.path) };
-        let Ok(file) = file else { continue };
-        if std::os::unix::fs::MetadataExt::ino(&file.metadata()?) != m.inode {
-            continue;
-        }
+        let Some(file) = m.file(of_exe) else { continue };
         let prot = if m.exec { libc::PROT_READ | libc::PROT_EXEC } else { libc::PROT_READ };
         // SAFETY: a readable, private mapping of a file that no page of was ever written and that
         // this process does not write (stockade's code and read-only data; a guest's code, which
         // wasmtime maps once, protects once and unmaps only with its engine, kept for the life of
         // the process); this process has one thread (above).
-        if unsafe { move_to_huge_pages(start, end - start, prot) }.map_err(Errno::io)? {
-            let offset = m.offset + (start - m.start) as u64;
-            moved.push(Moved { start, len: end - start, prot, file: file.into(), offset });
-            bytes += end - start;
+        match unsafe { move_to_huge_pages(start, end - start, prot) } {
+            Ok(true) => {
+                let offset = m.offset + (start - m.start) as u64;
+                moved.push(Moved { start, len: end - start, prot, file, offset });
+                bytes += end - start;
+            }
+            // No huge pages here: the others would get none either.
+            Ok(false) => break,
+            // This one stays where it is.
+            Err(_) => {}
         }
     }
     Ok(bytes)
@@ -204,8 +206,12 @@ pub fn move_code_to_huge_pages() -> std::io::Result<usize> {
 /// that moved it; see [`crate::helper::code_back_in_files`]. `Err` when this process has more
 /// than one thread.
 pub fn map_code_back() -> std::io::Result<()> {
+    let mut moved = MOVED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if moved.is_empty() {
+        return Ok(());
+    }
     one_thread("map code back")?;
-    let moved = std::mem::take(&mut *MOVED.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    let moved = std::mem::take(&mut *moved);
     for m in &moved {
         // SAFETY: the range holds the bytes its file has at that offset (they were copied from
         // that very mapping, never written, and no page of it was a private copy); this process
@@ -228,22 +234,45 @@ struct Mapping<'a> {
     device: &'a str,
     inode: u64,
     path: &'a str,
-    /// Its pages that are private copies (written), kB; `None`: not said.
+    /// Its pages that are private copies (written), in memory and swapped out, kB; `None`: not
+    /// said.
     anonymous_kb: Option<u64>,
+    swap_kb: Option<u64>,
 }
 
 impl<'a> Mapping<'a> {
-    /// The mappings of the text of `/proc/<pid>/smaps`.
+    /// The mappings of the text of `/proc/<pid>/smaps`. A figure is taken for the mapping whose
+    /// first line it follows; after a first line that cannot be read, for none.
     fn all(smaps: &'a str) -> Vec<Mapping<'a>> {
         let mut all: Vec<Mapping<'a>> = Vec::new();
+        let mut current = false;
         for line in smaps.lines() {
-            if let Some(m) = Mapping::of(line) {
-                all.push(m);
-            } else if let (Some(kb), Some(m)) = (line.strip_prefix("Anonymous:"), all.last_mut()) {
-                m.anonymous_kb = kb.trim().trim_end_matches("kB").trim().parse().ok();
+            let first = line.split(' ').next().unwrap_or_default();
+            if !first.ends_with(':') {
+                current = Mapping::of(line).map(|m| all.push(m)).is_some();
+                continue;
+            }
+            let (Some(m), true) = (all.last_mut(), current) else { continue };
+            let kb = || line[first.len()..].trim().trim_end_matches("kB").trim().parse().ok();
+            match first {
+                "Anonymous:" => m.anonymous_kb = kb(),
+                "Swap:" => m.swap_kb = kb(),
+                _ => {}
             }
         }
         all
+    }
+
+    /// The file it maps, to map it back from: the very file mapped (`/proc/self/map_files`, which
+    /// needs `CAP_SYS_ADMIN`), or else this process's executable (`exe`: it maps that) or the file
+    /// at its path, while that has its inode. `None`: neither.
+    fn file(&self, exe: bool) -> Option<OwnedFd> {
+        let exact = format!("/proc/self/map_files/{:x}-{:x}", self.start, self.end);
+        if let Ok(f) = std::fs::File::open(exact) {
+            return Some(f.into());
+        }
+        let f = std::fs::File::open(if exe { "/proc/self/exe" } else { self.path }).ok()?;
+        (std::os::unix::fs::MetadataExt::ino(&f.metadata().ok()?) == self.inode).then(|| f.into())
     }
 
     /// A mapping's first line (as in `/proc/<pid>/maps`).
@@ -264,6 +293,7 @@ impl<'a> Mapping<'a> {
             inode: inode.parse().ok()?,
             path: fields.next().unwrap_or_default().trim_start(),
             anonymous_kb: None,
+            swap_kb: None,
         })
     }
 }

@@ -429,6 +429,12 @@ impl WasmPlan {
         self.prestart()?.run(output)
     }
 
+    /// Whether this process loaded its guest ([`WasmPlan::preload`]): the jails it builds while
+    /// it has one thread run the runner as a copy of it, not an exec.
+    pub fn is_preloaded(&self) -> bool {
+        self.guest.as_ref().and_then(preload::find).is_some()
+    }
+
     /// Builds the jail up to the runner's exec (see [`Plan::prestart`]).
     pub fn prestart(&self) -> Result<WasmPrepared<'_>, Error> {
         let loaded = self.guest.as_ref().and_then(preload::find);

@@ -83,8 +83,12 @@ impl Spawner {
             preload(&pools);
             // Every helper and runner is a copy of the spawner: its code is copied with it, not
             // faulted in again by each (see `code_in_huge_pages`).
-            if let Err(e) = stockade::helper::code_in_huge_pages() {
-                eprintln!("stockade serve: the spawner's code stays where it was mapped: {e}");
+            match stockade::helper::code_in_huge_pages() {
+                Ok(0) => eprintln!(
+                    "stockade serve: the spawner's code stays in its files' mappings (this host gives it no huge pages): each helper and runner faults it in"
+                ),
+                Ok(_) => {}
+                Err(e) => eprintln!("stockade serve: the spawner's code stays in its files' mappings: {e}"),
             }
             spawner(&theirs, &pools)
         })?;
@@ -319,10 +323,11 @@ fn helper(recipe: &Recipe, one_run: bool, sock: Option<OwnedFd>) -> Infallible {
     let Some(sock) = sock else { stockade::helper::exit(1) };
     let mut sock = UnixStream::from(sock);
     let say = |sock: &mut UnixStream, msg: Msg| handoff::write_frame(sock, &msg, &handoff::Blobs::default());
-    // A program's init is a copy of this helper whose memory its program shares until it execs:
-    // the code the spawner mapped whole is put back in its files, so that the program's report
-    // does not count it as its own resident set. (A Wasm jail's runner keeps it mapped.)
-    if matches!(recipe, Recipe::Program(_))
+    // A jail's init is a copy of this helper, and a program it execs (a program's, or a runner
+    // not loaded here) shares the init's memory until its exec: the code the spawner mapped
+    // whole is put back in its files, so that the program's report does not count it as its own
+    // resident set. (A runner that is a copy of this helper keeps it mapped.)
+    if !recipe.runs_in_process()
         && let Err(e) = stockade::helper::code_back_in_files()
     {
         let _ = say(&mut sock, Msg::Refused(format!("a helper cannot map its code back: {e}")));
