@@ -152,12 +152,6 @@ pub fn threads() -> std::io::Result<Vec<String>> {
 /// than one thread, or its mappings cannot be read; a mapping that cannot be moved stays where
 /// it is.
 pub fn code_in_huge_pages() -> std::io::Result<usize> {
-    let thp = |name: &str| std::fs::read_to_string(format!("/sys/kernel/mm/transparent_hugepage/{name}"));
-    let enabled = thp("enabled").unwrap_or_default();
-    let size = thp("hpage_pmd_size").unwrap_or_default();
-    if !(enabled.contains("[always]") || enabled.contains("[madvise]")) || size.trim() != sys::HUGE_PAGE.to_string() {
-        return Ok(0);
-    }
     sys::move_code_to_huge_pages()
 }
 

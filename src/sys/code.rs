@@ -7,7 +7,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::ptr;
 
 /// The size of a transparent huge page on x86_64 (one PMD entry).
-pub const HUGE_PAGE: usize = 2 << 20;
+const HUGE_PAGE: usize = 2 << 20;
 
 /// `MADV_COLLAPSE` (Linux 6.1): back the range with transparent huge pages now, or fail.
 const MADV_COLLAPSE: c_int = 25;
@@ -154,10 +154,18 @@ fn one_thread(what: &str) -> std::io::Result<()> {
 
 /// Moves the whole huge pages of this process's never-written code mappings (executable ones,
 /// and the executable's read-only data) into anonymous huge pages at the same addresses; see
-/// [`crate::helper::code_in_huge_pages`]. The bytes moved. `Err` when this process has more than
+/// [`crate::helper::code_in_huge_pages`]. The bytes moved (0 where the kernel gives no 2 MiB
+/// transparent huge page to memory that asks). `Err` when this process has more than
 /// one thread or its mappings cannot be read; a mapping that cannot be moved (its file not found
 /// again, its copy not made) stays where it is.
 pub fn move_code_to_huge_pages() -> std::io::Result<usize> {
+    let thp = |name: &str| std::fs::read_to_string(format!("/sys/kernel/mm/transparent_hugepage/{name}"));
+    let enabled = thp("enabled").unwrap_or_default();
+    if !(enabled.contains("[always]") || enabled.contains("[madvise]"))
+        || thp("hpage_pmd_size").unwrap_or_default().trim() != HUGE_PAGE.to_string()
+    {
+        return Ok(0);
+    }
     one_thread("move code into huge pages")?;
     let smaps = std::fs::read_to_string("/proc/self/smaps")?;
     let lines = Mapping::all(&smaps);
@@ -183,10 +191,9 @@ pub fn move_code_to_huge_pages() -> std::io::Result<usize> {
         }
         let Some(file) = m.file(of_exe) else { continue };
         let prot = if m.exec { libc::PROT_READ | libc::PROT_EXEC } else { libc::PROT_READ };
-        // SAFETY: a readable, private mapping of a file that no page of was ever written and that
-        // this process does not write (stockade's code and read-only data; a guest's code, which
-        // wasmtime maps once, protects once and unmaps only with its engine, kept for the life of
-        // the process); this process has one thread (above).
+        // A guest's code is wasmtime's to unmap, with its engine, which lives as long as the process.
+        // SAFETY: a private file mapping never written and not written now (code, read-only data),
+        // nothing unmaps it meanwhile, and this process has one thread (above).
         match unsafe { move_to_huge_pages(start, end - start, prot) } {
             Ok(true) => {
                 let offset = m.offset + (start - m.start) as u64;

@@ -30,7 +30,7 @@ mod parent;
 mod runner;
 
 pub use child::*;
-pub use code::{HUGE_PAGE, map_code_back, move_code_to_huge_pages};
+pub use code::{map_code_back, move_code_to_huge_pages};
 pub use parent::*;
 #[cfg(feature = "wasm")]
 pub use runner::*;
