@@ -299,6 +299,83 @@ fn a_warm_runner_has_its_code_mapped_from_its_fork() {
     assert!(rss_kb < moved_kb, "a python3 run reports {rss_kb} kB resident, the code moved is {moved_kb} kB: {v}");
 }
 
+/// A warm Python runner asks for its own copies of the pages a run writes while it waits for its
+/// code: the list `stockade guest install` learned beside the guest. Before any code comes, every
+/// page on the list is present in the runner, and each one of the guest's memory image (the
+/// artifact's writable mapping, shared with the spawner until written) is the runner's own
+/// (anonymous) page. Its run works as before.
+#[test]
+fn a_warm_python_runner_has_its_own_copies_of_what_a_run_writes() {
+    if !guests() {
+        return;
+    }
+    if !is_root() {
+        eprintln!("skip: reading a runner's mappings needs root (it is not dumpable)");
+        return;
+    }
+    let list = stockade::wasm::snapshot::pages_path(&stockade::wasm::guests::default_dir());
+    let text = std::fs::read_to_string(&list)
+        .unwrap_or_else(|e| panic!("{}: {e} (install the guests with this stockade)", list.display()));
+    let pages: Vec<usize> = text.lines().filter(|l| !l.starts_with('#')).map(|l| l.parse().expect("a page")).collect();
+    assert!(pages.len() >= 50, "a run of print(1) writes more than {} pages: {text}", pages.len());
+    let s = Server::start("", "[runtimes.python]\nguest = \"python\"\nwarm = 1\n", false);
+    s.wait_warm();
+    let runners = runners_of(&s);
+    assert_eq!(runners.len(), 1, "the server's processes: {:?}", descendants_of(s.pid()));
+    let pid = runners[0];
+    // The guest's memory: the artifact's writable mapping (its image) and the writable private
+    // mappings around it.
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    let rows: Vec<(usize, usize, bool, String)> = maps
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (a, b) = f[0].split_once('-').expect("a range");
+            let n = |x: &str| usize::from_str_radix(x, 16).expect("hex");
+            (n(a), n(b), f[1] == "rw-p", f.get(5).map_or(String::new(), |p| p.to_string()))
+        })
+        .collect();
+    let i = rows.iter().position(|r| r.2 && r.3.ends_with(".cwasm")).expect("the guest's image");
+    let mut start = i;
+    while start > 0 && rows[start - 1].2 && rows[start - 1].1 == rows[start].0 {
+        start -= 1;
+    }
+    let (base, image) = (rows[start].0, rows[i].0..rows[i].1);
+    let entry = |addr: usize| -> u64 {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = std::fs::File::open(format!("/proc/{pid}/pagemap")).expect("pagemap");
+        f.seek(SeekFrom::Start((addr / 4096 * 8) as u64)).expect("seek");
+        let mut e = [0u8; 8];
+        f.read_exact(&mut e).expect("an entry");
+        u64::from_le_bytes(e)
+    };
+    let not_own = || -> Vec<usize> {
+        let own = |p: &usize| {
+            let e = entry(base + p * 4096);
+            let present = e & (1 << 63) != 0;
+            present && (!image.contains(&(base + p * 4096)) || e & (1 << 61) == 0)
+        };
+        pages.iter().copied().filter(|p| !own(p)).collect()
+    };
+    // Ready may be said before the runner has reached its wait: it gets a moment.
+    let mut missing = not_own();
+    for _ in 0..40 {
+        if missing.is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        missing = not_own();
+    }
+    assert!(
+        missing.is_empty(),
+        "{} of {} listed pages are not the waiting runner's own: {missing:?}",
+        missing.len(),
+        pages.len()
+    );
+    let v = post_run(&s.socket, &json!({"runtime": "python", "code": "print(6 * 7)"})).json();
+    assert_eq!((v["status"].as_str(), v["stdout"]["text"].as_str()), (Some("ok"), Some("42\n")), "{v}");
+}
+
 /// A mapping of code (readable and executable) in `/proc/<pid>/smaps`.
 #[derive(Debug)]
 struct Mapping {

@@ -151,7 +151,7 @@ fn install_snapshot(dir: &Path, wheels: &Wheels) -> Result<(), guests::GuestErro
         let name = e.file_name().to_string_lossy().into_owned();
         let ours =
             name.starts_with(&format!("{}-", snapshot::STEM)) || name.starts_with(&format!("{}.", snapshot::STEM));
-        if ours && name.contains(".cwasm") {
+        if ours && (name.contains(".cwasm") || name.ends_with(".pages")) {
             let _ = std::fs::remove_file(e.path());
         }
     }
@@ -164,6 +164,11 @@ fn install_snapshot(dir: &Path, wheels: &Wheels) -> Result<(), guests::GuestErro
         "python: standard library compiled to bytecode in {:.1} s ({})",
         started.elapsed().as_secs_f64(),
         snapshot::stdlib_path(dir).display()
+    );
+    let pages = snapshot::learn_pages(dir, &runner)?;
+    println!(
+        "python: {pages} pages of its memory that a run writes, faulted in ahead by warm runners ({})",
+        snapshot::pages_path(dir).display()
     );
     Ok(())
 }
@@ -225,6 +230,13 @@ fn list(dir: &Path) {
     for a in artifacts(dir, snapshot::artifact_stem()) {
         println!("           artifact {a}");
     }
+    let pages = snapshot::pages_path(dir);
+    if let Some(name) = pages.file_name().filter(|_| pages.exists()) {
+        println!(
+            "           pages    {} (what a run writes, faulted in ahead by warm runners)",
+            name.to_string_lossy()
+        );
+    }
     for g in guests::ALL {
         let installed = guests::module_path(dir, &g).exists();
         println!("  {:<8} {:<13} {} — {}=={} ({})", g.name, state(installed), g.what, g.package, g.version, g.license);
@@ -255,6 +267,11 @@ fn verify(dir: &Path) -> Result<(), guests::GuestError> {
             found += 1;
             println!("python: {} sha256 ok (as built, {})", p.display(), snapshot::manifest_path(dir).display());
             verify_artifacts(dir, "python", snapshot::artifact_stem())?;
+            let pages = snapshot::pages_path(dir);
+            if pages.exists() {
+                guests::check_owner(&pages)?;
+                println!("python: {} owner and mode ok", pages.display());
+            }
         }
         Err(guests::GuestError::NotInstalled { .. }) => println!("python: not installed"),
         Err(e) => return Err(e),

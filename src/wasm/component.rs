@@ -66,6 +66,10 @@ pub(super) fn run_python(
         }
         _ => None,
     };
+    if let (Some(l), Some(_)) = (loaded, &fresh) {
+        // This copy's own pages for what a run writes, while it waits (see `pages.rs`).
+        super::pages::fault_in(&l.warm_pages);
+    }
     let (load, mut store, instance, t1) = match fresh {
         Some((store, instance)) => {
             let load = t0.elapsed();
@@ -96,7 +100,14 @@ pub(super) fn run_python(
         .map_err(|e| format!("the Python guest has no run export: {}", runner::one_line(&e)))?;
     let instantiate = t1.elapsed();
     let started = Instant::now();
-    let result = run.call(&mut store, (code, args, &c.env)).map(|(status,)| status);
+    let result = match &c.written_pages {
+        Some(out) => {
+            let size = store.data().limits.memory_peak();
+            super::pages::learn(c.artifact_id.1, size, out, || run.call(&mut store, (code, args, &c.env)))?
+        }
+        None => run.call(&mut store, (code, args, &c.env)),
+    }
+    .map(|(status,)| status);
     Ok(Ran::of(store, result, Times { load, compile: None, instantiate, started }))
 }
 

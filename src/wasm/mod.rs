@@ -9,6 +9,7 @@ mod component;
 pub mod engine;
 pub mod guests;
 mod p1calls;
+mod pages;
 mod preload;
 pub mod runner;
 pub mod snapshot;
@@ -317,6 +318,7 @@ fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(Run
             _ => Entry::Start,
         },
         host_calls: None,
+        written_pages: None,
     };
     Ok((config, code))
 }

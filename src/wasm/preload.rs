@@ -13,7 +13,8 @@
 //! run pays for instantiating the guest, and no run sees another's: each copy is private to its
 //! process, and dies with it. The runner first gives the copy its own WASI, limits, fuel and
 //! deadline, and instantiates afresh instead when the run's limits would not have admitted the
-//! instance (see [`super::runner::Limits::admits`]).
+//! instance (see [`super::runner::Limits::admits`]). A Python runner first faults in, as its own,
+//! the pages of that instance's memory a run writes (see `pages.rs`).
 
 use super::engine::{self, EngineKind};
 use super::runner::{self, State};
@@ -49,6 +50,9 @@ pub(super) struct Loaded {
     /// The guest instantiated here and never called, until a runner (a copy of this process)
     /// takes its copy.
     fresh: Mutex<Option<Fresh>>,
+    /// The ranges of the fresh instance's linear memory a run of the Python guest writes, which
+    /// its runner faults in while it waits for its code (see `pages.rs`); empty for a module.
+    pub(super) warm_pages: Vec<(usize, usize)>,
 }
 
 /// A guest's instance made by [`load`], in a store of its own whose limits recorded what the
@@ -84,22 +88,28 @@ pub(super) fn load(key: &Key) -> Result<(), String> {
     let cannot = |e: wasmtime::Error| format!("cannot load {}: {e:#}", key.path.display());
     let instantiated =
         |e: wasmtime::Error| format!("cannot instantiate {}: {}", key.path.display(), runner::one_line(&e));
-    let (guest, fresh) = if key.component {
+    let (guest, fresh, warm_pages) = if key.component {
         let c = sys::load_component(&engine, &key.path, key.id).map_err(cannot)?;
         c.initialize_copy_on_write_image().map_err(cannot)?;
         let pre = super::component::instance_pre(&engine, &c)?;
         let fresh = super::component::fresh(&engine, &pre).map_err(instantiated)?;
-        (Guest::Component(pre), Fresh::Component(fresh.0, fresh.1))
+        let list = super::snapshot::pages_path(key.path.parent().unwrap_or(std::path::Path::new("/")));
+        let warm_pages =
+            super::pages::ranges(&list, key.id.1, fresh.0.data().limits.memory_peak()).unwrap_or_else(|e| {
+                eprintln!("stockade: warm Python runners fault in no pages ahead of their runs: {e}");
+                Vec::new()
+            });
+        (Guest::Component(pre), Fresh::Component(fresh.0, fresh.1), warm_pages)
     } else {
         let m = sys::load_artifact(&engine, &key.path, key.id).map_err(cannot)?;
         m.initialize_copy_on_write_image().map_err(cannot)?;
         let pre = runner::instance_pre(&engine, &m, None)?;
         let fresh = runner::fresh(&engine, &pre).map_err(instantiated)?;
-        (Guest::Module(pre), Fresh::Module(fresh.0, fresh.1))
+        (Guest::Module(pre), Fresh::Module(fresh.0, fresh.1), Vec::new())
     };
     drop(low);
     let fds: Vec<RawFd> = open_fds()?.into_iter().filter(|fd| !before.contains(fd)).collect();
-    let loaded = Loaded { key: key.clone(), engine, guest, fds, fresh: Mutex::new(Some(fresh)) };
+    let loaded = Loaded { key: key.clone(), engine, guest, fds, fresh: Mutex::new(Some(fresh)), warm_pages };
     LOADED.lock().unwrap_or_else(PoisonError::into_inner).push(Arc::new(loaded));
     Ok(())
 }

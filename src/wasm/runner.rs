@@ -72,6 +72,10 @@ pub struct RunnerConfig {
     /// `stockade_host` calls through it.
     #[serde(default)]
     pub host_calls: Option<(i32, i32)>,
+    /// `stockade guest install` only, outside any jail: the Python guest's run writes the list
+    /// of the pages of its linear memory it wrote to this file (see `pages.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written_pages: Option<PathBuf>,
 }
 
 /// What of the guest the runner calls.
@@ -166,6 +170,12 @@ impl Limits {
             memories_made: 0,
             tables_made: 0,
         }
+    }
+
+    /// The largest linear memory asked for so far, in bytes: right after instantiating, the
+    /// size of the guest's memory as its image made it.
+    pub(super) fn memory_peak(&self) -> usize {
+        self.memory_peak
     }
 
     /// Whether these limits would have let an instance be made that took `took` (one instance,

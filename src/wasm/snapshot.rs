@@ -59,6 +59,12 @@ pub fn stdlib_path(dir: &Path) -> PathBuf {
     dir.join(format!("{STEM}-lib-{}", &STDLIB_TAR_SHA256[..16]))
 }
 
+/// The pages of the guest's linear memory a run writes (see `pages.rs`), beside the component:
+/// learned by `stockade guest install`, named for the component's build.
+pub fn pages_path(dir: &Path) -> PathBuf {
+    dir.join(format!("{}.pages", artifact_stem()))
+}
+
 /// The record of a build, beside the component.
 pub fn manifest_path(dir: &Path) -> PathBuf {
     dir.join(format!("{STEM}.json"))
@@ -155,6 +161,7 @@ pub fn compile_stdlib(dir: &Path, runner: &Path, artifact: &Path) -> Result<(), 
         clock_from_stdin: false,
         entry: Entry::PythonRun { code: Some(COMPILE_LIBRARY.into()), args: Vec::new() },
         host_calls: None,
+        written_pages: None,
     };
     let json = serde_json::to_string(&config).map_err(GuestError::Config)?;
     let fail = |reason: String| GuestError::Build { what: "the Python guest's bytecode".into(), reason };
@@ -169,6 +176,45 @@ pub fn compile_stdlib(dir: &Path, runner: &Path, artifact: &Path) -> Result<(), 
         return Err(fail(format!("compileall failed ({}): {}", out.status, said.trim())));
     }
     set_modes(&lib)
+}
+
+/// Learns the pages of the guest's linear memory a run writes (see `pages.rs`): one run of
+/// `print(1)` as a served run under the shipped default policy makes it (its code framed on
+/// stdin, the policy's environment, an empty `/app`), by `runner` (this stockade, as
+/// `__runner`, outside any jail: the code is stockade's own), which writes the list to
+/// [`pages_path`], made 0644. Returns how many pages it lists.
+pub fn learn_pages(dir: &Path, runner: &Path) -> Result<usize, GuestError> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let out = pages_path(dir);
+    let app = Scratch::new(dir.join(format!("{STEM}-learning-app")))?;
+    let mut job = super::WasmJob::new(super::GuestCode::PythonFromStdin, runner);
+    job.guest_dir = Some(dir.to_path_buf());
+    let mut config = super::runner_config(&crate::Policy::builtin(), &job, app.path())?;
+    config.written_pages = Some(out.clone());
+    let json = serde_json::to_string(&config).map_err(GuestError::Config)?;
+    let fail = |reason: String| GuestError::Build { what: "the Python guest's list of pages".into(), reason };
+    let _ = std::fs::remove_file(&out);
+    let mut child = std::process::Command::new(runner)
+        .arg("__runner")
+        .args(super::pieces(&json))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| fail(format!("cannot run {}: {e}", runner.display())))?;
+    let frame = crate::handover::frame(super::pages::LEARNED_CODE, &[]);
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(&frame).map_err(|e| fail(format!("cannot give the guest its code: {e}")))?;
+    }
+    let ran = child.wait_with_output().map_err(|e| fail(format!("cannot run {}: {e}", runner.display())))?;
+    if !ran.status.success() || ran.stdout != b"1\n" {
+        let said = String::from_utf8_lossy(&ran.stderr);
+        return Err(fail(format!("its run failed ({}): {}", ran.status, said.trim())));
+    }
+    let text = std::fs::read_to_string(&out).map_err(io(&out))?;
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o644)).map_err(io(&out))?;
+    Ok(text.lines().filter(|l| !l.starts_with('#')).count())
 }
 
 /// A build's scratch directory, removed with it (whatever the build's end).
