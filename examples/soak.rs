@@ -160,9 +160,9 @@ fn run_one(ctx: &Ctx, kind: Kind, r: u64) -> Result<(), String> {
         }
         Kind::ForkBomb => {
             let r = lib("forkbomb")?;
-            // A fork the pids limit refuses has its task already made, and the kernel frees it
-            // after an RCU grace period (`delayed_free_task` in kernel/fork.c), charged to the
-            // run's cgroup until then. 32 processes forking in a loop keep tens of MiB of it
+            // The pids limit refuses a fork after its task (and what is made with it) is
+            // allocated, and the kernel frees that after an RCU grace period (`delayed_free_task`
+            // in kernel/fork.c), charged to the run's cgroup until then. 32 processes forking in a loop keep tens of MiB of it
             // pending: peaks of 55-65 MB of the soak's 64 MiB, with 0.7 MB of user memory, were
             // measured on this machine kind. So the memory limit, not the clock, may end the
             // run: the kernel's OOM kill is what happened, and the report says so.

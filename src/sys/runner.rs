@@ -127,17 +127,16 @@ pub fn ignore_sigpipe() {
     let _ = super::ignore_signal(libc::SIGPIPE);
 }
 
-/// `MADV_POPULATE_WRITE` (Linux 5.14): fault a range in writable, as a write to each page would
-/// (a private mapping's shared page is copied), without changing a byte.
-const MADV_POPULATE_WRITE: libc::c_int = 23;
-
-/// Faults `[addr, addr + len)` in writable (see [`MADV_POPULATE_WRITE`]); the bytes are left as
-/// they are. `Err` when the range is not wholly mapped writable, or the kernel has no such advice.
+/// Faults `[addr, addr + len)` in writable, as a write of each page's own bytes would: a page of a
+/// private mapping shared with another process (copy-on-write) is copied for this one; no byte
+/// changes (`MADV_POPULATE_WRITE`, Linux 5.14). `Err` when the range is not wholly mapped and
+/// writable, memory runs out, or the kernel has no such advice; pages before the failure may be
+/// faulted in already.
 pub fn populate_write(addr: usize, len: usize) -> std::io::Result<()> {
-    // SAFETY: madvise with this advice changes no byte of memory and no mapping: it only makes
-    // the range's pages present and writable in this process, as a write of each page's own
-    // value would; a range that is not mapped writable fails with an error.
-    if unsafe { libc::madvise(addr as *mut libc::c_void, len, MADV_POPULATE_WRITE) } == 0 {
+    // SAFETY: whatever the address, this advice changes no byte and no mapping (the kernel checks
+    // the range and fails for what is not mapped writable); it only makes pages present and
+    // writable here (callers give private mappings; a shared file's pages would turn dirty).
+    if unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) } == 0 {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())

@@ -103,7 +103,7 @@ pub(super) fn run_python(
     let result = match &c.written_pages {
         Some(out) => {
             let size = store.data().limits.memory_peak();
-            super::pages::learn(c.artifact_id.1, size, out, || run.call(&mut store, (code, args, &c.env)))?
+            super::pages::learn(artifact, c.artifact_id, size, out, || run.call(&mut store, (code, args, &c.env)))?
         }
         None => run.call(&mut store, (code, args, &c.env)),
     }

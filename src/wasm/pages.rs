@@ -3,18 +3,17 @@
 //!
 //! A served Python jail's runner is a copy of the spawner, and so is its instance of the guest
 //! (see `preload.rs`): its linear memory is the spawner's, shared copy-on-write. Every page a run
-//! writes is copied at its first write, one fault each, and those faults were part of every
-//! run's time once its code had come. A warm runner now asks the kernel for its own copies of the
-//! pages a run of `print(1)` writes (about 150 of 3,150) while it waits, with one
-//! `MADV_POPULATE_WRITE` per range: the same copies, made before the run instead of in it, and
-//! made in one call per range instead of one fault per page. Pages a run writes beyond those are
-//! copied as before; a page copied for a run that does not write it costs its copy and nothing
-//! else (no byte changes).
+//! writes is copied at its first write, one fault each, inside the run's time. A warm runner asks
+//! the kernel for its own copies of the pages a run of `print(1)` writes (about 200 of 3,150)
+//! while it waits, with one `MADV_POPULATE_WRITE` per range: the same copies, made before the run
+//! instead of in it, and in one call per range instead of one fault per page. Pages a run writes
+//! beyond those are copied as before; a page copied for a run that does not write it costs its
+//! copy (4 KiB of the jail's memory) and nothing else: no byte changes.
 //!
 //! The list is learned by the runner itself, outside any jail, at `stockade guest install`: the
-//! guest's memory is read before and after one run of `print(1)`, framed on stdin as a served
-//! run's code is, and the pages whose bytes changed are written beside the component. A list of
-//! another build, or for a memory of another size, is not used.
+//! guest's memory is read before and after one run of `print(1)` as a served run makes it, and the
+//! pages it wrote are listed beside the component, with the component's checksum and the memory's
+//! size. A list of another component, or for a memory of another size, is not used.
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
@@ -22,41 +21,70 @@ use std::path::Path;
 /// 4 KiB: the kernel's page on the hosts stockade runs on (x86_64).
 const PAGE: usize = 4096;
 
-/// The first line of a list, with the size of the memory it was learned on.
-const HEADER: &str = "# stockade: pages of the Python guest's linear memory a run of print(1) wrote; memory bytes ";
+/// What a list's first line starts with; `component-sha256=HEX memory-bytes=N` follow.
+const HEADER: &str = "# stockade: the pages of the Python guest's linear memory a run writes;";
 
 /// The code whose run is learned (as the bench's and most agents' first run).
 pub const LEARNED_CODE: &str = "print(1)";
 
-/// Where a linear memory of `size` bytes whose copy-on-write image is mapped from the artifact
-/// with inode `ino` lies in this process: its start, and the image's own mapping (start, end).
-/// The memory is the run of private writable mappings around the artifact's own writable
-/// mapping, which must be exactly `size` bytes long (Wasmtime keeps guard regions, never
-/// writable, on both sides). `None` when there is no such run: the image is not mapped from the
-/// artifact, or the run's length is not the memory's.
-pub(super) fn linear_memory(ino: u64, size: usize) -> Option<(usize, (usize, usize))> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    let rows: Vec<(usize, usize, bool, u64)> = maps.lines().filter_map(map_row).collect();
-    let i = rows.iter().position(|r| r.2 && r.3 == ino)?;
-    let mut start = i;
-    while start > 0 && rows[start - 1].2 && rows[start - 1].1 == rows[start].0 {
-        start -= 1;
-    }
-    let mut end = i;
-    while end + 1 < rows.len() && rows[end + 1].2 && rows[end + 1].0 == rows[end].1 {
-        end += 1;
-    }
-    (rows[end].1 - rows[start].0 == size).then_some((rows[start].0, (rows[i].0, rows[i].1)))
+/// A linear memory in this process: where it starts, and its image's own mapping (start, end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Memory {
+    base: usize,
+    image: (usize, usize),
 }
 
-/// One line of /proc/self/maps: start, end, whether private and writable (`rw-p`), inode.
-fn map_row(line: &str) -> Option<(usize, usize, bool, u64)> {
+/// Where the linear memory of `size` bytes whose copy-on-write image is mapped from the artifact
+/// `file` (its device and inode) lies in this process: the run of private writable mappings
+/// around one of the artifact's own writable mappings, exactly `size` bytes long (Wasmtime keeps
+/// guard regions, never writable, on both sides). `Err` names the artifact when there is none.
+pub(super) fn linear_memory(artifact: &Path, file: (u64, u64), size: usize) -> Result<Memory, String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| format!("cannot read /proc/self/maps: {e}"))?;
+    let rows: Vec<Row> = maps.lines().filter_map(map_row).collect();
+    let device = (libc::major(file.0), libc::minor(file.0));
+    let found =
+        rows.iter().enumerate().filter(|(_, r)| r.writable && r.device == device && r.inode == file.1).find_map(
+            |(i, r)| {
+                let mut start = i;
+                while start > 0 && rows[start - 1].writable && rows[start - 1].end == rows[start].start {
+                    start -= 1;
+                }
+                let mut end = i;
+                while end + 1 < rows.len() && rows[end + 1].writable && rows[end + 1].start == rows[end].end {
+                    end += 1;
+                }
+                (rows[end].end - rows[start].start == size)
+                    .then_some(Memory { base: rows[start].start, image: (r.start, r.end) })
+            },
+        );
+    found.ok_or_else(|| format!("no linear memory of {size} bytes is mapped from {}", artifact.display()))
+}
+
+/// One line of /proc/self/maps.
+#[derive(Debug, PartialEq, Eq)]
+struct Row {
+    start: usize,
+    end: usize,
+    /// Private and writable (`rw-p`).
+    writable: bool,
+    /// The file's device (major, minor) and inode; 0 for anonymous memory.
+    device: (u32, u32),
+    inode: u64,
+}
+
+fn map_row(line: &str) -> Option<Row> {
     let mut f = line.split_whitespace();
     let (a, b) = f.next()?.split_once('-')?;
     let perms = f.next()?;
-    let (_offset, _device) = (f.next()?, f.next()?);
-    let inode = f.next()?.parse().ok()?;
-    Some((usize::from_str_radix(a, 16).ok()?, usize::from_str_radix(b, 16).ok()?, perms == "rw-p", inode))
+    let _offset = f.next()?;
+    let (major, minor) = f.next()?.split_once(':')?;
+    Some(Row {
+        start: usize::from_str_radix(a, 16).ok()?,
+        end: usize::from_str_radix(b, 16).ok()?,
+        writable: perms == "rw-p",
+        device: (u32::from_str_radix(major, 16).ok()?, u32::from_str_radix(minor, 16).ok()?),
+        inode: f.next()?.parse().ok()?,
+    })
 }
 
 /// This process's `size` bytes at `base`, read through /proc/self/mem, and each page's entry
@@ -80,22 +108,27 @@ fn anonymous(entry: u64) -> bool {
     entry & (1 << 63) != 0 && entry & (1 << 61) == 0
 }
 
-/// Runs `run` and writes to `out` the list of the pages of the linear memory (`size` bytes, its
-/// image the artifact with inode `ino`) it wrote, as far as this process can tell: the pages
+/// Runs `run` and writes to `out` the pages of the linear memory of `size` bytes, its image the
+/// artifact `file` (device, inode), that it wrote, as far as this process can tell: the pages
 /// whose bytes it changed, and the pages of the image it made its own (a page written back to
 /// what it was, such as an object's reference count taken and given back, is copied all the
-/// same). Returns what `run` returned.
-pub(super) fn learn<T>(ino: u64, size: usize, out: &Path, run: impl FnOnce() -> T) -> Result<T, String> {
-    let (base, image) = linear_memory(ino, size).ok_or("the guest's linear memory is not mapped from its artifact")?;
+/// same). The list's first line is `memory-bytes=N`. Returns what `run` returned.
+pub(super) fn learn<T>(
+    artifact: &Path,
+    file: (u64, u64),
+    size: usize,
+    out: &Path,
+    run: impl FnOnce() -> T,
+) -> Result<T, String> {
+    let m = linear_memory(artifact, file, size)?;
     let cannot = |e: std::io::Error| format!("cannot read the guest's memory: {e}");
-    let (before, was) = read_memory(base, size).map_err(cannot)?;
+    let (before, was) = read_memory(m.base, size).map_err(cannot)?;
     let result = run();
-    let (after, is) = read_memory(base, size).map_err(cannot)?;
-    let in_image = |i: usize| (image.0..image.1).contains(&(base + i * PAGE));
-    let mut text = format!("{HEADER}{size}\n");
+    let (after, is) = read_memory(m.base, size).map_err(cannot)?;
+    let in_image = |i: usize| (m.image.0..m.image.1).contains(&(m.base + i * PAGE));
+    let mut text = format!("memory-bytes={size}\n");
     for (i, (a, b)) in after.chunks(PAGE).zip(before.chunks(PAGE)).enumerate() {
-        let made_own = in_image(i) && anonymous(is[i]) && !anonymous(was[i]);
-        if a != b || made_own {
+        if a != b || (in_image(i) && anonymous(is[i]) && !anonymous(was[i])) {
             text.push_str(&format!("{i}\n"));
         }
     }
@@ -103,33 +136,62 @@ pub(super) fn learn<T>(ino: u64, size: usize, out: &Path, run: impl FnOnce() -> 
     Ok(result)
 }
 
-/// The ranges (start address, bytes) to fault in for the list at `path`, in a linear memory of
-/// `size` bytes whose image is the artifact with inode `ino`, in this process. `Err` in words
-/// when there is no list (an install by an earlier stockade) or one this memory cannot use.
-pub(super) fn ranges(path: &Path, ino: u64, size: usize) -> Result<Vec<(usize, usize)>, String> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(format!("{} is missing (`stockade guest install` writes it)", path.display()));
-        }
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-    };
-    super::guests::check_owner(path).map_err(|e| e.to_string())?;
-    let mut lines = text.lines();
-    let learned_on = lines.next().and_then(|l| l.strip_prefix(HEADER)).and_then(|s| s.parse::<usize>().ok());
-    if learned_on != Some(size) {
-        return Err(format!("{} is not a list for this guest's memory of {size} bytes", path.display()));
+/// The list of a learned run (`learned`: what [`learn`] wrote) as kept beside the component of
+/// checksum `component`: its header, then the pages. `Err` in words when it is not such a list.
+pub fn keep(learned: &str, component: &str) -> Result<(String, usize), String> {
+    let mut lines = learned.lines();
+    let size: usize = lines
+        .next()
+        .and_then(|l| l.strip_prefix("memory-bytes="))
+        .and_then(|n| n.parse().ok())
+        .ok_or("the run's list has no memory size")?;
+    let mut text = format!("{HEADER} component-sha256={component} memory-bytes={size}\n");
+    let pages = parse_pages(lines, size)?;
+    for p in &pages {
+        text.push_str(&format!("{p}\n"));
     }
+    Ok((text, pages.len()))
+}
+
+/// The pages of a list's lines, each below `size`'s last page, sorted and without repeats.
+fn parse_pages<'a>(lines: impl Iterator<Item = &'a str>, size: usize) -> Result<Vec<usize>, String> {
     let mut pages = Vec::new();
     for l in lines {
         match l.parse::<usize>() {
             Ok(p) if p < size / PAGE => pages.push(p),
-            _ => return Err(format!("{}: {l:?} is not a page of the memory", path.display())),
+            _ => return Err(format!("{l:?} is not a page of a memory of {size} bytes")),
         }
     }
     pages.sort_unstable();
     pages.dedup();
-    let (base, _) = linear_memory(ino, size).ok_or("the guest's linear memory is not mapped from its artifact")?;
+    Ok(pages)
+}
+
+/// The pages a kept list (`text`) names, when it was learned on the component of checksum
+/// `component` with a memory of `size` bytes; `Err` in words otherwise.
+fn pages_for(text: &str, component: &str, size: usize) -> Result<Vec<usize>, String> {
+    let mut lines = text.lines();
+    let header = lines.next().and_then(|l| l.strip_prefix(HEADER)).unwrap_or_default();
+    if header != format!(" component-sha256={component} memory-bytes={size}") {
+        return Err(format!("it is not a list for this component ({component}) and its memory of {size} bytes"));
+    }
+    parse_pages(lines, size)
+}
+
+/// How many pages a kept list (`text`) names, when it was kept for the component of checksum
+/// `component` (for a memory of whatever size it says); `Err` in words otherwise.
+pub(super) fn count(text: &str, component: &str) -> Result<usize, String> {
+    let size = text
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix(HEADER)?.strip_prefix(&format!(" component-sha256={component} memory-bytes=")))
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| format!("it is not a list for this component ({component})"))?;
+    pages_for(text, component, size).map(|p| p.len())
+}
+
+/// The address ranges (start, bytes) of `pages` in the memory at `base`, adjacent pages merged.
+fn coalesce(base: usize, pages: &[usize]) -> Vec<(usize, usize)> {
     let mut ranges: Vec<(usize, usize)> = Vec::new();
     for p in pages {
         let at = base + p * PAGE;
@@ -138,14 +200,44 @@ pub(super) fn ranges(path: &Path, ino: u64, size: usize) -> Result<Vec<(usize, u
             _ => ranges.push((at, PAGE)),
         }
     }
-    Ok(ranges)
+    ranges
 }
 
-/// Faults `ranges` in writable in this process (each a private copy now), leaving every byte as
-/// it is. A range the kernel refuses is left to fault as the run writes it.
+/// The ranges (start address, bytes) to fault in for the list at `list`, in this process's linear
+/// memory of `size` bytes mapped from the artifact `file` (device, inode) of the component of
+/// checksum `component`. `Err` in words, naming the file, when there is no list (an install by an
+/// earlier stockade), one of another component or memory, or no such memory.
+pub(super) fn ranges(
+    list: &Path,
+    component: &str,
+    artifact: &Path,
+    file: (u64, u64),
+    size: usize,
+) -> Result<Vec<(usize, usize)>, String> {
+    if !list.exists() {
+        return Err(format!("{} is missing (`stockade guest install` writes it)", list.display()));
+    }
+    super::guests::check_owner(list).map_err(|e| e.to_string())?;
+    let text = crate::input::read_text(list, 1 << 20, "a list of pages").map_err(|e| e.to_string())?;
+    let pages = pages_for(&text, component, size).map_err(|e| format!("{}: {e}", list.display()))?;
+    let memory = linear_memory(artifact, file, size)?;
+    Ok(coalesce(memory.base, &pages))
+}
+
+/// Whether this kernel has `MADV_POPULATE_WRITE` (Linux 5.14).
+pub(super) fn kernel_populates() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let version: Vec<u32> = release.split(['.', '-']).take(2).filter_map(|n| n.trim().parse().ok()).collect();
+    version >= vec![5, 14]
+}
+
+/// Faults `ranges` in writable in this process, each page a private copy now, every byte left
+/// as it is. Stops at the first range the kernel refuses: the rest fault as the run writes them.
 pub(super) fn fault_in(ranges: &[(usize, usize)]) {
     for &(start, len) in ranges {
-        let _ = crate::sys::populate_write(start, len);
+        if crate::sys::populate_write(start, len).is_err() {
+            return;
+        }
     }
 }
 
@@ -155,26 +247,27 @@ mod tests {
 
     #[test]
     fn a_mapping_line_is_read_and_a_foreign_one_is_not() {
-        let l = "7f2c454f0000-7f2c46040000 rw-p 01396000 fe:00 5350538    /g/python314.cwasm";
-        assert_eq!(map_row(l), Some((0x7f2c454f0000, 0x7f2c46040000, true, 5350538)));
-        let guard = "7f2c46050000-7f2d47400000 ---p 00000000 00:00 0";
-        assert_eq!(map_row(guard), Some((0x7f2c46050000, 0x7f2d47400000, false, 0)));
+        let l = "7f2c454f0000-7f2c46040000 rw-p 01396000 fe:01 5350538    /g/python314.cwasm";
+        let row = Row { start: 0x7f2c454f0000, end: 0x7f2c46040000, writable: true, device: (0xfe, 1), inode: 5350538 };
+        assert_eq!(map_row(l), Some(row));
+        let guard = map_row("7f2c46050000-7f2d47400000 ---p 00000000 00:00 0").expect("a row");
+        assert!(!guard.writable && guard.inode == 0);
         assert_eq!(map_row("not a mapping"), None);
     }
 
     #[test]
-    fn a_missing_list_one_of_another_memory_or_with_a_page_outside_it_is_refused() {
-        let dir = tempfile::tempdir().expect("a directory");
-        let list = dir.path().join("g.pages");
-        let e = ranges(&list, 1, 8 * PAGE).expect_err("no list");
-        assert!(e.contains("g.pages is missing (`stockade guest install` writes it)"), "{e}");
-        std::fs::write(&list, format!("{HEADER}{}\n1\n2\n", 16 * PAGE)).expect("write");
-        let e = ranges(&list, 1, 8 * PAGE).expect_err("another memory's list");
-        assert!(e.contains("not a list for this guest's memory of 32768 bytes"), "{e}");
-        std::fs::write(&list, format!("{HEADER}{}\n1\n8\n", 8 * PAGE)).expect("write");
-        let e = ranges(&list, 1, 8 * PAGE).expect_err("a page past the memory");
-        assert!(e.contains("\"8\" is not a page of the memory"), "{e}");
-        std::fs::write(&list, "1\n2\n").expect("write");
-        assert!(ranges(&list, 1, 8 * PAGE).is_err(), "a list without its header");
+    fn a_learned_list_is_kept_with_its_component_and_read_back_only_for_it() {
+        let size = 8 * PAGE;
+        let (kept, n) = keep("memory-bytes=32768\n5\n1\n2\n5\n", "abc").expect("a list");
+        assert_eq!(n, 3);
+        assert_eq!(pages_for(&kept, "abc", size), Ok(vec![1, 2, 5]));
+        assert_eq!((count(&kept, "abc"), count(&kept, "abd").is_err()), (Ok(3), true));
+        assert_eq!(coalesce(0x10000, &[1, 2, 5]), vec![(0x11000, 2 * PAGE), (0x15000, PAGE)]);
+        let e = pages_for(&kept, "def", size).expect_err("another component's");
+        assert!(e.contains("not a list for this component (def) and its memory of 32768 bytes"), "{e}");
+        assert!(pages_for(&kept, "abc", 16 * PAGE).is_err(), "another memory size's");
+        let e = keep("memory-bytes=32768\n1\n8\n", "abc").expect_err("a page past the memory");
+        assert!(e.contains("\"8\" is not a page of a memory of 32768 bytes"), "{e}");
+        assert!(keep("1\n2\n", "abc").is_err(), "a run's list without its size");
     }
 }

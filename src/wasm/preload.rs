@@ -93,12 +93,10 @@ pub(super) fn load(key: &Key) -> Result<(), String> {
         c.initialize_copy_on_write_image().map_err(cannot)?;
         let pre = super::component::instance_pre(&engine, &c)?;
         let fresh = super::component::fresh(&engine, &pre).map_err(instantiated)?;
-        let list = super::snapshot::pages_path(key.path.parent().unwrap_or(std::path::Path::new("/")));
-        let warm_pages =
-            super::pages::ranges(&list, key.id.1, fresh.0.data().limits.memory_peak()).unwrap_or_else(|e| {
-                eprintln!("stockade: warm Python runners fault in no pages ahead of their runs: {e}");
-                Vec::new()
-            });
+        let warm_pages = warm_pages(key, fresh.0.data().limits.memory_peak()).unwrap_or_else(|e| {
+            eprintln!("stockade serve: warm Python runners fault in no pages ahead of their runs: {e}");
+            Vec::new()
+        });
         (Guest::Component(pre), Fresh::Component(fresh.0, fresh.1), warm_pages)
     } else {
         let m = sys::load_artifact(&engine, &key.path, key.id).map_err(cannot)?;
@@ -112,6 +110,17 @@ pub(super) fn load(key: &Key) -> Result<(), String> {
     let loaded = Loaded { key: key.clone(), engine, guest, fds, fresh: Mutex::new(Some(fresh)), warm_pages };
     LOADED.lock().unwrap_or_else(PoisonError::into_inner).push(Arc::new(loaded));
     Ok(())
+}
+
+/// The ranges of the linear memory (`size` bytes) of the Python guest's fresh instance that a run
+/// writes, from the list installed beside its component (see `pages.rs`).
+fn warm_pages(key: &Key, size: usize) -> Result<Vec<(usize, usize)>, String> {
+    if !super::pages::kernel_populates() {
+        return Err("this kernel cannot fault pages in writable ahead (MADV_POPULATE_WRITE, Linux 5.14)".into());
+    }
+    let dir = key.path.parent().unwrap_or(std::path::Path::new("/"));
+    let component = super::snapshot::component_sha256(dir).map_err(|e| e.to_string())?;
+    super::pages::ranges(&super::snapshot::pages_path(dir), &component, &key.path, key.id, size)
 }
 
 /// This process's open fds, sorted.

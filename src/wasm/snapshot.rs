@@ -59,6 +59,23 @@ pub fn stdlib_path(dir: &Path) -> PathBuf {
     dir.join(format!("{STEM}-lib-{}", &STDLIB_TAR_SHA256[..16]))
 }
 
+/// The record of the build in `dir` ([`manifest_path`]), owner-checked and parsed.
+fn manifest_of(dir: &Path) -> Result<serde_json::Value, GuestError> {
+    let manifest = manifest_path(dir);
+    check_owner(&manifest)?;
+    let text = crate::input::read_text(&manifest, 64 * 1024, "a guest manifest")?;
+    serde_json::from_str(&text).map_err(|e| GuestError::Unsafe { path: manifest, what: e.to_string() })
+}
+
+/// The checksum of the component in `dir` as its build recorded it.
+pub fn component_sha256(dir: &Path) -> Result<String, GuestError> {
+    let recorded = manifest_of(dir)?;
+    recorded["component-sha256"].as_str().map(str::to_string).ok_or_else(|| GuestError::Unsafe {
+        path: manifest_path(dir),
+        what: "records no component-sha256: run `stockade guest install`".into(),
+    })
+}
+
 /// The pages of the guest's linear memory a run writes (see `pages.rs`), beside the component:
 /// learned by `stockade guest install`, named for the component's build.
 pub fn pages_path(dir: &Path) -> PathBuf {
@@ -178,23 +195,51 @@ pub fn compile_stdlib(dir: &Path, runner: &Path, artifact: &Path) -> Result<(), 
     set_modes(&lib)
 }
 
+/// Checks the list of pages in `dir` ([`pages_path`]), when there is one: its owner and mode, and
+/// that it names pages for this component. Returns how many, or `None` without a list.
+pub fn verify_pages(dir: &Path) -> Result<Option<usize>, GuestError> {
+    let list = pages_path(dir);
+    if !list.exists() {
+        return Ok(None);
+    }
+    check_owner(&list)?;
+    let text = crate::input::read_text(&list, 1 << 20, "a list of pages")?;
+    let n = super::pages::count(&text, &component_sha256(dir)?)
+        .map_err(|what| GuestError::Unsafe { path: list.clone(), what })?;
+    Ok(Some(n))
+}
+
 /// Learns the pages of the guest's linear memory a run writes (see `pages.rs`): one run of
 /// `print(1)` as a served run under the shipped default policy makes it (its code framed on
 /// stdin, the policy's environment, an empty `/app`), by `runner` (this stockade, as
-/// `__runner`, outside any jail: the code is stockade's own), which writes the list to
-/// [`pages_path`], made 0644. Returns how many pages it lists.
+/// `__runner`, outside any jail: the code is stockade's own). The list is kept at
+/// [`pages_path`] (0644) with the component's checksum only once the run has printed `1`;
+/// whatever fails, no list is left. Returns how many pages it names.
 pub fn learn_pages(dir: &Path, runner: &Path) -> Result<usize, GuestError> {
-    use std::io::Write;
-    use std::os::unix::fs::PermissionsExt;
     let out = pages_path(dir);
-    let app = Scratch::new(dir.join(format!("{STEM}-learning-app")))?;
+    let _ = std::fs::remove_file(&out);
+    let scratch = Scratch::new(dir.join(format!("{STEM}-learning")))?;
+    let (text, pages) = learned_pages(dir, runner, scratch.path())?;
+    let staged = scratch.path().join("pages");
+    std::fs::write(&staged, text).map_err(io(&staged))?;
+    std::fs::set_permissions(&staged, std::os::unix::fs::PermissionsExt::from_mode(0o644)).map_err(io(&staged))?;
+    std::fs::rename(&staged, &out).map_err(io(&out))?;
+    Ok(pages)
+}
+
+/// The run of [`learn_pages`], in `scratch` (its `/app` and the runner's list there): the list
+/// to keep and how many pages it names.
+fn learned_pages(dir: &Path, runner: &Path, scratch: &Path) -> Result<(String, usize), GuestError> {
+    use std::io::Write;
+    let fail = |reason: String| GuestError::Build { what: "the Python guest's list of pages".into(), reason };
+    let app = scratch.join("app");
+    std::fs::create_dir(&app).map_err(io(&app))?;
+    let listed = scratch.join("listed");
     let mut job = super::WasmJob::new(super::GuestCode::PythonFromStdin, runner);
     job.guest_dir = Some(dir.to_path_buf());
-    let mut config = super::runner_config(&crate::Policy::builtin(), &job, app.path())?;
-    config.written_pages = Some(out.clone());
+    let mut config = super::runner_config(&crate::Policy::builtin(), &job, &app)?;
+    config.written_pages = Some(listed.clone());
     let json = serde_json::to_string(&config).map_err(GuestError::Config)?;
-    let fail = |reason: String| GuestError::Build { what: "the Python guest's list of pages".into(), reason };
-    let _ = std::fs::remove_file(&out);
     let mut child = std::process::Command::new(runner)
         .arg("__runner")
         .args(super::pieces(&json))
@@ -212,9 +257,8 @@ pub fn learn_pages(dir: &Path, runner: &Path) -> Result<usize, GuestError> {
         let said = String::from_utf8_lossy(&ran.stderr);
         return Err(fail(format!("its run failed ({}): {}", ran.status, said.trim())));
     }
-    let text = std::fs::read_to_string(&out).map_err(io(&out))?;
-    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o644)).map_err(io(&out))?;
-    Ok(text.lines().filter(|l| !l.starts_with('#')).count())
+    let text = std::fs::read_to_string(&listed).map_err(io(&listed))?;
+    super::pages::keep(&text, &component_sha256(dir)?).map_err(fail)
 }
 
 /// A build's scratch directory, removed with it (whatever the build's end).
@@ -347,10 +391,7 @@ pub fn verify(dir: &Path) -> Result<PathBuf, GuestError> {
         return Err(GuestError::NotInstalled { name: "python".into(), dir: dir.into() });
     }
     check_owner(&component)?;
-    check_owner(&manifest)?;
-    let text = crate::input::read_text(&manifest, 64 * 1024, "a guest manifest")?;
-    let recorded: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| GuestError::Unsafe { path: manifest.clone(), what: e.to_string() })?;
+    let recorded = manifest_of(dir)?;
     let inputs = &recorded["inputs"];
     let ours = (sha256_bytes(PROGRAM.as_bytes()), sha256_bytes(WORLD.as_bytes()));
     if (inputs["program-sha256"].as_str(), inputs["world-sha256"].as_str()) != (Some(&ours.0), Some(&ours.1)) {
