@@ -228,18 +228,18 @@ pub fn map_code_back() -> std::io::Result<()> {
     Ok(())
 }
 
-/// A mapping of `/proc/self/smaps`.
-struct Mapping<'a> {
-    start: usize,
-    end: usize,
-    read: bool,
-    write: bool,
-    exec: bool,
-    private: bool,
+/// A mapping of `/proc/self/smaps` (or of `/proc/self/maps`, without its figures).
+pub struct Mapping<'a> {
+    pub start: usize,
+    pub end: usize,
+    pub read: bool,
+    pub write: bool,
+    pub exec: bool,
+    pub private: bool,
     offset: u64,
     /// As the kernel writes it (`fe:00`).
-    device: &'a str,
-    inode: u64,
+    pub device: &'a str,
+    pub inode: u64,
     path: &'a str,
     /// Its pages that are private copies (written), in memory and swapped out, kB; `None`: not
     /// said.
@@ -283,7 +283,7 @@ impl<'a> Mapping<'a> {
     }
 
     /// A mapping's first line (as in `/proc/<pid>/maps`).
-    fn of(line: &'a str) -> Option<Mapping<'a>> {
+    pub fn of(line: &'a str) -> Option<Mapping<'a>> {
         let mut fields = line.splitn(6, ' ');
         let (range, perms, offset, device, inode) =
             (fields.next()?, fields.next()?.as_bytes(), fields.next()?, fields.next()?, fields.next()?);
@@ -302,5 +302,22 @@ impl<'a> Mapping<'a> {
             anonymous_kb: None,
             swap_kb: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Mapping;
+
+    #[test]
+    fn a_mapping_line_is_read_and_a_foreign_one_is_not() {
+        let m = Mapping::of("7f2c454f0000-7f2c46040000 rw-p 01396000 fe:01 5350538    /g/python314.cwasm")
+            .expect("a mapping");
+        assert_eq!((m.start, m.end, m.offset), (0x7f2c454f0000, 0x7f2c46040000, 0x01396000));
+        assert_eq!((m.read, m.write, m.exec, m.private), (true, true, false, true));
+        assert_eq!((m.device, m.inode, m.path), ("fe:01", 5350538, "/g/python314.cwasm"));
+        let guard = Mapping::of("7f2c46050000-7f2d47400000 ---p 00000000 00:00 0").expect("a mapping");
+        assert!(!guard.read && !guard.write && guard.inode == 0 && guard.path.is_empty());
+        assert!(Mapping::of("not a mapping").is_none());
     }
 }

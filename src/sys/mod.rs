@@ -30,6 +30,8 @@ mod parent;
 mod runner;
 
 pub use child::*;
+#[cfg(feature = "wasm")]
+pub use code::Mapping;
 pub use code::{map_code_back, move_code_to_huge_pages};
 pub use parent::*;
 #[cfg(feature = "wasm")]

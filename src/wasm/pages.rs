@@ -15,6 +15,7 @@
 //! pages it wrote are listed beside the component, with the component's checksum and the memory's
 //! size. A list of another component, or for a memory of another size, is not used.
 
+use crate::sys::Mapping;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
@@ -40,51 +41,26 @@ pub(super) struct Memory {
 /// guard regions, never writable, on both sides). `Err` names the artifact when there is none.
 pub(super) fn linear_memory(artifact: &Path, file: (u64, u64), size: usize) -> Result<Memory, String> {
     let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| format!("cannot read /proc/self/maps: {e}"))?;
-    let rows: Vec<Row> = maps.lines().filter_map(map_row).collect();
-    let device = (libc::major(file.0), libc::minor(file.0));
+    let rows: Vec<Mapping> = maps.lines().filter_map(Mapping::of).collect();
+    let writable = |m: &Mapping| m.read && m.write && !m.exec && m.private;
+    // As the kernel writes a device (`%02x:%02x`).
+    let device = format!("{:02x}:{:02x}", libc::major(file.0), libc::minor(file.0));
     let found =
-        rows.iter().enumerate().filter(|(_, r)| r.writable && r.device == device && r.inode == file.1).find_map(
-            |(i, r)| {
+        rows.iter().enumerate().filter(|(_, m)| writable(m) && m.device == device && m.inode == file.1).find_map(
+            |(i, m)| {
                 let mut start = i;
-                while start > 0 && rows[start - 1].writable && rows[start - 1].end == rows[start].start {
+                while start > 0 && writable(&rows[start - 1]) && rows[start - 1].end == rows[start].start {
                     start -= 1;
                 }
                 let mut end = i;
-                while end + 1 < rows.len() && rows[end + 1].writable && rows[end + 1].start == rows[end].end {
+                while end + 1 < rows.len() && writable(&rows[end + 1]) && rows[end + 1].start == rows[end].end {
                     end += 1;
                 }
                 (rows[end].end - rows[start].start == size)
-                    .then_some(Memory { base: rows[start].start, image: (r.start, r.end) })
+                    .then_some(Memory { base: rows[start].start, image: (m.start, m.end) })
             },
         );
     found.ok_or_else(|| format!("no linear memory of {size} bytes is mapped from {}", artifact.display()))
-}
-
-/// One line of /proc/self/maps.
-#[derive(Debug, PartialEq, Eq)]
-struct Row {
-    start: usize,
-    end: usize,
-    /// Private and writable (`rw-p`).
-    writable: bool,
-    /// The file's device (major, minor) and inode; 0 for anonymous memory.
-    device: (u32, u32),
-    inode: u64,
-}
-
-fn map_row(line: &str) -> Option<Row> {
-    let mut f = line.split_whitespace();
-    let (a, b) = f.next()?.split_once('-')?;
-    let perms = f.next()?;
-    let _offset = f.next()?;
-    let (major, minor) = f.next()?.split_once(':')?;
-    Some(Row {
-        start: usize::from_str_radix(a, 16).ok()?,
-        end: usize::from_str_radix(b, 16).ok()?,
-        writable: perms == "rw-p",
-        device: (u32::from_str_radix(major, 16).ok()?, u32::from_str_radix(minor, 16).ok()?),
-        inode: f.next()?.parse().ok()?,
-    })
 }
 
 /// This process's `size` bytes at `base`, read through /proc/self/mem, and each page's entry
@@ -226,9 +202,7 @@ pub(super) fn ranges(
 
 /// Whether this kernel has `MADV_POPULATE_WRITE` (Linux 5.14).
 pub(super) fn kernel_populates() -> bool {
-    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
-    let version: Vec<u32> = release.split(['.', '-']).take(2).filter_map(|n| n.trim().parse().ok()).collect();
-    version >= vec![5, 14]
+    crate::host::kernel_at_least(&crate::host::kernel_release(), 5, 14)
 }
 
 /// Faults `ranges` in writable in this process, each page a private copy now, every byte left
@@ -244,16 +218,6 @@ pub(super) fn fault_in(ranges: &[(usize, usize)]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_mapping_line_is_read_and_a_foreign_one_is_not() {
-        let l = "7f2c454f0000-7f2c46040000 rw-p 01396000 fe:01 5350538    /g/python314.cwasm";
-        let row = Row { start: 0x7f2c454f0000, end: 0x7f2c46040000, writable: true, device: (0xfe, 1), inode: 5350538 };
-        assert_eq!(map_row(l), Some(row));
-        let guard = map_row("7f2c46050000-7f2d47400000 ---p 00000000 00:00 0").expect("a row");
-        assert!(!guard.writable && guard.inode == 0);
-        assert_eq!(map_row("not a mapping"), None);
-    }
 
     #[test]
     fn a_learned_list_is_kept_with_its_component_and_read_back_only_for_it() {

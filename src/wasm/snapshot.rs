@@ -180,14 +180,8 @@ pub fn compile_stdlib(dir: &Path, runner: &Path, artifact: &Path) -> Result<(), 
         host_calls: None,
         written_pages: None,
     };
-    let json = serde_json::to_string(&config).map_err(GuestError::Config)?;
     let fail = |reason: String| GuestError::Build { what: "the Python guest's bytecode".into(), reason };
-    let out = std::process::Command::new(runner)
-        .arg("__runner")
-        .args(super::pieces(&json))
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| fail(format!("cannot run {}: {e}", runner.display())))?;
+    let out = run_runner(runner, &config, b"").map_err(fail)?;
     if !out.status.success() {
         let said = String::from_utf8_lossy(&out.stderr);
         return Err(fail(format!("compileall failed ({}): {}", out.status, said.trim())));
@@ -230,7 +224,6 @@ pub fn learn_pages(dir: &Path, runner: &Path) -> Result<usize, GuestError> {
 /// The run of [`learn_pages`], in `scratch` (its `/app` and the runner's list there): the list
 /// to keep and how many pages it names.
 fn learned_pages(dir: &Path, runner: &Path, scratch: &Path) -> Result<(String, usize), GuestError> {
-    use std::io::Write;
     let fail = |reason: String| GuestError::Build { what: "the Python guest's list of pages".into(), reason };
     let app = scratch.join("app");
     std::fs::create_dir(&app).map_err(io(&app))?;
@@ -239,26 +232,37 @@ fn learned_pages(dir: &Path, runner: &Path, scratch: &Path) -> Result<(String, u
     job.guest_dir = Some(dir.to_path_buf());
     let mut config = super::runner_config(&crate::Policy::builtin(), &job, &app)?;
     config.written_pages = Some(listed.clone());
-    let json = serde_json::to_string(&config).map_err(GuestError::Config)?;
-    let mut child = std::process::Command::new(runner)
-        .arg("__runner")
-        .args(super::pieces(&json))
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| fail(format!("cannot run {}: {e}", runner.display())))?;
-    let frame = crate::handover::frame(super::pages::LEARNED_CODE, &[]);
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(&frame).map_err(|e| fail(format!("cannot give the guest its code: {e}")))?;
-    }
-    let ran = child.wait_with_output().map_err(|e| fail(format!("cannot run {}: {e}", runner.display())))?;
+    let ran = run_runner(runner, &config, &crate::handover::frame(super::pages::LEARNED_CODE, &[])).map_err(fail)?;
     if !ran.status.success() || ran.stdout != b"1\n" {
         let said = String::from_utf8_lossy(&ran.stderr);
         return Err(fail(format!("its run failed ({}): {}", ran.status, said.trim())));
     }
     let text = std::fs::read_to_string(&listed).map_err(io(&listed))?;
     super::pages::keep(&text, &component_sha256(dir)?).map_err(fail)
+}
+
+/// Runs `runner` (this stockade, as `__runner`, outside any jail) with `config`, `stdin` on its
+/// stdin; its output. `Err` in words when it cannot be run.
+fn run_runner(
+    runner: &Path,
+    config: &super::runner::RunnerConfig,
+    stdin: &[u8],
+) -> Result<std::process::Output, String> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let json = serde_json::to_string(config).map_err(|e| format!("cannot write its configuration: {e}"))?;
+    let mut child = Command::new(runner)
+        .arg("__runner")
+        .args(super::pieces(&json))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", runner.display()))?;
+    if let Some(mut pipe) = child.stdin.take() {
+        pipe.write_all(stdin).map_err(|e| format!("cannot write to {}: {e}", runner.display()))?;
+    }
+    child.wait_with_output().map_err(|e| format!("cannot run {}: {e}", runner.display()))
 }
 
 /// A build's scratch directory, removed with it (whatever the build's end).
