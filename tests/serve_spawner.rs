@@ -305,7 +305,7 @@ fn a_warm_runner_has_its_code_mapped_from_its_fork() {
 /// artifact's writable mapping, shared with the spawner until written) is the runner's own
 /// (anonymous) page. Its run works as before.
 #[test]
-fn a_warm_python_runner_has_its_own_copies_of_what_a_run_writes() {
+fn a_warm_python_runner_has_its_own_copies_of_what_a_run_writes_and_maps_what_it_reads() {
     if !guests() {
         return;
     }
@@ -316,8 +316,16 @@ fn a_warm_python_runner_has_its_own_copies_of_what_a_run_writes() {
     let list = stockade::wasm::snapshot::pages_path(&stockade::wasm::guests::default_dir());
     let text = std::fs::read_to_string(&list)
         .unwrap_or_else(|e| panic!("{}: {e} (install the guests with this stockade)", list.display()));
-    let pages: Vec<usize> = text.lines().skip(1).map(|l| l.parse().expect("a page")).collect();
+    let page = |l: &str| l.parse::<usize>().unwrap_or_else(|e| panic!("{l:?}: {e}"));
+    let (mut pages, mut read) = (Vec::new(), Vec::new());
+    for l in text.lines().skip(1) {
+        match l.strip_prefix("r ") {
+            Some(n) => read.push(page(n)),
+            None => pages.push(page(l)),
+        }
+    }
     assert!(pages.len() >= 50, "a run of print(1) writes more than {} pages: {text}", pages.len());
+    assert!(read.len() >= 50, "a run of print(1) reads more than {} other pages: {text}", read.len());
     let s = Server::start("", "[runtimes.python]\nguest = \"python\"\nwarm = 1\n", false);
     s.wait_warm();
     let runners = runners_of(&s);
@@ -359,20 +367,31 @@ fn a_warm_python_runner_has_its_own_copies_of_what_a_run_writes() {
         };
         pages.iter().copied().filter(|p| !own(p)).collect()
     };
+    // Mapped: present, whether the file's page or the zero page (a read copies nothing).
+    let unmapped =
+        || -> Vec<usize> { read.iter().copied().filter(|p| entry(base + p * 4096) & (1 << 63) == 0).collect() };
     // Ready may be said before the runner has reached its wait: it gets a moment.
-    let mut missing = not_own();
+    let mut missing = (not_own(), unmapped());
     for _ in 0..40 {
-        if missing.is_empty() {
+        if missing.0.is_empty() && missing.1.is_empty() {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
-        missing = not_own();
+        missing = (not_own(), unmapped());
     }
     assert!(
-        missing.is_empty(),
-        "{} of {} listed pages are not the waiting runner's own: {missing:?}",
-        missing.len(),
-        pages.len()
+        missing.0.is_empty(),
+        "{} of {} listed pages written are not the waiting runner's own: {:?}",
+        missing.0.len(),
+        pages.len(),
+        missing.0
+    );
+    assert!(
+        missing.1.is_empty(),
+        "{} of {} listed pages read are not mapped in the waiting runner: {:?}",
+        missing.1.len(),
+        read.len(),
+        missing.1
     );
     let v = post_run(&s.socket, &json!({"runtime": "python", "code": "print(6 * 7)"})).json();
     assert_eq!((v["status"].as_str(), v["stdout"]["text"].as_str()), (Some("ok"), Some("42\n")), "{v}");

@@ -168,7 +168,9 @@ fn install_snapshot(dir: &Path, wheels: &Wheels) -> Result<(), guests::GuestErro
     // Only speed hangs on it: an install that cannot learn it says so and goes on.
     match snapshot::learn_pages(dir, &runner) {
         Ok(pages) => println!(
-            "python: {pages} pages of its memory that a run writes, faulted in ahead by warm runners ({})",
+            "python: {} pages of its memory that a run writes and {} it reads, faulted in ahead by warm runners ({})",
+            pages.written.len(),
+            pages.read.len(),
             snapshot::pages_path(dir).display()
         ),
         Err(e) => eprintln!(
@@ -238,7 +240,7 @@ fn list(dir: &Path) {
     let pages = snapshot::pages_path(dir);
     if let Some(name) = pages.file_name().filter(|_| pages.exists()) {
         println!(
-            "           pages    {} (what a run writes, faulted in ahead by warm runners)",
+            "           pages    {} (what a run writes and reads, faulted in ahead by warm runners)",
             name.to_string_lossy()
         );
     }
@@ -274,7 +276,12 @@ fn verify(dir: &Path) -> Result<(), guests::GuestError> {
             verify_artifacts(dir, "python", snapshot::artifact_stem())?;
             let list = snapshot::pages_path(dir);
             match snapshot::verify_pages(dir)? {
-                Some(n) => println!("python: {} owner and mode ok, {n} pages of this component", list.display()),
+                Some(p) => println!(
+                    "python: {} owner and mode ok, {} pages written and {} read, of this component",
+                    list.display(),
+                    p.written.len(),
+                    p.read.len()
+                ),
                 None => {
                     println!("python: no list of the pages a run writes ({}): reinstall to learn it", list.display())
                 }

@@ -236,7 +236,7 @@ pub struct Mapping<'a> {
     pub write: bool,
     pub exec: bool,
     pub private: bool,
-    offset: u64,
+    pub offset: u64,
     /// As the kernel writes it (`fe:00`).
     pub device: &'a str,
     pub inode: u64,

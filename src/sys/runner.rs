@@ -142,3 +142,16 @@ pub fn populate_write(addr: usize, len: usize) -> std::io::Result<()> {
         Err(std::io::Error::last_os_error())
     }
 }
+
+/// Maps the pages of `addr..addr + len` in this process as a read would, so that the first reads
+/// take no fault; nothing is copied and no byte changes (`MADV_POPULATE_READ`, Linux 5.14).
+/// `Err` when the range is not wholly mapped and readable, or the kernel has no such advice.
+pub fn populate_read(addr: usize, len: usize) -> std::io::Result<()> {
+    // SAFETY: whatever the address, this advice changes no byte and no mapping (the kernel checks
+    // the range and fails for what is not mapped readable); it only maps pages as a read would.
+    if unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_POPULATE_READ) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}

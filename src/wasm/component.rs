@@ -67,7 +67,8 @@ pub(super) fn run_python(
         _ => None,
     };
     if let (Some(l), Some(_)) = (loaded, &fresh) {
-        // This copy's own pages for what a run writes, while it waits (see `pages.rs`).
+        // This copy's own pages for what a run writes, and those it reads mapped, while it waits
+        // (see `pages.rs`).
         super::pages::fault_in(&l.warm_pages);
     }
     let (load, mut store, instance, t1) = match fresh {

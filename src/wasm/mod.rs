@@ -14,6 +14,8 @@ mod preload;
 pub mod runner;
 pub mod snapshot;
 
+pub use pages::Pages;
+
 use crate::error::Error;
 use crate::plan::{Job, Plan};
 use crate::policy::Policy;

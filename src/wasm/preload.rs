@@ -14,7 +14,7 @@
 //! process, and dies with it. The runner first gives the copy its own WASI, limits, fuel and
 //! deadline, and instantiates afresh instead when the run's limits would not have admitted the
 //! instance (see [`super::runner::Limits::admits`]). A Python runner first faults in, as its own,
-//! the pages of that instance's memory a run writes (see `pages.rs`).
+//! the pages of that instance's memory a run writes, and maps those it reads (see `pages.rs`).
 
 use super::engine::{self, EngineKind};
 use super::runner::{self, State};
@@ -50,9 +50,10 @@ pub(super) struct Loaded {
     /// The guest instantiated here and never called, until a runner (a copy of this process)
     /// takes its copy.
     fresh: Mutex<Option<Fresh>>,
-    /// The ranges of the fresh instance's linear memory a run of the Python guest writes, which
-    /// its runner faults in while it waits for its code (see `pages.rs`); empty for a module.
-    pub(super) warm_pages: Vec<(usize, usize)>,
+    /// The ranges of the fresh instance's linear memory a run of the Python guest writes or
+    /// reads, which its runner faults in while it waits for its code (see `pages.rs`); empty for
+    /// a module.
+    pub(super) warm_pages: super::pages::Warm,
 }
 
 /// A guest's instance made by [`load`], in a store of its own whose limits recorded what the
@@ -95,7 +96,7 @@ pub(super) fn load(key: &Key) -> Result<(), String> {
         let fresh = super::component::fresh(&engine, &pre).map_err(instantiated)?;
         let warm_pages = warm_pages(key, fresh.0.data().limits.memory_peak()).unwrap_or_else(|e| {
             eprintln!("stockade serve: warm Python runners fault in no pages ahead of their runs: {e}");
-            Vec::new()
+            super::pages::Warm::default()
         });
         (Guest::Component(pre), Fresh::Component(fresh.0, fresh.1), warm_pages)
     } else {
@@ -103,7 +104,7 @@ pub(super) fn load(key: &Key) -> Result<(), String> {
         m.initialize_copy_on_write_image().map_err(cannot)?;
         let pre = runner::instance_pre(&engine, &m, None)?;
         let fresh = runner::fresh(&engine, &pre).map_err(instantiated)?;
-        (Guest::Module(pre), Fresh::Module(fresh.0, fresh.1), Vec::new())
+        (Guest::Module(pre), Fresh::Module(fresh.0, fresh.1), super::pages::Warm::default())
     };
     drop(low);
     let fds: Vec<RawFd> = open_fds()?.into_iter().filter(|fd| !before.contains(fd)).collect();
@@ -113,10 +114,10 @@ pub(super) fn load(key: &Key) -> Result<(), String> {
 }
 
 /// The ranges of the linear memory (`size` bytes) of the Python guest's fresh instance that a run
-/// writes, from the list installed beside its component (see `pages.rs`).
-fn warm_pages(key: &Key, size: usize) -> Result<Vec<(usize, usize)>, String> {
+/// writes or reads, from the list installed beside its component (see `pages.rs`).
+fn warm_pages(key: &Key, size: usize) -> Result<super::pages::Warm, String> {
     if !super::pages::kernel_populates() {
-        return Err("this kernel cannot fault pages in writable ahead (MADV_POPULATE_WRITE, Linux 5.14)".into());
+        return Err("this kernel cannot fault pages in ahead (MADV_POPULATE_WRITE and _READ, Linux 5.14)".into());
     }
     let dir = key.path.parent().unwrap_or(std::path::Path::new("/"));
     let component = super::snapshot::component_sha256(dir).map_err(|e| e.to_string())?;

@@ -190,8 +190,8 @@ pub fn compile_stdlib(dir: &Path, runner: &Path, artifact: &Path) -> Result<(), 
 }
 
 /// Checks the list of pages in `dir` ([`pages_path`]), when there is one: its owner and mode, and
-/// that it names pages for this component. Returns how many, or `None` without a list.
-pub fn verify_pages(dir: &Path) -> Result<Option<usize>, GuestError> {
+/// that it names pages for this component. Returns them, or `None` without a list.
+pub fn verify_pages(dir: &Path) -> Result<Option<super::pages::Pages>, GuestError> {
     let list = pages_path(dir);
     if !list.exists() {
         return Ok(None);
@@ -208,8 +208,8 @@ pub fn verify_pages(dir: &Path) -> Result<Option<usize>, GuestError> {
 /// stdin, the policy's environment, an empty `/app`), by `runner` (this stockade, as
 /// `__runner`, outside any jail: the code is stockade's own). The list is kept at
 /// [`pages_path`] (0644) with the component's checksum only once the run has printed `1`;
-/// whatever fails, no list is left. Returns how many pages it names.
-pub fn learn_pages(dir: &Path, runner: &Path) -> Result<usize, GuestError> {
+/// whatever fails, no list is left. Returns the pages it names.
+pub fn learn_pages(dir: &Path, runner: &Path) -> Result<super::pages::Pages, GuestError> {
     let out = pages_path(dir);
     let _ = std::fs::remove_file(&out);
     let scratch = Scratch::new(dir.join(format!("{STEM}-learning")))?;
@@ -222,8 +222,8 @@ pub fn learn_pages(dir: &Path, runner: &Path) -> Result<usize, GuestError> {
 }
 
 /// The run of [`learn_pages`], in `scratch` (its `/app` and the runner's list there): the list
-/// to keep and how many pages it names.
-fn learned_pages(dir: &Path, runner: &Path, scratch: &Path) -> Result<(String, usize), GuestError> {
+/// to keep and the pages it names.
+fn learned_pages(dir: &Path, runner: &Path, scratch: &Path) -> Result<(String, super::pages::Pages), GuestError> {
     let fail = |reason: String| GuestError::Build { what: "the Python guest's list of pages".into(), reason };
     let app = scratch.join("app");
     std::fs::create_dir(&app).map_err(io(&app))?;
