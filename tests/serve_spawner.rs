@@ -326,6 +326,20 @@ fn a_warm_python_runner_has_its_own_copies_of_what_a_run_writes_and_maps_what_it
     }
     assert!(pages.len() >= 50, "a run of print(1) writes more than {} pages: {text}", pages.len());
     assert!(read.len() >= 50, "a run of print(1) reads more than {} other pages: {text}", read.len());
+    // Learned, not every page: the memory read before the learned run maps none it did not have.
+    let memory_pages: usize = text
+        .lines()
+        .next()
+        .and_then(|h| h.rsplit_once("memory-bytes="))
+        .and_then(|(_, n)| n.parse::<usize>().ok())
+        .expect("the list's memory size")
+        / 4096;
+    assert!(
+        (pages.len() + read.len()) * 4 < memory_pages * 3,
+        "{} written and {} read of the memory's {memory_pages} pages: more than a run of print(1) touches",
+        pages.len(),
+        read.len()
+    );
     let s = Server::start("", "[runtimes.python]\nguest = \"python\"\nwarm = 1\n", false);
     s.wait_warm();
     let runners = runners_of(&s);

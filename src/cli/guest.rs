@@ -174,7 +174,7 @@ fn install_snapshot(dir: &Path, wheels: &Wheels) -> Result<(), guests::GuestErro
             snapshot::pages_path(dir).display()
         ),
         Err(e) => eprintln!(
-            "python: warning: no list of the pages a run writes (warm runners copy each as it is written): {e}"
+            "python: warning: no list of the pages a run writes or reads (warm runners fault each in as the run touches it): {e}"
         ),
     }
     Ok(())
@@ -277,13 +277,21 @@ fn verify(dir: &Path) -> Result<(), guests::GuestError> {
             let list = snapshot::pages_path(dir);
             match snapshot::verify_pages(dir)? {
                 Some(p) => println!(
-                    "python: {} owner and mode ok, {} pages written and {} read, of this component",
+                    "python: {} owner and mode ok, {} pages written and {} read, of this component{}",
                     list.display(),
                     p.written.len(),
-                    p.read.len()
+                    p.read.len(),
+                    if p.read.is_empty() {
+                        " (an earlier stockade's list: reinstall to learn the read ones)"
+                    } else {
+                        ""
+                    }
                 ),
                 None => {
-                    println!("python: no list of the pages a run writes ({}): reinstall to learn it", list.display())
+                    println!(
+                        "python: no list of the pages a run writes or reads ({}): reinstall to learn it",
+                        list.display()
+                    )
                 }
             }
         }

@@ -336,9 +336,9 @@ impl<'a> Pump<'a> {
         let mut wake: Option<Instant> = kill_at.filter(|_| !self.killed);
         for (id, s) in streams.iter() {
             if let Some(fd) = &s.fd {
-                // Once the run is reaped, its namespace emptied by init, or the program said it
-                // is over, nothing writes any more: drain at once (its end of file is the run's
-                // end, not to be kept waiting for a quiet spell).
+                // Once the run is reaped, its pid namespace emptied by init (every other process
+                // of it killed and reaped), or the program said it is over: drain at once (the
+                // end of file is the run's end, not to be kept waiting for a quiet spell).
                 let over = self.reaped.is_some() || self.emptied || announcing;
                 match s.quiet_until.filter(|t| *t > now && !over) {
                     Some(t) => wake = Some(wake.map_or(t, |w| w.min(t))),

@@ -101,7 +101,7 @@ pub(super) fn run_python(
         .map_err(|e| format!("the Python guest has no run export: {}", runner::one_line(&e)))?;
     let instantiate = t1.elapsed();
     let started = Instant::now();
-    let result = match &c.written_pages {
+    let result = match &c.learned_pages {
         Some(out) => {
             let size = store.data().limits.memory_peak();
             super::pages::learn(artifact, c.artifact_id, size, out, || run.call(&mut store, (code, args, &c.env)))?

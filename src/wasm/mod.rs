@@ -320,7 +320,7 @@ fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(Run
             _ => Entry::Start,
         },
         host_calls: None,
-        written_pages: None,
+        learned_pages: None,
     };
     Ok((config, code))
 }

@@ -13,7 +13,8 @@
 //!
 //! The pages a run only reads are the image's (the artifact's file, in the page cache) or zeros:
 //! a copy of the spawner maps none of them (a fork copies no page-table entry of a file's
-//! mapping that no process wrote), so each first read in a run was a fault too. The runner maps
+//! mapping that no process wrote, and the spawner never touches its fresh instance's memory), so
+//! each first read in a run was a fault too. The runner maps
 //! those ahead with one `MADV_POPULATE_READ` per range: nothing is copied, and nothing changes.
 //!
 //! The list is learned by the runner itself, outside any jail, at `stockade guest install`: the
@@ -29,7 +30,9 @@ use std::path::Path;
 /// 4 KiB: the kernel's page on the hosts stockade runs on (x86_64).
 const PAGE: usize = 4096;
 
-/// What a list's first line starts with; `component-sha256=HEX memory-bytes=N` follow.
+/// What a list's first line starts with; `component-sha256=HEX memory-bytes=N` follow. It still
+/// says "writes", as the lists of installs before the read pages (`r N` lines) were added did:
+/// those lists stay valid.
 const HEADER: &str = "# stockade: the pages of the Python guest's linear memory a run writes;";
 
 /// The code whose run is learned (as the bench's and most agents' first run).
@@ -95,19 +98,33 @@ fn read_memory(base: usize, size: usize) -> std::io::Result<Vec<u8>> {
 }
 
 /// The bytes of memory `m` (`size` bytes; `entries`: its pagemap now) as they are, read without
-/// mapping a page that is not mapped yet: a mapped page through /proc/self/mem, an image's page
-/// from the artifact (`artifact`), any other page zero (anonymous memory never touched).
-fn memory_as_is(m: &Memory, size: usize, entries: &[u64], artifact: &Path) -> std::io::Result<Vec<u8>> {
-    use std::os::unix::fs::FileExt;
-    let mem = std::fs::File::open("/proc/self/mem")?;
-    let file = std::fs::File::open(artifact)?;
+/// mapping a page that is not mapped yet: a mapped (or swapped) page through /proc/self/mem, an
+/// image's page from the artifact (`artifact`, its device and inode `file`), any other page zero
+/// (anonymous memory never touched). `Err` in words, naming the file.
+fn memory_as_is(
+    m: &Memory,
+    size: usize,
+    entries: &[u64],
+    artifact: &Path,
+    file: (u64, u64),
+) -> Result<Vec<u8>, String> {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let mem = std::fs::File::open("/proc/self/mem").map_err(|e| format!("cannot open /proc/self/mem: {e}"))?;
+    let at = |offset: u64, e: std::io::Error| format!("cannot read {} at {offset}: {e}", artifact.display());
+    let image = std::fs::File::open(artifact).map_err(|e| at(0, e))?;
+    let meta = image.metadata().map_err(|e| at(0, e))?;
+    if (meta.dev(), meta.ino()) != file {
+        return Err(format!("{} is not the artifact this process mapped (it was replaced)", artifact.display()));
+    }
     let mut bytes = vec![0u8; size];
     for (i, page) in bytes.chunks_mut(PAGE).enumerate() {
         let addr = m.base + i * PAGE;
-        if present(entries[i]) {
-            mem.read_exact_at(page, addr as u64)?;
+        if present(entries[i]) || swapped(entries[i]) {
+            mem.read_exact_at(page, addr as u64)
+                .map_err(|e| format!("cannot read /proc/self/mem at {addr:#x}: {e}"))?;
         } else if (m.image.0..m.image.1).contains(&addr) {
-            file.read_exact_at(page, m.offset + (addr - m.image.0) as u64)?;
+            let offset = m.offset + (addr - m.image.0) as u64;
+            image.read_exact_at(page, offset).map_err(|e| at(offset, e))?;
         }
     }
     Ok(bytes)
@@ -122,6 +139,11 @@ fn anonymous(entry: u64) -> bool {
 /// A pagemap entry's page is present (mapped in this process).
 fn present(entry: u64) -> bool {
     entry & (1 << 63) != 0
+}
+
+/// A pagemap entry's page is swapped out (a private page written, then swapped).
+fn swapped(entry: u64) -> bool {
+    entry & (1 << 62) != 0
 }
 
 /// Runs `run` and writes to `out` the pages of the linear memory of `size` bytes, its image the
@@ -141,7 +163,7 @@ pub(super) fn learn<T>(
     let m = linear_memory(artifact, file, size)?;
     let cannot = |e: std::io::Error| format!("cannot read the guest's memory: {e}");
     let was = page_entries(m.base, size).map_err(cannot)?;
-    let before = memory_as_is(&m, size, &was, artifact).map_err(cannot)?;
+    let before = memory_as_is(&m, size, &was, artifact, file)?;
     let result = run();
     let is = page_entries(m.base, size).map_err(cannot)?;
     let after = read_memory(m.base, size).map_err(cannot)?;
@@ -221,7 +243,7 @@ fn pages_for(text: &str, component: &str, size: usize) -> Result<Pages, String> 
 
 /// The pages a kept list (`text`) names, when it was kept for the component of checksum
 /// `component` (for a memory of whatever size it says); `Err` in words otherwise.
-pub(super) fn count(text: &str, component: &str) -> Result<Pages, String> {
+pub(super) fn listed(text: &str, component: &str) -> Result<Pages, String> {
     let size = text
         .lines()
         .next()
@@ -306,7 +328,7 @@ mod tests {
         assert_eq!(n, want);
         assert!(kept.ends_with("\n1\n2\n5\nr 0\nr 3\n"), "{kept}");
         assert_eq!(pages_for(&kept, "abc", size), Ok(want.clone()));
-        assert_eq!((count(&kept, "abc"), count(&kept, "abd").is_err()), (Ok(want), true));
+        assert_eq!((listed(&kept, "abc"), listed(&kept, "abd").is_err()), (Ok(want), true));
         assert_eq!(coalesce(0x10000, &[1, 2, 5]), vec![(0x11000, 2 * PAGE), (0x15000, PAGE)]);
         let e = pages_for(&kept, "def", size).expect_err("another component's");
         assert!(e.contains("not a list for this component (def) and its memory of 32768 bytes"), "{e}");

@@ -72,10 +72,10 @@ pub struct RunnerConfig {
     /// `stockade_host` calls through it.
     #[serde(default)]
     pub host_calls: Option<(i32, i32)>,
-    /// `stockade guest install` only, outside any jail: the Python guest's run writes the list
-    /// of the pages of its linear memory it wrote to this file (see `pages.rs`).
+    /// `stockade guest install` only, outside any jail: the Python guest's run writes to this file
+    /// the list of the pages of its linear memory it wrote and those it only read (see `pages.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub written_pages: Option<PathBuf>,
+    pub learned_pages: Option<PathBuf>,
 }
 
 /// What of the guest the runner calls.

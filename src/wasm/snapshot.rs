@@ -178,7 +178,7 @@ pub fn compile_stdlib(dir: &Path, runner: &Path, artifact: &Path) -> Result<(), 
         clock_from_stdin: false,
         entry: Entry::PythonRun { code: Some(COMPILE_LIBRARY.into()), args: Vec::new() },
         host_calls: None,
-        written_pages: None,
+        learned_pages: None,
     };
     let fail = |reason: String| GuestError::Build { what: "the Python guest's bytecode".into(), reason };
     let out = run_runner(runner, &config, b"").map_err(fail)?;
@@ -198,12 +198,13 @@ pub fn verify_pages(dir: &Path) -> Result<Option<super::pages::Pages>, GuestErro
     }
     check_owner(&list)?;
     let text = crate::input::read_text(&list, 1 << 20, "a list of pages")?;
-    let n = super::pages::count(&text, &component_sha256(dir)?)
+    let n = super::pages::listed(&text, &component_sha256(dir)?)
         .map_err(|what| GuestError::Unsafe { path: list.clone(), what })?;
     Ok(Some(n))
 }
 
-/// Learns the pages of the guest's linear memory a run writes (see `pages.rs`): one run of
+/// Learns the pages of the guest's linear memory a run writes and those it only reads (see
+/// `pages.rs`): one run of
 /// `print(1)` as a served run under the shipped default policy makes it (its code framed on
 /// stdin, the policy's environment, an empty `/app`), by `runner` (this stockade, as
 /// `__runner`, outside any jail: the code is stockade's own). The list is kept at
@@ -231,7 +232,7 @@ fn learned_pages(dir: &Path, runner: &Path, scratch: &Path) -> Result<(String, s
     let mut job = super::WasmJob::new(super::GuestCode::PythonFromStdin, runner);
     job.guest_dir = Some(dir.to_path_buf());
     let mut config = super::runner_config(&crate::Policy::builtin(), &job, &app)?;
-    config.written_pages = Some(listed.clone());
+    config.learned_pages = Some(listed.clone());
     let ran = run_runner(runner, &config, &crate::handover::frame(super::pages::LEARNED_CODE, &[])).map_err(fail)?;
     if !ran.status.success() || ran.stdout != b"1\n" {
         let said = String::from_utf8_lossy(&ran.stderr);
