@@ -127,29 +127,17 @@ pub fn ignore_sigpipe() {
     let _ = super::ignore_signal(libc::SIGPIPE);
 }
 
-/// Faults `[addr, addr + len)` in writable, as a write of each page's own bytes would: a page of a
-/// private mapping shared with another process (copy-on-write) is copied for this one; no byte
-/// changes (`MADV_POPULATE_WRITE`, Linux 5.14). `Err` when the range is not wholly mapped and
-/// writable, memory runs out, or the kernel has no such advice; pages before the failure may be
-/// faulted in already.
-pub fn populate_write(addr: usize, len: usize) -> std::io::Result<()> {
-    // SAFETY: whatever the address, this advice changes no byte and no mapping (the kernel checks
-    // the range and fails for what is not mapped writable); it only makes pages present and
-    // writable here (callers give private mappings; a shared file's pages would turn dirty).
-    if unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// Maps the pages of `addr..addr + len` in this process as a read would, so that the first reads
-/// take no fault; nothing is copied and no byte changes (`MADV_POPULATE_READ`, Linux 5.14).
-/// `Err` when the range is not wholly mapped and readable, or the kernel has no such advice.
-pub fn populate_read(addr: usize, len: usize) -> std::io::Result<()> {
-    // SAFETY: whatever the address, this advice changes no byte and no mapping (the kernel checks
-    // the range and fails for what is not mapped readable); it only maps pages as a read would.
-    if unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_POPULATE_READ) } == 0 {
+/// Faults `[addr, addr + len)` in, without changing a byte (Linux 5.14). `write`: writable, as a
+/// write of each page's own bytes would (`MADV_POPULATE_WRITE`: a page of a private mapping shared
+/// with another process, copy-on-write, is copied for this one); else mapped as a read would
+/// (`MADV_POPULATE_READ`: nothing is copied). `Err` when the range is not wholly mapped so, memory
+/// runs out, or the kernel has no such advice; pages before the failure may be faulted in already.
+pub fn populate(addr: usize, len: usize, write: bool) -> std::io::Result<()> {
+    let advice = if write { libc::MADV_POPULATE_WRITE } else { libc::MADV_POPULATE_READ };
+    // SAFETY: whatever the address, either advice changes no byte and no mapping (the kernel checks
+    // the range and fails for what is not mapped so); it only makes pages present here, writable
+    // for a write (callers give private mappings; a shared file's pages would turn dirty).
+    if unsafe { libc::madvise(addr as *mut libc::c_void, len, advice) } == 0 {
         Ok(())
     } else {
         Err(std::io::Error::last_os_error())

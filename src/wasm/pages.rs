@@ -24,7 +24,7 @@
 //! or for a memory of another size, is not used.
 
 use crate::sys::Mapping;
-use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// 4 KiB: the kernel's page on the hosts stockade runs on (x86_64).
@@ -80,20 +80,16 @@ pub(super) fn linear_memory(artifact: &Path, file: (u64, u64), size: usize) -> R
 
 /// Each page's entry in this process's /proc/self/pagemap, for the `size` bytes at `base`.
 fn page_entries(base: usize, size: usize) -> std::io::Result<Vec<u64>> {
-    let mut f = std::fs::File::open("/proc/self/pagemap")?;
-    f.seek(SeekFrom::Start((base / PAGE * 8) as u64))?;
     let mut entries = vec![0u8; size / PAGE * 8];
-    f.read_exact(&mut entries)?;
+    std::fs::File::open("/proc/self/pagemap")?.read_exact_at(&mut entries, (base / PAGE * 8) as u64)?;
     Ok(entries.chunks_exact(8).map(|e| u64::from_le_bytes(e.try_into().unwrap_or_default())).collect())
 }
 
 /// This process's `size` bytes at `base`, read through /proc/self/mem (which maps every page
 /// it reads in this process).
 fn read_memory(base: usize, size: usize) -> std::io::Result<Vec<u8>> {
-    let mut f = std::fs::File::open("/proc/self/mem")?;
-    f.seek(SeekFrom::Start(base as u64))?;
     let mut bytes = vec![0u8; size];
-    f.read_exact(&mut bytes)?;
+    std::fs::File::open("/proc/self/mem")?.read_exact_at(&mut bytes, base as u64)?;
     Ok(bytes)
 }
 
@@ -108,7 +104,7 @@ fn memory_as_is(
     artifact: &Path,
     file: (u64, u64),
 ) -> Result<Vec<u8>, String> {
-    use std::os::unix::fs::{FileExt, MetadataExt};
+    use std::os::unix::fs::MetadataExt;
     let mem = std::fs::File::open("/proc/self/mem").map_err(|e| format!("cannot open /proc/self/mem: {e}"))?;
     let at = |offset: u64, e: std::io::Error| format!("cannot read {} at {offset}: {e}", artifact.display());
     let image = std::fs::File::open(artifact).map_err(|e| at(0, e))?;
@@ -295,7 +291,7 @@ pub(super) fn ranges(
     Ok(Warm { write: coalesce(memory.base, &pages.written), read: coalesce(memory.base, &pages.read) })
 }
 
-/// Whether this kernel has `MADV_POPULATE_WRITE` (Linux 5.14).
+/// Whether this kernel has `MADV_POPULATE_WRITE` and `MADV_POPULATE_READ` (Linux 5.14).
 pub(super) fn kernel_populates() -> bool {
     crate::host::kernel_at_least(&crate::host::kernel_release(), 5, 14)
 }
@@ -304,14 +300,11 @@ pub(super) fn kernel_populates() -> bool {
 /// now; then the read ones, mapped. Every byte is left as it is. Each kind stops at the first
 /// range the kernel refuses: the rest fault as the run touches them.
 pub(super) fn fault_in(warm: &Warm) {
-    for &(start, len) in &warm.write {
-        if crate::sys::populate_write(start, len).is_err() {
-            break;
-        }
-    }
-    for &(start, len) in &warm.read {
-        if crate::sys::populate_read(start, len).is_err() {
-            break;
+    for (ranges, write) in [(&warm.write, true), (&warm.read, false)] {
+        for &(start, len) in ranges {
+            if crate::sys::populate(start, len, write).is_err() {
+                break;
+            }
         }
     }
 }
