@@ -620,6 +620,34 @@ fn a_warm_runner_is_its_jail_s_init_and_ends_as_a_program_would() {
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
 }
 
+/// A warm run's CPU time is its own, counted from its opening: the opening reads what the jail
+/// spent waiting before the program can have its code. (The supervisor's thread once read it
+/// when it woke, which on a busy CPU came after the run, and a served `print(1)` was reported
+/// with no CPU time at all, in about one run of five.) And once its runner has accounted for the
+/// run, it is stopped until it is killed after the answer: never left lingering unstopped.
+#[test]
+fn a_warm_run_counts_its_own_cpu_time_and_its_runner_is_stopped_after_its_account() {
+    if !guests() {
+        return;
+    }
+    let s = Server::start("", "[runtimes.python]\nguest = \"python\"\nwarm = 1\n", false);
+    for _ in 0..10 {
+        s.wait_warm();
+        let runners = runners_of(&s);
+        assert_eq!(runners.len(), 1, "the server's processes: {:?}", descendants_of(s.pid()));
+        let v = post_run(&s.socket, &json!({"runtime": "python", "code": "print(1)"})).json();
+        // The main thread's state: stopped (`T`), woken to stop (`R`), or gone; a lingering
+        // runner nobody stopped would sleep (`S`) for a second before it exits by itself.
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", runners[0])).unwrap_or_default();
+        let state = stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next());
+        assert_ne!(state, Some('S'), "the runner after its answer: {stat}");
+        assert_eq!(v["status"], "ok", "{v}");
+        let cpu = v["cpu-user-ms"].as_f64().unwrap_or(0.0) + v["cpu-sys-ms"].as_f64().unwrap_or(0.0);
+        assert!(cpu > 0.0, "a run of print(1) used some CPU: {v}");
+        assert!(v["warm-start"]["cpu-ms"].as_f64().is_some_and(|w| w > 0.0), "{v}");
+    }
+}
+
 /// A program's jail takes an empty network namespace the spawner made ahead, one jail at a
 /// time, instead of creating one (issue 25): a later run may get the namespace of an earlier
 /// one, never while another run is in it, and never with anything of the earlier run in it. The

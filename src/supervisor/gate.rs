@@ -4,7 +4,7 @@
 //! limits, where its output goes), or cancels it.
 
 use crate::error::Error;
-use crate::layers::cgroup::Leaf;
+use crate::layers::cgroup::{CgroupStats, CpuFiles, Leaf};
 use crate::layers::filesystem::exchange::{LiveDir, Pick, PutFile, Taken};
 use crate::layers::identity::OwnerLease;
 use crate::policy::Limits;
@@ -106,6 +106,9 @@ pub struct Gate {
     /// The jail's host-call channel (the supervisor's ends) while it waits: an opening without
     /// host calls closes it before the program can have its code, so that a call fails at once.
     calls: Mutex<Option<(OwnedFd, OwnedFd)>>,
+    /// The jail's cgroup's CPU-time files: the opening reads the CPU time spent waiting before
+    /// the program can have its code, so that none of the run's own is counted as the wait's.
+    cpu: Mutex<Option<CpuFiles>>,
 }
 
 /// A start and when it came, with how much of its stdin is already in the pipe.
@@ -114,6 +117,8 @@ pub(super) struct Opening {
     pub(super) start: Start,
     pub(super) at: Instant,
     pub(super) fed: usize,
+    /// The CPU time the jail had spent when the opening came (before the program had its code).
+    pub(super) cpu_before: Option<CgroupStats>,
 }
 
 impl Gate {
@@ -133,7 +138,15 @@ impl Gate {
     fn with(one_run: bool) -> Result<Gate, Error> {
         let (rx, tx) = sys::pipe().map_err(|errno| Error::Supervisor { what: "create a gate", errno })?;
         sys::set_nonblocking(tx.as_fd(), true).map_err(|errno| Error::Supervisor { what: "create a gate", errno })?;
-        Ok(Gate { rx, tx, one_run, start: Mutex::new(None), feed: Mutex::new(None), calls: Mutex::new(None) })
+        Ok(Gate {
+            rx,
+            tx,
+            one_run,
+            start: Mutex::new(None),
+            feed: Mutex::new(None),
+            calls: Mutex::new(None),
+            cpu: Mutex::new(None),
+        })
     }
 
     /// Starts the run with `start` (never blocks).
@@ -146,12 +159,13 @@ impl Gate {
         if start.host.is_none() {
             self.calls.lock().unwrap_or_else(PoisonError::into_inner).take();
         }
+        let cpu_before = self.cpu.lock().unwrap_or_else(PoisonError::into_inner).as_ref().map(CpuFiles::read);
         let no_files = start.files.as_ref().is_none_or(|x| x.put.is_empty());
         if let (true, Some(fd)) = (no_files, feed.take()) {
             // Non-blocking: what does not fit now, the supervisor's thread feeds.
             fed = sys::write(fd.as_raw_fd(), &start.stdin).unwrap_or(0);
         }
-        *self.start.lock().unwrap_or_else(PoisonError::into_inner) = Some(Opening { start, at, fed });
+        *self.start.lock().unwrap_or_else(PoisonError::into_inner) = Some(Opening { start, at, fed, cpu_before });
         drop(feed);
         let _ = sys::write(self.tx.as_raw_fd(), &[1]);
     }
@@ -185,6 +199,11 @@ impl Gate {
     /// The host-call channel, when the opening kept it.
     pub(super) fn take_calls(&self) -> Option<(OwnedFd, OwnedFd)> {
         self.calls.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+
+    /// Lets [`Gate::open`] read the jail's CPU time at the opening (its cgroup's files, open).
+    pub(super) fn watch_cpu(&self, files: Option<CpuFiles>) {
+        *self.cpu.lock().unwrap_or_else(PoisonError::into_inner) = files;
     }
 
     pub(super) fn arm(&self, feed: OwnedFd) {

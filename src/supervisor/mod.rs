@@ -419,7 +419,7 @@ impl Plan {
         out: (StreamReport, StreamReport),
         cg: CgroupStats,
         v: Verdict,
-        leaf_made: bool,
+        layers: Vec<LayerReport>,
     ) -> Report {
         let error = v.note.map(|note| match note {
             Note::Failure(f) => self.describe_failure(f),
@@ -448,7 +448,7 @@ impl Plan {
             pids_limit_hit: cg.pids_limit_hit,
             stdout: out.0,
             stderr: out.1,
-            enforcement: self.layers_with(leaf_made),
+            enforcement: layers,
             ..Report::new(&self.policy.origin, &self.program.name, &self.program.argv_display, self.policy.wall_timeout)
         }
     }

@@ -184,12 +184,18 @@ impl<'a> Pump<'a> {
                 return Ok(Stop::Died);
             }
             if gate.is_none() && self.announced(streams) {
-                // Its last act was closing its fds; nothing else in the jail runs its code. In a
-                // pid namespace, init's death takes every process of the jail with it.
-                let _ = sys::pidfd_send_signal(self.run.pidfd.as_fd(), libc::SIGKILL);
+                // Its last act was closing its fds; nothing else in the jail runs its code. When
+                // it is the only process of its cgroup, it is stopped: it is killed (and the
+                // kernel takes its memory down) with the cleanup, after the answer. Otherwise it
+                // is killed now, and in a pid namespace, init's death takes every process of
+                // the jail with it.
+                let at = Instant::now();
+                let alone = self.run.leaf.is_some_and(|l| l.alone(self.run.pid));
+                let signal = if alone { libc::SIGSTOP } else { libc::SIGKILL };
+                let _ = sys::pidfd_send_signal(self.run.pidfd.as_fd(), signal);
                 self.killed = true;
                 let stand_in = sys::Reaped { code: libc::CLD_EXITED, ..sys::Reaped::default() };
-                return Ok(Stop::Ended(self.outcome((stand_in, Instant::now()), true)));
+                return Ok(Stop::Ended(self.outcome((stand_in, at), true)));
             }
             announcing |= self.run.announces_end && streams.account().is_some_and(|s| s.fd.is_none());
             let inputs_open = self.report.is_some() || streams.iter().any(|(_, s)| s.fd.is_some());

@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::layers::cgroup::{CgroupStats, Leaf};
 use crate::layers::filesystem::{FsError, exchange, staging};
 use crate::policy::{Limits, PolicyError};
-use crate::report::{GuestEnd, Report, StreamReport, WarmStart, WritableDir, signal_name};
+use crate::report::{GuestEnd, LayerReport, Report, StreamReport, WarmStart, WritableDir, signal_name};
 use crate::sys::{self, Errno};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
@@ -36,6 +36,8 @@ struct Begun {
     warm: Option<WarmStart>,
     /// The CPU the program spent getting ready (not the run's).
     cpu_before: CgroupStats,
+    /// The report's layers, made while a gated jail waited: nothing of the run changes them.
+    layers: Option<Vec<LayerReport>>,
 }
 
 /// What a run left, collected after it: its output, its cgroup's figures (the run's own), the
@@ -105,6 +107,7 @@ impl Prepared<'_> {
             argv_display: None,
             warm: None,
             cpu_before: CgroupStats::default(),
+            layers: None,
         };
         let mut calls = calls;
         if let Some(gate) = gate {
@@ -199,6 +202,10 @@ impl Prepared<'_> {
         {
             gate.arm(fd);
         }
+        gate.watch_cpu(self.leaf.as_ref().and_then(Leaf::cpu_files));
+        let mut layers = self.plan.layers_with(self.leaf.is_some());
+        super::set_net_words(&mut layers, self.net);
+        begun.layers = Some(layers);
         let stop = pump.go(&mut Streams::none(), None, None, Some(gate.fd()))?;
         // A jail whose setup failed never ran anything. A program that ended after an opening
         // fed it its code ran, and so did one built for the run it died waiting for: those runs
@@ -210,7 +217,7 @@ impl Prepared<'_> {
         }
         let opening =
             gate.take().filter(|o| !setup_failed && (matches!(stop, Stop::Gate) || o.fed > 0 || died_in_its_run));
-        let Some(Opening { start: s, at: opened_at, fed }) = opening else {
+        let Some(Opening { start: s, at: opened_at, fed, cpu_before }) = opening else {
             if matches!(stop, Stop::Gate) {
                 pump.kill();
             }
@@ -222,7 +229,9 @@ impl Prepared<'_> {
         };
         if !s.from_release {
             begun.start = opened_at;
-            begun.cpu_before = self.leaf.as_ref().map(Leaf::cpu_used).unwrap_or_default();
+            // Read by the opening, before the program could have its code (the opening can feed
+            // it before this thread wakes).
+            begun.cpu_before = cpu_before.or_else(|| self.leaf.as_ref().map(Leaf::cpu_used)).unwrap_or_default();
         }
         let jail = Limits::of(&self.plan.policy);
         let limits = s.limits.tighter(&jail);
@@ -345,7 +354,8 @@ impl Prepared<'_> {
         let v = verdict(&ending, &accounting, guest.as_ref());
         let wall = outcome.reaped_at.duration_since(begun.start);
         let streams = (std::mem::take(&mut c.out), std::mem::take(&mut c.err));
-        let mut report = plan.build_report(outcome, wall, streams, stats, v, c.leaf.is_some());
+        let layers = begun.layers.unwrap_or_else(|| plan.layers_with(c.leaf.is_some()));
+        let mut report = plan.build_report(outcome, wall, streams, stats, v, layers);
         report.wall_timeout_ms = u64::try_from(begun.wall_timeout.as_millis()).unwrap_or(u64::MAX);
         if let Some(argv) = begun.argv_display {
             report.argv = argv;

@@ -546,14 +546,19 @@ pub fn openat_write(dir: BorrowedFd<'_>, name: &CStr) -> Result<OwnedFd, Errno> 
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// Reads the file `name` in the directory `dir` (`openat` + `read`, up to 4 KiB).
-pub fn read_at(dir: BorrowedFd<'_>, name: &CStr) -> Result<String, Errno> {
+/// Opens the file `name` in the directory `dir` read-only, close-on-exec.
+pub fn openat_read(dir: BorrowedFd<'_>, name: &CStr) -> Result<OwnedFd, Errno> {
     // SAFETY: name is NUL-terminated; dir is an open directory fd.
     let fd = check_int(unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) })?;
+    // SAFETY: fd was just opened and is owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Reads the file `name` in the directory `dir` (`openat` + `read`, up to 4 KiB).
+pub fn read_at(dir: BorrowedFd<'_>, name: &CStr) -> Result<String, Errno> {
+    let fd = openat_read(dir, name)?;
     let mut buf = [0u8; 4096];
-    let r = read(fd, &mut buf);
-    close(fd);
-    let n = r?;
+    let n = read(fd.as_raw_fd(), &mut buf)?;
     Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 

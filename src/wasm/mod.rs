@@ -321,6 +321,10 @@ fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(Run
         },
         host_calls: None,
         learned_pages: None,
+        // The supervisor takes the summary as the run's end only in a pid namespace with a
+        // cgroup of the run's own (see `Pump::announced`): a cgroup that may be missing
+        // (best effort) does not count.
+        linger: policy.namespaces.pid && policy.cgroups.enabled && !policy.cgroups.best_effort,
     };
     Ok((config, code))
 }

@@ -76,6 +76,13 @@ pub struct RunnerConfig {
     /// the list of the pages of its linear memory it wrote and those it only read (see `pages.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub learned_pages: Option<PathBuf>,
+    /// Once its summary is written and its fds closed, the runner waits to be stopped and then
+    /// killed by its supervisor instead of exiting: the supervisor answers first, and the
+    /// kernel's taking down of this process (a millisecond on a small machine) comes after.
+    /// Set only where the supervisor takes a run's account as its end (a pid namespace and a
+    /// cgroup of the run's own); elsewhere the runner's exit is the run's end.
+    #[serde(default)]
+    pub linger: bool,
 }
 
 /// What of the guest the runner calls.
@@ -349,9 +356,12 @@ pub fn main(config_json: &str) -> i32 {
         return 125;
     }
     let mut summary_out = crate::sys::take_inherited_fd(SUMMARY_FD).map(std::fs::File::from);
-    let (summary, code) = match serde_json::from_str::<RunnerConfig>(config_json) {
-        Ok(config) => run(&config, summary_out.as_mut()),
-        Err(e) => (load_error(format!("bad runner configuration: {e}")), 125),
+    let (summary, code, linger) = match serde_json::from_str::<RunnerConfig>(config_json) {
+        Ok(config) => {
+            let (summary, code) = run(&config, summary_out.as_mut());
+            (summary, code, config.linger)
+        }
+        Err(e) => (load_error(format!("bad runner configuration: {e}")), 125, false),
     };
     if let Some(f) = &mut summary_out {
         let line = format!("{}\n", serde_json::to_string(&summary).unwrap_or_default());
@@ -365,8 +375,17 @@ pub fn main(config_json: &str) -> i32 {
     drop(summary_out);
     crate::sys::close(1);
     crate::sys::close(2);
+    if linger {
+        // Stopped, then killed once the run is answered (see `RunnerConfig::linger`); bounded,
+        // should that never come.
+        std::thread::sleep(LINGER_MAX);
+    }
     crate::sys::exit_now(code)
 }
+
+/// How long a lingering runner waits for its supervisor's stop before it exits by itself. The
+/// supervisor stops it as soon as it has read its summary; this bound is only a backstop.
+const LINGER_MAX: Duration = Duration::from_secs(1);
 
 pub(super) fn load_error(message: String) -> Summary {
     Summary {

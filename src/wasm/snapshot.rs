@@ -179,6 +179,7 @@ pub fn compile_stdlib(dir: &Path, runner: &Path, artifact: &Path) -> Result<(), 
         entry: Entry::PythonRun { code: Some(COMPILE_LIBRARY.into()), args: Vec::new() },
         host_calls: None,
         learned_pages: None,
+        linger: false,
     };
     let fail = |reason: String| GuestError::Build { what: "the Python guest's bytecode".into(), reason };
     let out = run_runner(runner, &config, b"").map_err(fail)?;
@@ -233,6 +234,8 @@ fn learned_pages(dir: &Path, runner: &Path, scratch: &Path) -> Result<(String, s
     job.guest_dir = Some(dir.to_path_buf());
     let mut config = super::runner_config(&crate::Policy::builtin(), &job, &app)?;
     config.learned_pages = Some(listed.clone());
+    // Run outside any jail, with no supervisor to stop it: it exits when done.
+    config.linger = false;
     let ran = run_runner(runner, &config, &crate::handover::frame(super::pages::LEARNED_CODE, &[])).map_err(fail)?;
     if !ran.status.success() || ran.stdout != b"1\n" {
         let said = String::from_utf8_lossy(&ran.stderr);

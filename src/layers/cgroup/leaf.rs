@@ -80,6 +80,53 @@ pub struct Leaf {
     v1: Vec<V1Leaf>,
     /// A reader's copy ([`Leaf::reader`]): it reads the figures, never kills or removes.
     reader: bool,
+    /// The files its figures are read from, opened with it ([`Leaf::open_figures`]).
+    figures: Figures,
+}
+
+/// The files a run's figures are read from, opened while its jail is built: reading them when
+/// the run is over is a positioned read each (the kernel makes their text anew), no path to
+/// look up in the cgroup filesystem on the way to the run's answer.
+#[derive(Debug, Default)]
+struct Figures {
+    cpu: Option<CpuFiles>,
+    /// `memory.peak` (v2) or `memory.max_usage_in_bytes` (v1).
+    memory_peak: Option<File>,
+    /// `memory.events` (v2) or `memory.oom_control` (v1): their `oom_kill` line.
+    memory_events: Option<File>,
+    pids_peak: Option<File>,
+    pids_events: Option<File>,
+    /// `cgroup.procs` of the leaf that lists the run's processes.
+    procs: Option<File>,
+}
+
+impl Figures {
+    fn try_clone(&self) -> Option<Figures> {
+        let dup = |f: &Option<File>| f.as_ref().map(File::try_clone).transpose();
+        let cpu = match &self.cpu {
+            Some(CpuFiles::V2(f)) => Some(CpuFiles::V2(f.try_clone().ok()?)),
+            Some(CpuFiles::V1 { user, sys }) => {
+                Some(CpuFiles::V1 { user: user.try_clone().ok()?, sys: dup(sys).ok()? })
+            }
+            None => None,
+        };
+        Some(Figures {
+            cpu,
+            memory_peak: dup(&self.memory_peak).ok()?,
+            memory_events: dup(&self.memory_events).ok()?,
+            pids_peak: dup(&self.pids_peak).ok()?,
+            pids_events: dup(&self.pids_events).ok()?,
+            procs: dup(&self.procs).ok()?,
+        })
+    }
+}
+
+/// A file's text, read from its start (at most 4 KiB).
+fn text_of(f: &File) -> String {
+    use std::os::unix::fs::FileExt;
+    let mut buf = [0u8; 4096];
+    let n = f.read_at(&mut buf, 0).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
 }
 
 #[derive(Debug)]
@@ -97,7 +144,7 @@ impl CgroupPlan {
         }
         let name = format!("{}-{}", crate::leftovers::owner_tag("stockade"), SEQ.fetch_add(1, Ordering::Relaxed));
         // Each directory joins `leaf` as soon as it exists, so a failed write still removes it.
-        let mut leaf = Leaf { v2: None, v1: Vec::new(), reader: false };
+        let mut leaf = Leaf { v2: None, v1: Vec::new(), reader: false, figures: Figures::default() };
         if let Some(parent) = &self.v2_parent {
             let dir = parent.join(&name);
             match std::fs::create_dir(&dir) {
@@ -144,7 +191,38 @@ impl CgroupPlan {
                 }
             }
         }
+        leaf.open_figures();
         Ok(Some(leaf))
+    }
+}
+
+/// A leaf's CPU-time files, open ([`Leaf::cpu_files`]).
+#[derive(Debug)]
+pub enum CpuFiles {
+    /// cgroup2's `cpu.stat` (microseconds).
+    V2(File),
+    /// cpuacct's user and system times (nanoseconds).
+    V1 { user: File, sys: Option<File> },
+}
+
+impl CpuFiles {
+    /// The CPU time so far (a positioned read of each file: the kernel makes its text anew).
+    pub fn read(&self) -> CgroupStats {
+        let text = text_of;
+        let mut s = CgroupStats::default();
+        match self {
+            CpuFiles::V2(f) => {
+                let cpu = text(f);
+                s.cpu_user_us = field(&cpu, "user_usec");
+                s.cpu_sys_us = field(&cpu, "system_usec");
+            }
+            CpuFiles::V1 { user, sys } => {
+                let ns = |f: &File| text(f).trim().parse::<u64>().ok();
+                s.cpu_user_us = ns(user).map(|ns| ns / 1000);
+                s.cpu_sys_us = sys.as_ref().and_then(ns).map(|ns| ns / 1000);
+            }
+        }
+        s
     }
 }
 
@@ -189,60 +267,81 @@ impl Leaf {
         }
     }
 
+    /// Whether `pid` is the only process in the run's cgroup (as its `cgroup.procs` lists them,
+    /// by this process's pid namespace). `false` when it cannot be read.
+    pub fn alone(&self, pid: libc::pid_t) -> bool {
+        let Some(procs) = &self.figures.procs else { return false };
+        let procs = text_of(procs);
+        let mut listed = procs.split_whitespace();
+        listed.next().and_then(|p| p.parse::<libc::pid_t>().ok()) == Some(pid) && listed.next().is_none()
+    }
+
     /// The CPU time the leaves recorded so far (user, system), and nothing else: what a run had
     /// used when its jail was handed its run.
     pub fn cpu_used(&self) -> CgroupStats {
-        let read = |fd: &File, name: &CStr| crate::sys::read_at(fd.as_fd(), name).unwrap_or_default();
-        let num = |fd: &File, name: &CStr| read(fd, name).trim().parse::<u64>().ok();
-        let mut s = CgroupStats::default();
-        if let Some((_, fd)) = &self.v2 {
-            let cpu = read(fd, c"cpu.stat");
-            s.cpu_user_us = field(&cpu, "user_usec");
-            s.cpu_sys_us = field(&cpu, "system_usec");
-            return s;
-        }
-        // cpuacct, alone or co-mounted with cpu.
-        for l in &self.v1 {
-            if let Some(user) = num(&l.fd, c"cpuacct.usage_user") {
-                s.cpu_user_us = Some(user / 1000);
-                s.cpu_sys_us = num(&l.fd, c"cpuacct.usage_sys").map(|ns| ns / 1000);
-                break;
-            }
-        }
-        s
+        self.figures.cpu.as_ref().map(CpuFiles::read).unwrap_or_default()
     }
 
-    /// Reads what the leaves recorded.
-    pub fn stats(&self) -> CgroupStats {
-        let read = |fd: &File, name: &CStr| crate::sys::read_at(fd.as_fd(), name).unwrap_or_default();
-        let num = |fd: &File, name: &CStr| read(fd, name).trim().parse::<u64>().ok();
-        let mut s = self.cpu_used();
-        // A controller is read where it is: on a hybrid host the v2 leaf has none of them (its
-        // files would only be four failed opens per run).
+    /// The files that say the run's CPU time, held open to be read again and again
+    /// ([`CpuFiles::read`]: one read each, no path to look up). `None`: no leaf says it.
+    pub fn cpu_files(&self) -> Option<CpuFiles> {
+        let open = |fd: &File, name: &CStr| crate::sys::openat_read(fd.as_fd(), name).ok().map(File::from);
+        if let Some((_, fd)) = &self.v2 {
+            return open(fd, c"cpu.stat").map(CpuFiles::V2);
+        }
+        // cpuacct, alone or co-mounted with cpu.
+        self.v1.iter().find_map(|l| {
+            let user = open(&l.fd, c"cpuacct.usage_user")?;
+            Some(CpuFiles::V1 { user, sys: open(&l.fd, c"cpuacct.usage_sys") })
+        })
+    }
+
+    /// Opens the files its figures are read from (see [`Figures`]). A controller is read where
+    /// it is: on a hybrid host the v2 leaf has none of them.
+    fn open_figures(&mut self) {
+        let open = |fd: &File, name: &CStr| crate::sys::openat_read(fd.as_fd(), name).ok().map(File::from);
+        let mut f = Figures { cpu: self.cpu_files(), ..Figures::default() };
         let in_v1 = |controller: &str| self.v1.iter().any(|l| l.controller == controller);
         if let Some((_, fd)) = &self.v2 {
             if !in_v1("memory") {
-                s.memory_peak_bytes = num(fd, c"memory.peak");
-                s.oom_kills = field(&read(fd, c"memory.events"), "oom_kill").unwrap_or(0);
+                f.memory_peak = open(fd, c"memory.peak");
+                f.memory_events = open(fd, c"memory.events");
             }
             if !in_v1("pids") {
-                s.pids_peak = num(fd, c"pids.peak");
-                s.pids_limit_hit = field(&read(fd, c"pids.events"), "max").unwrap_or(0) > 0;
+                f.pids_peak = open(fd, c"pids.peak");
+                f.pids_events = open(fd, c"pids.events");
             }
+            f.procs = open(fd, c"cgroup.procs");
         }
         for l in &self.v1 {
             match l.controller {
                 "memory" => {
-                    s.memory_peak_bytes = num(&l.fd, c"memory.max_usage_in_bytes");
-                    s.oom_kills = field(&read(&l.fd, c"memory.oom_control"), "oom_kill").unwrap_or(0);
+                    f.memory_peak = open(&l.fd, c"memory.max_usage_in_bytes");
+                    f.memory_events = open(&l.fd, c"memory.oom_control");
                 }
                 "pids" => {
-                    s.pids_peak = num(&l.fd, c"pids.peak");
-                    s.pids_limit_hit = field(&read(&l.fd, c"pids.events"), "max").unwrap_or(0) > 0;
+                    f.pids_peak = open(&l.fd, c"pids.peak");
+                    f.pids_events = open(&l.fd, c"pids.events");
                 }
                 _ => {}
             }
+            if f.procs.is_none() {
+                f.procs = open(&l.fd, c"cgroup.procs");
+            }
         }
+        self.figures = f;
+    }
+
+    /// Reads what the leaves recorded.
+    pub fn stats(&self) -> CgroupStats {
+        let f = &self.figures;
+        let num = |f: &Option<File>| f.as_ref().and_then(|f| text_of(f).trim().parse::<u64>().ok());
+        let count = |f: &Option<File>, key: &str| f.as_ref().and_then(|f| field(&text_of(f), key)).unwrap_or(0);
+        let mut s = f.cpu.as_ref().map(CpuFiles::read).unwrap_or_default();
+        s.memory_peak_bytes = num(&f.memory_peak);
+        s.oom_kills = count(&f.memory_events, "oom_kill");
+        s.pids_peak = num(&f.pids_peak);
+        s.pids_limit_hit = count(&f.pids_events, "max") > 0;
         s
     }
 
@@ -288,7 +387,7 @@ impl Leaf {
             .iter()
             .map(|l| Some(V1Leaf { controller: l.controller, dir: l.dir.clone(), fd: l.fd.try_clone().ok()? }))
             .collect::<Option<Vec<_>>>()?;
-        Some(Leaf { v2, v1, reader: true })
+        Some(Leaf { v2, v1, reader: true, figures: self.figures.try_clone()? })
     }
 
     fn remove_all(&mut self) -> Result<(), CgroupError> {
@@ -327,14 +426,17 @@ mod tests {
         std::fs::create_dir_all(&v2).expect("mkdir");
         std::fs::create_dir_all(&mem).expect("mkdir");
         std::fs::write(v2.join("cpu.stat"), "usage_usec 300\nuser_usec 200\nsystem_usec 100\n").expect("w");
-        std::fs::write(v2.join("pids.events"), "max 3\n").expect("w");
+        std::fs::write(v2.join("pids.events"), "max 0\n").expect("w");
         std::fs::write(mem.join("memory.max_usage_in_bytes"), "4096\n").expect("w");
         std::fs::write(mem.join("memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n").expect("w");
-        let leaf = Leaf {
+        let mut leaf = Leaf {
             reader: false,
             v2: Some((v2.clone(), File::open(&v2).expect("open"))),
             v1: vec![V1Leaf { controller: "memory", fd: File::open(&mem).expect("open"), dir: mem }],
+            figures: Figures::default(),
         };
+        leaf.open_figures();
+        std::fs::write(v2.join("pids.events"), "max 3\n").expect("w"); // read when asked, not when opened
         let s = leaf.stats();
         std::mem::forget(leaf); // the fixture is not a cgroup: do not try to kill or rmdir it
         assert_eq!(

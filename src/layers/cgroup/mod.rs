@@ -20,7 +20,7 @@ pub mod host;
 mod leaf;
 pub mod service;
 
-pub use leaf::Leaf;
+pub use leaf::{CpuFiles, Leaf};
 
 use crate::layers::{Enforcement, LayerReport};
 use crate::policy::CgroupPolicy;
