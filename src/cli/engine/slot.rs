@@ -189,9 +189,14 @@ impl Slot {
             }
             Held::Helper { sock, live } => {
                 let sock = sock.take().ok_or_else(|| SlotError::Helper("the slot was used".into()))?;
-                let mut sock = tokio::net::UnixStream::from_std(sock)
-                    .map_err(|e| SlotError::Helper(format!("a helper's socket: {e}")))?;
-                let answer = helper_run(&mut sock, start).await;
+                let lost = |e: std::io::Error| SlotError::Helper(format!("a helper's socket: {e}"));
+                let (frame, pipes) = handoff::start_out(start).map_err(lost)?;
+                // Sent before the socket joins the runtime: its buffer is empty, so a frame that
+                // fits goes at once, where waiting for the runtime to say the socket is writable
+                // would cost a wakeup of its I/O driver (often on another thread).
+                let sent = send_now(&sock, &frame, &pipes);
+                let mut sock = tokio::net::UnixStream::from_std(sock).map_err(lost)?;
+                let answer = helper_run(&mut sock, &frame, sent, pipes).await;
                 if let Some(live) = live.take() {
                     tokio::spawn(counted_until_closed(sock, live));
                 }
@@ -230,19 +235,45 @@ fn helper_alive(sock: &mut std::os::unix::net::UnixStream) -> Result<(), String>
     }
 }
 
-/// Sends a helper its run and reads how it ended.
-async fn helper_run(sock: &mut tokio::net::UnixStream, start: stockade::Start) -> Result<Gated, SlotError> {
+/// Sends what it can of a run's `frame` to a helper without waiting (its socket is
+/// non-blocking): the bytes sent, 0 when not even the first one (with the output pipes) went.
+fn send_now(sock: &std::os::unix::net::UnixStream, frame: &[u8], pipes: &[std::os::fd::OwnedFd]) -> usize {
+    use rustix::net::{SendFlags, send};
+    let fds: Vec<_> = pipes.iter().map(std::os::fd::AsFd::as_fd).collect();
+    let Ok(mut sent) = spawner::send_with_fds(sock.as_fd(), &frame[..1], &fds) else { return 0 };
+    while sent < frame.len() {
+        match send(sock, &frame[sent..], SendFlags::NOSIGNAL) {
+            Ok(n) if n > 0 => sent += n,
+            // Full (the rest is written once the runtime says the socket is writable), or
+            // failed (that write says why).
+            _ => break,
+        }
+    }
+    sent
+}
+
+/// Sends a helper the rest of its run's `frame` (`sent` bytes of it went already: see
+/// [`send_now`]) and reads how the run ended.
+async fn helper_run(
+    sock: &mut tokio::net::UnixStream,
+    frame: &[u8],
+    sent: usize,
+    pipes: Vec<std::os::fd::OwnedFd>,
+) -> Result<Gated, SlotError> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let lost = |e: std::io::Error| SlotError::Helper(format!("a helper's socket: {e}"));
-    let (frame, pipes) = handoff::start_out(start).map_err(lost)?;
     // The first byte carries the output pipes (a streaming answer's); they are the helper's then.
     let fds: Vec<_> = pipes.iter().map(std::os::fd::AsFd::as_fd).collect();
-    let first = loop {
-        sock.writable().await.map_err(lost)?;
-        match sock.try_io(tokio::io::Interest::WRITABLE, || spawner::send_with_fds(sock.as_fd(), &frame[..1], &fds)) {
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            sent => break sent.map_err(lost)?,
-        }
+    let first = match sent {
+        0 => loop {
+            sock.writable().await.map_err(lost)?;
+            match sock.try_io(tokio::io::Interest::WRITABLE, || spawner::send_with_fds(sock.as_fd(), &frame[..1], &fds))
+            {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                sent => break sent.map_err(lost)?,
+            }
+        },
+        sent => sent,
     };
     drop(fds);
     drop(pipes);
