@@ -233,7 +233,9 @@ fn tcp_needs_a_token_and_limits_only_tighten() {
     let auth = format!("Bearer {TOKEN}");
     let r = request(To::Tcp(tcp), "POST", "/v1/runs", &[ct, ("authorization", &auth)], body);
     assert_eq!((r.status, r.json()["status"].as_str()), (200, Some("ok")));
-    // Health is open (probes); metrics are not.
+    // Health is open (probes); metrics are not. (Once every pool has its first jail: before
+    // that, health is 503, starting.)
+    s.wait_warm();
     assert_eq!(request(To::Tcp(tcp), "GET", "/v1/health", &[], Vec::new()).status, 200);
     assert_eq!(request(To::Tcp(tcp), "GET", "/metrics", &[], Vec::new()).status, 401);
 
