@@ -49,10 +49,14 @@ pub struct Job {
     /// The program ends by writing its account on its first extra output and then closing
     /// every fd it holds, and nothing else in the jail outlives it (a runner that starts no
     /// process: the Wasm runner). Once all its outputs are at end of file with an account
-    /// given, the run is over: the supervisor takes the jail down and answers without waiting
-    /// for the kernel to tear the program's memory down (a millisecond for a Python guest).
-    /// Needs a pid namespace and a cgroup (to take the jail down whole and count its CPU);
-    /// without them, or without an account, the run ends as any other does.
+    /// given, the run is over: the supervisor freezes the jail's cgroup (cgroup2; else it kills
+    /// init) and answers; init is killed and reaped with the run's cleanup, so the kernel's
+    /// tearing down of the program's memory (a millisecond for a Python guest) comes after the
+    /// answer. Needs a pid namespace and a cgroup (to take the jail down whole and count its
+    /// CPU); without them, or without an account read, the run ends as any other does. Such a
+    /// program blocks `SIGUSR1` and, when it is init, may wait after its account for the
+    /// supervisor's word: frozen, killed, or (when its account is not the run's end) `SIGUSR1`,
+    /// to exit.
     pub announces_end: bool,
     /// The program gets a host-call channel (see [`HostCalls`](crate::HostCalls)): a pipe to
     /// write requests into and one to read answers from, as the fds after the extra outputs,

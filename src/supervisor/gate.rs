@@ -227,7 +227,8 @@ pub struct Finished {
     /// The files taken back ([`Exchange::take`]).
     pub files: Option<Taken>,
     /// The run's cgroup, still to be removed: a caller answering someone can do that after
-    /// answering ([`Cleanup::done`]); dropping it removes it too.
+    /// answering ([`Cleanup::done`]); dropping it removes it too. A run that announced its end
+    /// still holds its frozen program's memory until then.
     pub cleanup: Option<Cleanup>,
 }
 
@@ -235,7 +236,8 @@ pub struct Finished {
 /// tmpfs, its owner uid's lease.
 #[derive(Debug)]
 pub struct Cleanup {
-    /// A jail taken down when its program announced its end: its init, reaped here.
+    /// A jail frozen (or killed) when its program announced its end: its init, killed and reaped
+    /// here.
     pub(super) reap: Option<Reaper>,
     pub(super) leaf: Option<Leaf>,
     pub(super) _staged: Vec<OwnedFd>,
@@ -252,9 +254,8 @@ impl Cleanup {
     }
 }
 
-/// Reaps a killed (or exiting) init when dropped (waits for the kernel to finish taking the jail
-/// down). It is killed again first: an init that said it was done and was not would otherwise
-/// keep this waiting.
+/// Kills and reaps an init when dropped (waits for the kernel to finish taking the jail down):
+/// one frozen after its program's account, one killed then, or one exiting.
 #[derive(Debug)]
 pub(super) struct Reaper(pub(super) Option<OwnedFd>);
 

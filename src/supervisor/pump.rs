@@ -30,7 +30,7 @@ pub(super) struct Outcome {
     pub(super) sysinfo_unanswered: Option<Errno>,
     pub(super) violation: Option<Violation>,
     /// The program announced its end ([`Job::announces_end`](crate::Job::announces_end)): the
-    /// jail was taken down then, and init is not reaped yet (`reaped` is a stand-in: exited 0,
+    /// jail was frozen (or killed) then, and init is not killed and reaped yet (`reaped` is a stand-in: exited 0,
     /// no usage; the cgroup counts the CPU).
     pub(super) announced: bool,
     /// Init is not reaped yet: the program announced its end, or init emptied the namespace and
@@ -69,6 +69,10 @@ pub(super) struct Run<'a> {
     pub(super) leaf: Option<&'a Leaf>,
     /// The program announces its end on its first extra channel (`Streams::account`).
     pub(super) announces_end: bool,
+    /// The program waits, once its account is given and its fds closed, to be told to go
+    /// ([`Job::announces_end`](crate::Job::announces_end)), when it is init: frozen or killed
+    /// when the account is taken as the run's end, else sent `SIGUSR1`.
+    pub(super) waits_after_account: bool,
     /// Writing past the cap of stdout or stderr ends the run.
     pub(super) end_over_cap: bool,
 }
@@ -105,6 +109,8 @@ pub(super) struct Pump<'a> {
     usage: sys::Reaped,
     emptied: bool,
     killed: bool,
+    /// A program that waits after its account was told to go (`SIGUSR1`).
+    told_to_go: bool,
     timed_out: bool,
     output_limit: bool,
     execs_refused: u32,
@@ -134,6 +140,7 @@ impl<'a> Pump<'a> {
             usage: sys::Reaped { code: libc::CLD_EXITED, ..sys::Reaped::default() },
             emptied: false,
             killed: false,
+            told_to_go: false,
             timed_out: false,
             output_limit: false,
             execs_refused: 0,
@@ -184,18 +191,30 @@ impl<'a> Pump<'a> {
                 return Ok(Stop::Died);
             }
             if gate.is_none() && self.announced(streams) {
-                // Its last act was closing its fds; nothing else in the jail runs its code. When
-                // it is the only process of its cgroup, it is stopped: it is killed (and the
-                // kernel takes its memory down) with the cleanup, after the answer. Otherwise it
-                // is killed now, and in a pid namespace, init's death takes every process of
-                // the jail with it.
+                // Its last act was closing its fds; nothing else in the jail runs its code. Its
+                // cgroup is frozen (cgroup2: every process of it, no signal to the parent), and
+                // init is killed, and the kernel takes its memory down, with the cleanup, after
+                // the answer. Without a cgroup2 leaf it is killed now: in a pid namespace,
+                // init's death takes every process of the jail with it.
                 let at = Instant::now();
-                let alone = self.run.leaf.is_some_and(|l| l.alone(self.run.pid));
-                let signal = if alone { libc::SIGSTOP } else { libc::SIGKILL };
-                let _ = sys::pidfd_send_signal(self.run.pidfd.as_fd(), signal);
+                if !self.run.leaf.is_some_and(Leaf::freeze) {
+                    let _ = sys::pidfd_send_signal(self.run.pidfd.as_fd(), libc::SIGKILL);
+                }
                 self.killed = true;
                 let stand_in = sys::Reaped { code: libc::CLD_EXITED, ..sys::Reaped::default() };
                 return Ok(Stop::Ended(self.outcome((stand_in, at), true)));
+            }
+            if gate.is_none()
+                && self.run.waits_after_account
+                && self.run.init_is_program
+                && !self.told_to_go
+                && self.reaped.is_none()
+                && streams.iter().all(|(_, s)| s.fd.is_none())
+            {
+                // Its account is not taken as the run's end (above): it is told to exit, and the
+                // run ends when init is reaped.
+                let _ = sys::pidfd_send_signal(self.run.pidfd.as_fd(), libc::SIGUSR1);
+                self.told_to_go = true;
             }
             announcing |= self.run.announces_end && streams.account().is_some_and(|s| s.fd.is_none());
             let inputs_open = self.report.is_some() || streams.iter().any(|(_, s)| s.fd.is_some());

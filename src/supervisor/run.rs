@@ -92,6 +92,7 @@ impl Prepared<'_> {
             leaf: self.leaf.as_ref(),
             // An announced end needs the account read: the exit status is the one it implies.
             announces_end: plan.announces_end && guest.is_some(),
+            waits_after_account: plan.announces_end,
             end_over_cap: plan.policy.over_cap == crate::policy::OverCap::End,
         };
         let mut pump = Pump::new(run, report);
@@ -196,13 +197,15 @@ impl Prepared<'_> {
         begun: &mut Begun,
         create_as: staging::CreateAs,
     ) -> Result<Option<Gated>, Error> {
+        // Before the feed is armed: an opening that feeds the program reads the CPU spent so far
+        // first.
+        gate.watch_cpu(self.leaf.as_ref().and_then(Leaf::cpu_files));
         // With nothing of its own to feed first, the opening can write the run's stdin.
         if begun.stdin.as_ref().is_none_or(|d| d.is_empty())
             && let Some(fd) = stdin_feed.and_then(|f| f.try_clone().ok())
         {
             gate.arm(fd);
         }
-        gate.watch_cpu(self.leaf.as_ref().and_then(Leaf::cpu_files));
         let mut layers = self.plan.layers_with(self.leaf.is_some());
         super::set_net_words(&mut layers, self.net);
         begun.layers = Some(layers);

@@ -93,6 +93,50 @@ pub fn max_rss_bytes() -> u64 {
     if rc == 0 { super::usage_figures(&ru).2 } else { 0 }
 }
 
+/// Blocks `SIGUSR1`, the supervisor's word that a runner waiting after its account may exit
+/// ([`wait_to_go`]), in this thread and every thread it starts from now on. Blocked, it is never
+/// delivered: one sent to a runner that does not wait ends nothing.
+pub fn block_go_signal() {
+    let set = go_signal();
+    // SAFETY: `set` is a valid signal set; the old mask is not asked for (null).
+    let _ = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) };
+}
+
+/// Waits for the supervisor's word to exit (`SIGUSR1`, blocked by [`block_go_signal`]), at most
+/// `most`. The supervisor's other words, freezing the run's cgroup and killing it, need no
+/// waiting for.
+pub fn wait_to_go(most: std::time::Duration) {
+    let set = go_signal();
+    let end = std::time::Instant::now() + most;
+    loop {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        let timeout = libc::timespec {
+            tv_sec: libc::time_t::try_from(left.as_secs()).unwrap_or(libc::time_t::MAX),
+            tv_nsec: libc::c_long::from(left.subsec_nanos()),
+        };
+        // SAFETY: `set` and `timeout` are valid for the call; no signal information is asked for.
+        let got = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &timeout) };
+        if got == libc::SIGUSR1 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
+        }
+    }
+}
+
+/// The set of `SIGUSR1` alone.
+fn go_signal() -> libc::sigset_t {
+    // SAFETY: a zeroed `sigset_t` is a valid argument to `sigemptyset`, which initializes it.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, initialized signal set; SIGUSR1 is a valid signal.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGUSR1);
+    }
+    set
+}
+
 /// Ends the process now with `code`: `_exit`, no atexit handlers, no flushing, no destructors.
 /// The runner's last act, once its summary is written: its guest's memory and threads go with
 /// the process, not piece by piece before it.

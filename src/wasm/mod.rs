@@ -321,10 +321,8 @@ fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(Run
         },
         host_calls: None,
         learned_pages: None,
-        // The supervisor takes the summary as the run's end only in a pid namespace with a
-        // cgroup of the run's own (see `Pump::announced`): a cgroup that may be missing
-        // (best effort) does not count.
-        linger: policy.namespaces.pid && policy.cgroups.enabled && !policy.cgroups.best_effort,
+        // A runner run alone (for comparison) has no supervisor to tell it to go.
+        linger: false,
     };
     Ok((config, code))
 }
@@ -365,6 +363,9 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
         None => PathBuf::from(FRESH_WORKSPACE),
     };
     let (mut config, code) = runner_setup(&policy, job, &workspace)?;
+    // In the jail, once it has given its account, the runner waits for its supervisor's word
+    // (see `Job::announces_end`).
+    config.linger = true;
     // The module list is kept by the guest's view of its library (see `runner_setup`), not by
     // the jail: the jail's plan is made without it.
     policy.wasm.python_modules = None;

@@ -76,11 +76,11 @@ pub struct RunnerConfig {
     /// the list of the pages of its linear memory it wrote and those it only read (see `pages.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub learned_pages: Option<PathBuf>,
-    /// Once its summary is written and its fds closed, the runner waits to be stopped and then
-    /// killed by its supervisor instead of exiting: the supervisor answers first, and the
-    /// kernel's taking down of this process (a millisecond on a small machine) comes after.
-    /// Set only where the supervisor takes a run's account as its end (a pid namespace and a
-    /// cgroup of the run's own); elsewhere the runner's exit is the run's end.
+    /// In a jail, as its init: once its summary is written and its fds closed, the runner does
+    /// not exit but waits for its supervisor's word (see [`Job::announces_end`](crate::Job::announces_end)):
+    /// its cgroup frozen, then a kill after the answer, so that the kernel's taking down of
+    /// this process (a millisecond on a small machine) is not on the answer's way; or
+    /// `SIGUSR1`, to exit. At most [`LINGER_MAX`]. Not for a runner run alone.
     #[serde(default)]
     pub linger: bool,
 }
@@ -350,18 +350,20 @@ fn ms(d: Duration) -> f64 {
 
 /// The runner's main: returns the process exit code.
 pub fn main(config_json: &str) -> i32 {
-    // First, before any thread: no exec, no sockets, from here on.
+    // First, before any thread: the supervisor's word to go (`SIGUSR1`) blocked in every thread
+    // (a runner that does not wait never takes it); no exec, no sockets, from here on.
+    crate::sys::block_go_signal();
     if let Err(e) = crate::sys::seccomp_install(&runner_filter(), false) {
         eprintln!("stockade runner: cannot install its seccomp filter: {e}");
         return 125;
     }
     let mut summary_out = crate::sys::take_inherited_fd(SUMMARY_FD).map(std::fs::File::from);
-    let (summary, code, linger) = match serde_json::from_str::<RunnerConfig>(config_json) {
+    let (summary, code, config) = match serde_json::from_str::<RunnerConfig>(config_json) {
         Ok(config) => {
             let (summary, code) = run(&config, summary_out.as_mut());
-            (summary, code, config.linger)
+            (summary, code, Some(config))
         }
-        Err(e) => (load_error(format!("bad runner configuration: {e}")), 125, false),
+        Err(e) => (load_error(format!("bad runner configuration: {e}")), 125, None),
     };
     if let Some(f) = &mut summary_out {
         let line = format!("{}\n", serde_json::to_string(&summary).unwrap_or_default());
@@ -372,20 +374,32 @@ pub fn main(config_json: &str) -> i32 {
     // (the job `announces_end`): it need not wait for this process's memory to be torn down.
     // Only those: the other fds belong to threads still running (wasmtime-wasi's tokio runtime
     // polls its own), and one closed under them would abort the process.
+    // Then the other channels it was given, which nothing of it uses any more: a module's
+    // artifact (still open when it was not written) and the host-call channel.
     drop(summary_out);
+    if let Some(c) = &config {
+        if c.module_bytes.is_some() {
+            drop(crate::sys::take_inherited_fd(ARTIFACT_FD));
+        }
+        if let Some((requests, answers)) = c.host_calls {
+            crate::sys::close(requests);
+            crate::sys::close(answers);
+        }
+    }
     crate::sys::close(1);
     crate::sys::close(2);
-    if linger {
-        // Stopped, then killed once the run is answered (see `RunnerConfig::linger`); bounded,
-        // should that never come.
-        std::thread::sleep(LINGER_MAX);
+    // Only as its jail's init: the supervisor's word reaches init (through its pidfd). A runner
+    // under stockade's init (a one-off run's) exits now, as any program does.
+    if config.is_some_and(|c| c.linger) && std::process::id() == 1 {
+        crate::sys::wait_to_go(LINGER_MAX);
     }
     crate::sys::exit_now(code)
 }
 
-/// How long a lingering runner waits for its supervisor's stop before it exits by itself. The
-/// supervisor stops it as soon as it has read its summary; this bound is only a backstop.
-const LINGER_MAX: Duration = Duration::from_secs(1);
+/// The longest a runner waits for its supervisor's word after its account (see
+/// [`RunnerConfig::linger`]): a backstop; the word comes as soon as the supervisor has read the
+/// account.
+pub const LINGER_MAX: Duration = Duration::from_secs(1);
 
 pub(super) fn load_error(message: String) -> Summary {
     Summary {

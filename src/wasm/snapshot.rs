@@ -234,8 +234,6 @@ fn learned_pages(dir: &Path, runner: &Path, scratch: &Path) -> Result<(String, s
     job.guest_dir = Some(dir.to_path_buf());
     let mut config = super::runner_config(&crate::Policy::builtin(), &job, &app)?;
     config.learned_pages = Some(listed.clone());
-    // Run outside any jail, with no supervisor to stop it: it exits when done.
-    config.linger = false;
     let ran = run_runner(runner, &config, &crate::handover::frame(super::pages::LEARNED_CODE, &[])).map_err(fail)?;
     if !ran.status.success() || ran.stdout != b"1\n" {
         let said = String::from_utf8_lossy(&ran.stderr);

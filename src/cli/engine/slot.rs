@@ -188,9 +188,9 @@ impl Slot {
                 }
             }
             Held::Helper { sock, live } => {
-                let sock = sock.take().ok_or_else(|| SlotError::Helper("the slot was used".into()))?;
                 let lost = |e: std::io::Error| SlotError::Helper(format!("a helper's socket: {e}"));
                 let (frame, pipes) = handoff::start_out(start).map_err(lost)?;
+                let sock = sock.take().ok_or_else(|| SlotError::Helper("the slot was used".into()))?;
                 // Sent before the socket joins the runtime: its buffer is empty, so a frame that
                 // fits goes at once, where waiting for the runtime to say the socket is writable
                 // would cost a wakeup of its I/O driver (often on another thread).

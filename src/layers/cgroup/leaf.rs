@@ -96,8 +96,8 @@ struct Figures {
     memory_events: Option<File>,
     pids_peak: Option<File>,
     pids_events: Option<File>,
-    /// `cgroup.procs` of the leaf that lists the run's processes.
-    procs: Option<File>,
+    /// The cgroup2 leaf's `cgroup.freeze`, open for writing.
+    freeze: Option<File>,
 }
 
 impl Figures {
@@ -116,7 +116,7 @@ impl Figures {
             memory_events: dup(&self.memory_events).ok()?,
             pids_peak: dup(&self.pids_peak).ok()?,
             pids_events: dup(&self.pids_events).ok()?,
-            procs: dup(&self.procs).ok()?,
+            freeze: dup(&self.freeze).ok()?,
         })
     }
 }
@@ -267,13 +267,12 @@ impl Leaf {
         }
     }
 
-    /// Whether `pid` is the only process in the run's cgroup (as its `cgroup.procs` lists them,
-    /// by this process's pid namespace). `false` when it cannot be read.
-    pub fn alone(&self, pid: libc::pid_t) -> bool {
-        let Some(procs) = &self.figures.procs else { return false };
-        let procs = text_of(procs);
-        let mut listed = procs.split_whitespace();
-        listed.next().and_then(|p| p.parse::<libc::pid_t>().ok()) == Some(pid) && listed.next().is_none()
+    /// Freezes every process of the run (cgroup2's `cgroup.freeze`: no signal, nothing the
+    /// processes' parents see; a frozen process still dies of `SIGKILL`). `false` without a
+    /// cgroup2 leaf, or when it cannot be written.
+    pub fn freeze(&self) -> bool {
+        use std::os::unix::fs::FileExt;
+        !self.reader && self.figures.freeze.as_ref().is_some_and(|f| f.write_at(b"1", 0).is_ok())
     }
 
     /// The CPU time the leaves recorded so far (user, system), and nothing else: what a run had
@@ -311,7 +310,7 @@ impl Leaf {
                 f.pids_peak = open(fd, c"pids.peak");
                 f.pids_events = open(fd, c"pids.events");
             }
-            f.procs = open(fd, c"cgroup.procs");
+            f.freeze = crate::sys::openat_write(fd.as_fd(), c"cgroup.freeze").ok().map(File::from);
         }
         for l in &self.v1 {
             match l.controller {
@@ -324,9 +323,6 @@ impl Leaf {
                     f.pids_events = open(&l.fd, c"pids.events");
                 }
                 _ => {}
-            }
-            if f.procs.is_none() {
-                f.procs = open(&l.fd, c"cgroup.procs");
             }
         }
         self.figures = f;
