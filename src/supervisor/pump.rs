@@ -30,8 +30,8 @@ pub(super) struct Outcome {
     pub(super) sysinfo_unanswered: Option<Errno>,
     pub(super) violation: Option<Violation>,
     /// The program announced its end ([`Job::announces_end`](crate::Job::announces_end)): the
-    /// jail was frozen (or killed) then, and init is not killed and reaped yet (`reaped` is a stand-in: exited 0,
-    /// no usage; the cgroup counts the CPU).
+    /// jail was frozen (or killed) then, and init is not killed and reaped yet (`reaped` is a
+    /// stand-in: exited 0, no usage; the cgroup counts the CPU).
     pub(super) announced: bool,
     /// Init is not reaped yet: the program announced its end, or init emptied the namespace and
     /// said so ([`Msg::Emptied`]; `reaped` is then init's exit 0 with its children's usage; never

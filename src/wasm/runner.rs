@@ -77,10 +77,11 @@ pub struct RunnerConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub learned_pages: Option<PathBuf>,
     /// In a jail, as its init: once its summary is written and its fds closed, the runner does
-    /// not exit but waits for its supervisor's word (see [`Job::announces_end`](crate::Job::announces_end)):
-    /// its cgroup frozen, then a kill after the answer, so that the kernel's taking down of
-    /// this process (a millisecond on a small machine) is not on the answer's way; or
-    /// `SIGUSR1`, to exit. At most [`LINGER_MAX`]. Not for a runner run alone.
+    /// not exit but waits for its supervisor's word (see
+    /// [`Job::announces_end`](crate::Job::announces_end)): its cgroup frozen, then a kill after
+    /// the answer, so that the kernel's taking down of this process (a millisecond on a small
+    /// machine) is not on the answer's way; or `SIGUSR1`, to exit. At most [`LINGER_MAX`]. Not
+    /// for a runner run alone.
     #[serde(default)]
     pub linger: bool,
 }
@@ -372,10 +373,10 @@ pub fn main(config_json: &str) -> i32 {
     // The guest's output went straight to fds 1 and 2 (nothing buffered in this process). The
     // run is over for the supervisor once its output channels are closed with the summary given
     // (the job `announces_end`): it need not wait for this process's memory to be torn down.
-    // Only those: the other fds belong to threads still running (wasmtime-wasi's tokio runtime
-    // polls its own), and one closed under them would abort the process.
-    // Then the other channels it was given, which nothing of it uses any more: a module's
-    // artifact (still open when it was not written) and the host-call channel.
+    // With them, the other channels it was given, which nothing of it uses any more: a module's
+    // artifact (still open when it was not written) and the host-call channel. Only those: the
+    // other fds belong to threads still running (wasmtime-wasi's tokio runtime polls its own),
+    // and one closed under them would abort the process.
     drop(summary_out);
     if let Some(c) = &config {
         if c.module_bytes.is_some() {
