@@ -190,31 +190,10 @@ impl<'a> Pump<'a> {
             if gate.is_some() && self.reaped.is_some() {
                 return Ok(Stop::Died);
             }
-            if gate.is_none() && self.announced(streams) {
-                // Its last act was closing its fds; nothing else in the jail runs its code. Its
-                // cgroup is frozen (cgroup2: every process of it, no signal to the parent), and
-                // init is killed, and the kernel takes its memory down, with the cleanup, after
-                // the answer. Without a cgroup2 leaf it is killed now: in a pid namespace,
-                // init's death takes every process of the jail with it.
-                let at = Instant::now();
-                if !self.run.leaf.is_some_and(Leaf::freeze) {
-                    let _ = sys::pidfd_send_signal(self.run.pidfd.as_fd(), libc::SIGKILL);
-                }
-                self.killed = true;
-                let stand_in = sys::Reaped { code: libc::CLD_EXITED, ..sys::Reaped::default() };
-                return Ok(Stop::Ended(self.outcome((stand_in, at), true)));
-            }
             if gate.is_none()
-                && self.run.waits_after_account
-                && self.run.init_is_program
-                && !self.told_to_go
-                && self.reaped.is_none()
-                && streams.iter().all(|(_, s)| s.fd.is_none())
+                && let Some(outcome) = self.after_account(streams)
             {
-                // Its account is not taken as the run's end (above): it is told to exit, and the
-                // run ends when init is reaped.
-                let _ = sys::pidfd_send_signal(self.run.pidfd.as_fd(), libc::SIGUSR1);
-                self.told_to_go = true;
+                return Ok(Stop::Ended(outcome));
             }
             announcing |= self.run.announces_end && streams.account().is_some_and(|s| s.fd.is_none());
             let inputs_open = self.report.is_some() || streams.iter().any(|(_, s)| s.fd.is_some());
@@ -324,6 +303,36 @@ impl<'a> Pump<'a> {
             announced,
             init_unreaped: announced,
         }
+    }
+
+    /// What a program that announces its end is told once its account is in (a run past its
+    /// gate): `Some(outcome)` when the account is the run's end, else `None` (a program that waits
+    /// after its account is told, once, to exit, and the run ends when init is reaped).
+    fn after_account(&mut self, streams: &Streams) -> Option<Outcome> {
+        if self.announced(streams) {
+            // Its last act was closing its fds; nothing else in the jail runs its code. Its cgroup
+            // is frozen (cgroup2: every process of it, no signal to the parent), and init is
+            // killed, and the kernel takes its memory down, with the cleanup, after the answer.
+            // Without a cgroup2 leaf it is killed now: in a pid namespace, init's death takes
+            // every process of the jail with it.
+            let at = Instant::now();
+            if !self.run.leaf.is_some_and(Leaf::freeze) {
+                let _ = sys::pidfd_send_signal(self.run.pidfd.as_fd(), libc::SIGKILL);
+            }
+            self.killed = true;
+            let stand_in = sys::Reaped { code: libc::CLD_EXITED, ..sys::Reaped::default() };
+            return Some(self.outcome((stand_in, at), true));
+        }
+        if self.run.waits_after_account
+            && self.run.init_is_program
+            && !self.told_to_go
+            && self.reaped.is_none()
+            && streams.iter().all(|(_, s)| s.fd.is_none())
+        {
+            let _ = sys::pidfd_send_signal(self.run.pidfd.as_fd(), libc::SIGUSR1);
+            self.told_to_go = true;
+        }
+        None
     }
 
     /// The fds to poll and what each is, and when to wake without them (the deadline, or the

@@ -206,9 +206,7 @@ impl Prepared<'_> {
         {
             gate.arm(fd);
         }
-        let mut layers = self.plan.layers_with(self.leaf.is_some());
-        super::set_net_words(&mut layers, self.net);
-        begun.layers = Some(layers);
+        begun.layers = Some(self.layers(self.leaf.is_some()));
         let stop = pump.go(&mut Streams::none(), None, None, Some(gate.fd()))?;
         // A jail whose setup failed never ran anything. A program that ended after an opening
         // fed it its code ran, and so did one built for the run it died waiting for: those runs
@@ -357,14 +355,13 @@ impl Prepared<'_> {
         let v = verdict(&ending, &accounting, guest.as_ref());
         let wall = outcome.reaped_at.duration_since(begun.start);
         let streams = (std::mem::take(&mut c.out), std::mem::take(&mut c.err));
-        let layers = begun.layers.unwrap_or_else(|| plan.layers_with(c.leaf.is_some()));
+        let layers = begun.layers.unwrap_or_else(|| self.layers(c.leaf.is_some()));
         let mut report = plan.build_report(outcome, wall, streams, stats, v, layers);
         report.wall_timeout_ms = u64::try_from(begun.wall_timeout.as_millis()).unwrap_or(u64::MAX);
         if let Some(argv) = begun.argv_display {
             report.argv = argv;
         }
         report.warm_start = begun.warm;
-        super::set_net_words(&mut report.enforcement, self.net);
         report.writable_dirs = std::mem::take(&mut c.dirs);
         report.supervisor_cpu_ms = Some(ms(sys::thread_cpu_time().saturating_sub(cpu_at_start)));
         // The run itself is reported as it happened; what the program could not see (a refused
@@ -373,6 +370,14 @@ impl Prepared<'_> {
             report.add_note(note);
         }
         report
+    }
+
+    /// The report's layers: the plan's, with whether the run's cgroup leaf was made, and where
+    /// its network namespace came from.
+    fn layers(&self, leaf_made: bool) -> Vec<LayerReport> {
+        let mut layers = self.plan.layers_with(leaf_made);
+        super::set_net_words(&mut layers, self.net);
+        layers
     }
 
     /// Writes a run's files into its writable directory (an empty one of the run's own).

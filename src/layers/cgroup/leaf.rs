@@ -103,15 +103,8 @@ struct Figures {
 impl Figures {
     fn try_clone(&self) -> Option<Figures> {
         let dup = |f: &Option<File>| f.as_ref().map(File::try_clone).transpose();
-        let cpu = match &self.cpu {
-            Some(CpuFiles::V2(f)) => Some(CpuFiles::V2(f.try_clone().ok()?)),
-            Some(CpuFiles::V1 { user, sys }) => {
-                Some(CpuFiles::V1 { user: user.try_clone().ok()?, sys: dup(sys).ok()? })
-            }
-            None => None,
-        };
         Some(Figures {
-            cpu,
+            cpu: self.cpu.as_ref().map(CpuFiles::try_clone).transpose().ok()?,
             memory_peak: dup(&self.memory_peak).ok()?,
             memory_events: dup(&self.memory_events).ok()?,
             pids_peak: dup(&self.pids_peak).ok()?,
@@ -206,18 +199,27 @@ pub enum CpuFiles {
 }
 
 impl CpuFiles {
+    /// Another holder of the same open files.
+    fn try_clone(&self) -> std::io::Result<CpuFiles> {
+        Ok(match self {
+            CpuFiles::V2(f) => CpuFiles::V2(f.try_clone()?),
+            CpuFiles::V1 { user, sys } => {
+                CpuFiles::V1 { user: user.try_clone()?, sys: sys.as_ref().map(File::try_clone).transpose()? }
+            }
+        })
+    }
+
     /// The CPU time so far (a positioned read of each file: the kernel makes its text anew).
     pub fn read(&self) -> CgroupStats {
-        let text = text_of;
         let mut s = CgroupStats::default();
         match self {
             CpuFiles::V2(f) => {
-                let cpu = text(f);
+                let cpu = text_of(f);
                 s.cpu_user_us = field(&cpu, "user_usec");
                 s.cpu_sys_us = field(&cpu, "system_usec");
             }
             CpuFiles::V1 { user, sys } => {
-                let ns = |f: &File| text(f).trim().parse::<u64>().ok();
+                let ns = |f: &File| text_of(f).trim().parse::<u64>().ok();
                 s.cpu_user_us = ns(user).map(|ns| ns / 1000);
                 s.cpu_sys_us = sys.as_ref().and_then(ns).map(|ns| ns / 1000);
             }
@@ -282,8 +284,13 @@ impl Leaf {
     }
 
     /// The files that say the run's CPU time, held open to be read again and again
-    /// ([`CpuFiles::read`]: one read each, no path to look up). `None`: no leaf says it.
+    /// ([`CpuFiles::read`]: one read each, no path to look up): another holder of the leaf's
+    /// own. `None`: no leaf says it.
     pub fn cpu_files(&self) -> Option<CpuFiles> {
+        self.figures.cpu.as_ref().and_then(|f| f.try_clone().ok())
+    }
+
+    fn open_cpu_files(&self) -> Option<CpuFiles> {
         let open = |fd: &File, name: &CStr| crate::sys::openat_read(fd.as_fd(), name).ok().map(File::from);
         if let Some((_, fd)) = &self.v2 {
             return open(fd, c"cpu.stat").map(CpuFiles::V2);
@@ -299,7 +306,7 @@ impl Leaf {
     /// it is: on a hybrid host the v2 leaf has none of them.
     fn open_figures(&mut self) {
         let open = |fd: &File, name: &CStr| crate::sys::openat_read(fd.as_fd(), name).ok().map(File::from);
-        let mut f = Figures { cpu: self.cpu_files(), ..Figures::default() };
+        let mut f = Figures { cpu: self.open_cpu_files(), ..Figures::default() };
         let in_v1 = |controller: &str| self.v1.iter().any(|l| l.controller == controller);
         if let Some((_, fd)) = &self.v2 {
             if !in_v1("memory") {
