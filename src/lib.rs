@@ -81,7 +81,7 @@ pub use child::{Stage, in_forked_child};
 pub use error::{Error, JailLimit};
 pub use plan::{Job, Plan};
 pub use policy::{Policy, PolicyError};
-pub use report::{Enforcement, LayerReport, Report, Status};
+pub use report::{Enforcement, LayerReport, Layers, Report, Status};
 pub use supervisor::{
     Answerer, Cleanup, Exchange, Finished, Gate, Gated, Host, HostCalls, InProcess, LiveRun, NetJoined, Output,
     Prepared, Start, Tool, TurnCalls,

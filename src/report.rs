@@ -367,7 +367,126 @@ pub struct Report {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub host_calls: Vec<CallRecord>,
     /// Each layer, in the order the jail applies them.
-    pub enforcement: Vec<LayerReport>,
+    pub enforcement: Layers,
+}
+
+/// A report's layers ([`LayerReport`]s, in jail order): a list that reads as a slice, and may
+/// carry its JSON made ahead. A jail started ahead of its run encodes its layers while it waits
+/// ([`Layers::encoded`]), and a report passed between stockade's own processes carries them as
+/// that JSON ([`Layers::take_json`], [`Layers::from_json`]): its receiver writes them out as they
+/// came, without decoding and encoding them again (they are most of a report's bytes).
+#[derive(Default)]
+pub struct Layers {
+    /// The list; decoded from `json` when first read, for layers made by [`Layers::from_json`].
+    list: std::sync::OnceLock<Vec<LayerReport>>,
+    /// The list's JSON, when it was made ahead or passed on.
+    json: Option<Box<serde_json::value::RawValue>>,
+}
+
+impl Layers {
+    /// Layers from a list.
+    pub fn new(list: Vec<LayerReport>) -> Layers {
+        Layers { list: std::sync::OnceLock::from(list), json: None }
+    }
+
+    /// Layers from a list, with its JSON made now.
+    pub fn encoded(list: Vec<LayerReport>) -> Layers {
+        let json = serde_json::value::to_raw_value(&list).ok();
+        Layers { list: std::sync::OnceLock::from(list), json }
+    }
+
+    /// Layers as JSON that an [`Layers::take_json`] of stockade's own gave: decoded only when
+    /// read (a JSON that is not a list of layers reads as no layer), written out as it came.
+    pub fn from_json(json: Box<serde_json::value::RawValue>) -> Layers {
+        Layers { list: std::sync::OnceLock::new(), json: Some(json) }
+    }
+
+    /// The layers' JSON (made now when it was not made ahead), leaving no layer behind.
+    pub fn take_json(&mut self) -> Option<Box<serde_json::value::RawValue>> {
+        let mut taken = std::mem::take(self);
+        match taken.json.take() {
+            Some(json) => Some(json),
+            None => serde_json::value::to_raw_value(taken.as_slice()).ok(),
+        }
+    }
+
+    /// The layers.
+    pub fn as_slice(&self) -> &[LayerReport] {
+        self.list
+            .get_or_init(|| self.json.as_deref().and_then(|j| serde_json::from_str(j.get()).ok()).unwrap_or_default())
+    }
+}
+
+impl std::ops::Deref for Layers {
+    type Target = [LayerReport];
+    fn deref(&self) -> &[LayerReport] {
+        self.as_slice()
+    }
+}
+
+impl<'a> IntoIterator for &'a Layers {
+    type Item = &'a LayerReport;
+    type IntoIter = std::slice::Iter<'a, LayerReport>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.as_slice().iter()
+    }
+}
+
+impl From<Vec<LayerReport>> for Layers {
+    fn from(list: Vec<LayerReport>) -> Layers {
+        Layers::new(list)
+    }
+}
+
+impl Clone for Layers {
+    fn clone(&self) -> Layers {
+        Layers { list: self.list.clone(), json: self.json.clone() }
+    }
+}
+
+impl std::fmt::Debug for Layers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
+}
+
+impl PartialEq for Layers {
+    fn eq(&self, other: &Layers) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Serialize for Layers {
+    /// The list once it was read or made here (so a pretty report stays pretty), else the JSON as
+    /// it came.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match (self.list.get(), &self.json) {
+            (None, Some(json)) => json.serialize(serializer),
+            _ => self.as_slice().serialize(serializer),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Layers {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Layers, D::Error> {
+        Vec::<LayerReport>::deserialize(deserializer).map(Layers::new)
+    }
+}
+
+/// The schema of the list, inline as a `Vec`'s is.
+impl JsonSchema for Layers {
+    fn inline_schema() -> bool {
+        Vec::<LayerReport>::inline_schema()
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        Vec::<LayerReport>::schema_name()
+    }
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        Vec::<LayerReport>::schema_id()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        Vec::<LayerReport>::json_schema(generator)
+    }
 }
 
 impl Report {
@@ -405,7 +524,7 @@ impl Report {
             stdout: StreamReport::default(),
             stderr: StreamReport::default(),
             host_calls: Vec::new(),
-            enforcement: Vec::new(),
+            enforcement: Layers::default(),
         }
     }
 
@@ -421,6 +540,8 @@ impl Report {
 
     /// Serializes to pretty JSON (with a final newline).
     pub fn to_json(&self) -> String {
+        // Layers passed on as JSON are read first, so that they are written pretty too.
+        self.enforcement.as_slice();
         let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
         s.push('\n');
         s
@@ -491,13 +612,42 @@ mod tests {
             memory_peak_bytes: Some(8192),
             pids_peak: Some(2),
             stdout: StreamReport { bytes: 3, truncated: false, text: Some("hi\n".into()), base64: None },
-            enforcement: vec![LayerReport::new("namespace.user", "new", "new")],
+            enforcement: vec![LayerReport::new("namespace.user", "new", "new")].into(),
             ..Report::new("builtin:default", "/bin/sh", &argv, std::time::Duration::from_millis(300))
         };
         let json = r.to_json();
         assert!(json.contains("\"status\": \"timeout\""), "{json}");
         assert!(json.contains("\"schema-version\": 1"), "{json}");
         assert_eq!(Report::from_json(&json).expect("parses"), r);
+    }
+
+    #[test]
+    fn layers_passed_on_as_json_are_written_as_they_came_and_read_the_same() {
+        let list = vec![
+            LayerReport::new("namespace.user", "new", "new"),
+            LayerReport::new("seccomp", "deny \"net\"", "1 filter").with_status(Enforcement::Partial, "why"),
+        ];
+        let mut made = Layers::encoded(list.clone());
+        let json = made.take_json().expect("encoded");
+        assert!(made.is_empty(), "taken: {made:?}");
+        let argv = ["x".to_string()];
+        let mut r = Report::new("builtin:default", "x", &argv, std::time::Duration::from_secs(1));
+        r.enforcement = Layers::from_json(json.clone());
+        // Compact: the layers exactly as they came, in the report's place for them.
+        let compact = serde_json::to_string(&r).expect("serializes");
+        assert!(compact.ends_with(&format!("\"enforcement\":{}}}", json.get())), "{compact}");
+        // Pretty, and read back: the same layers as the list.
+        let back = Report::from_json(&r.to_json()).expect("parses");
+        assert_eq!(back.enforcement.as_slice(), list.as_slice());
+        assert!(r.to_json().contains("\n    {\n      \"layer\": \"namespace.user\""), "{}", r.to_json());
+        assert_eq!(Layers::from_json(json).as_slice(), list.as_slice());
+        // Made without JSON: taken, it is encoded then.
+        let mut plain = Layers::new(list.clone());
+        let json = plain.take_json().expect("encoded now");
+        assert_eq!(serde_json::from_str::<Vec<LayerReport>>(json.get()).expect("a list"), list);
+        // JSON that is not a list of layers reads as none.
+        let odd = serde_json::value::RawValue::from_string("{\"x\": 1}".into()).expect("json");
+        assert!(Layers::from_json(odd).is_empty());
     }
 
     #[test]

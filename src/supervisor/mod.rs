@@ -419,7 +419,7 @@ impl Plan {
         out: (StreamReport, StreamReport),
         cg: CgroupStats,
         v: Verdict,
-        layers: Vec<LayerReport>,
+        layers: crate::Layers,
     ) -> Report {
         let error = v.note.map(|note| match note {
             Note::Failure(f) => self.describe_failure(f),

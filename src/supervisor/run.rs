@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::layers::cgroup::{CgroupStats, Leaf};
 use crate::layers::filesystem::{FsError, exchange, staging};
 use crate::policy::{Limits, PolicyError};
-use crate::report::{GuestEnd, LayerReport, Report, StreamReport, WarmStart, WritableDir, signal_name};
+use crate::report::{GuestEnd, LayerReport, Layers, Report, StreamReport, WarmStart, WritableDir, signal_name};
 use crate::sys::{self, Errno};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
@@ -36,8 +36,9 @@ struct Begun {
     warm: Option<WarmStart>,
     /// The CPU the program spent getting ready (not the run's).
     cpu_before: CgroupStats,
-    /// The report's layers, made while a gated jail waited: nothing of the run changes them.
-    layers: Option<Vec<LayerReport>>,
+    /// The report's layers, made (and encoded) while a gated jail waited: nothing of the run
+    /// changes them.
+    layers: Option<Layers>,
 }
 
 /// What a run left, collected after it: its output, its cgroup's figures (the run's own), the
@@ -206,7 +207,7 @@ impl Prepared<'_> {
         {
             gate.arm(fd);
         }
-        begun.layers = Some(self.layers(self.leaf.is_some()));
+        begun.layers = Some(Layers::encoded(self.layers(self.leaf.is_some())));
         let stop = pump.go(&mut Streams::none(), None, None, Some(gate.fd()))?;
         // A jail whose setup failed never ran anything. A program that ended after an opening
         // fed it its code ran, and so did one built for the run it died waiting for: those runs
@@ -355,7 +356,7 @@ impl Prepared<'_> {
         let v = verdict(&ending, &accounting, guest.as_ref());
         let wall = outcome.reaped_at.duration_since(begun.start);
         let streams = (std::mem::take(&mut c.out), std::mem::take(&mut c.err));
-        let layers = begun.layers.unwrap_or_else(|| self.layers(c.leaf.is_some()));
+        let layers = begun.layers.unwrap_or_else(|| self.layers(c.leaf.is_some()).into());
         let mut report = plan.build_report(outcome, wall, streams, stats, v, layers);
         report.wall_timeout_ms = u64::try_from(begun.wall_timeout.as_millis()).unwrap_or(u64::MAX);
         if let Some(argv) = begun.argv_display {

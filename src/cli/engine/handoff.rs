@@ -71,7 +71,10 @@ struct ExchangeWire {
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct RanWire {
+    /// The report without its layers, which come as the JSON the helper's library made while the
+    /// jail waited: the server writes them into its answer as they came.
     report: Report,
+    layers: Option<Box<serde_json::value::RawValue>>,
     channels: Vec<Blob>,
     files: Option<TakenWire>,
 }
@@ -245,7 +248,8 @@ pub fn ended_out(gated: Result<Gated, Error>) -> io::Result<(Vec<u8>, Option<Cle
                 skipped: t.skipped.into_iter().map(|s| (s.path, s.reason)).collect(),
                 skipped_count: t.skipped_count,
             });
-            (Msg::Ran(Box::new(RanWire { report: f.report, channels, files })), cleanup)
+            let layers = f.report.enforcement.take_json();
+            (Msg::Ran(Box::new(RanWire { report: f.report, layers, channels, files })), cleanup)
         }
         Ok(Gated::NotStarted(why)) => (Msg::NotStarted(why), None),
         Err(e) => (Msg::Failed { files: matches!(e, Error::Filesystem(_)), why: e.to_string() }, None),
@@ -265,7 +269,11 @@ pub fn finished_in(wire: RanWire, bytes: &[u8]) -> io::Result<Finished> {
             skipped_count: t.skipped_count,
         }),
     };
-    Ok(Finished { report: wire.report, channels, files, cleanup: None })
+    let mut report = wire.report;
+    if let Some(json) = wire.layers {
+        report.enforcement = stockade::Layers::from_json(json);
+    }
+    Ok(Finished { report, channels, files, cleanup: None })
 }
 
 #[cfg(test)]

@@ -307,7 +307,7 @@ impl Interp {
         r.stdout = told.out.report();
         r.stderr = told.err.report();
         r.host_calls = told.calls;
-        r.enforcement = self.layers.clone();
+        r.enforcement = self.layers.clone().into();
         r
     }
 }
