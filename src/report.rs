@@ -372,9 +372,10 @@ pub struct Report {
 
 /// A report's layers ([`LayerReport`]s, in jail order): a list that reads as a slice, and may
 /// carry its JSON made ahead. A jail started ahead of its run encodes its layers while it waits
-/// ([`Layers::encoded`]), and a report passed between stockade's own processes carries them as
-/// that JSON ([`Layers::take_json`], [`Layers::from_json`]): its receiver writes them out as they
-/// came, without decoding and encoding them again (they are most of a report's bytes).
+/// ([`Layers::encoded`]); a report passed between stockade's own processes carries them as that
+/// JSON ([`Layers::take_json`], [`Layers::from_json`]). Serialized, layers with JSON are written
+/// as it is (compact, and only through `serde_json`), without encoding the list again: they are
+/// most of a report's bytes. [`Report::to_json`] writes them from the list, pretty.
 #[derive(Default)]
 pub struct Layers {
     /// The list; decoded from `json` when first read, for layers made by [`Layers::from_json`].
@@ -395,19 +396,30 @@ impl Layers {
         Layers { list: std::sync::OnceLock::from(list), json }
     }
 
-    /// Layers as JSON that an [`Layers::take_json`] of stockade's own gave: decoded only when
-    /// read (a JSON that is not a list of layers reads as no layer), written out as it came.
+    /// Layers from the JSON a [`Layers::take_json`] of stockade's own gave, decoded only when
+    /// read and written out as it came. JSON that is not a list is dropped (no layer), and a
+    /// list that is not one of layers reads as no layer.
     pub fn from_json(json: Box<serde_json::value::RawValue>) -> Layers {
+        if !json.get().trim_start().starts_with('[') {
+            return Layers::default();
+        }
         Layers { list: std::sync::OnceLock::new(), json: Some(json) }
     }
 
-    /// The layers' JSON (made now when it was not made ahead), leaving no layer behind.
+    /// The layers' JSON (made now when it was not made ahead), leaving no layer behind; `None`,
+    /// and the layers left as they were, when they cannot be encoded.
     pub fn take_json(&mut self) -> Option<Box<serde_json::value::RawValue>> {
-        let mut taken = std::mem::take(self);
-        match taken.json.take() {
-            Some(json) => Some(json),
-            None => serde_json::value::to_raw_value(taken.as_slice()).ok(),
-        }
+        let json = match self.json.take() {
+            Some(json) => json,
+            None => serde_json::value::to_raw_value(self.as_slice()).ok()?,
+        };
+        *self = Layers::default();
+        Some(json)
+    }
+
+    /// Whether the layers carry their JSON.
+    pub fn has_json(&self) -> bool {
+        self.json.is_some()
     }
 
     /// The layers.
@@ -457,12 +469,11 @@ impl PartialEq for Layers {
 }
 
 impl Serialize for Layers {
-    /// The list once it was read or made here (so a pretty report stays pretty), else the JSON as
-    /// it came.
+    /// The JSON as it is, when the layers carry it; else the list.
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match (self.list.get(), &self.json) {
-            (None, Some(json)) => json.serialize(serializer),
-            _ => self.as_slice().serialize(serializer),
+        match &self.json {
+            Some(json) => json.serialize(serializer),
+            None => self.as_slice().serialize(serializer),
         }
     }
 }
@@ -540,9 +551,14 @@ impl Report {
 
     /// Serializes to pretty JSON (with a final newline).
     pub fn to_json(&self) -> String {
-        // Layers passed on as JSON are read first, so that they are written pretty too.
-        self.enforcement.as_slice();
-        let mut s = serde_json::to_string_pretty(self).unwrap_or_default();
+        let mut s = if self.enforcement.has_json() {
+            // Layers that carry their JSON write it as it is: from their list, they are pretty too.
+            let listed = Report { enforcement: Layers::new(self.enforcement.to_vec()), ..self.clone() };
+            serde_json::to_string_pretty(&listed)
+        } else {
+            serde_json::to_string_pretty(self)
+        }
+        .unwrap_or_default();
         s.push('\n');
         s
     }
@@ -645,9 +661,16 @@ mod tests {
         let mut plain = Layers::new(list.clone());
         let json = plain.take_json().expect("encoded now");
         assert_eq!(serde_json::from_str::<Vec<LayerReport>>(json.get()).expect("a list"), list);
-        // JSON that is not a list of layers reads as none.
-        let odd = serde_json::value::RawValue::from_string("{\"x\": 1}".into()).expect("json");
+        // JSON that is not a list of layers reads as none; JSON that is not a list is dropped.
+        let odd = serde_json::value::RawValue::from_string("[{\"x\": 1}]".into()).expect("json");
         assert!(Layers::from_json(odd).is_empty());
+        let odd = serde_json::value::RawValue::from_string("{\"x\": 1}".into()).expect("json");
+        assert_eq!(serde_json::to_string(&Layers::from_json(odd)).expect("serializes"), "[]");
+        // Made ahead, the JSON is what is written, compact; `to_json` is pretty all the same.
+        r.enforcement = Layers::encoded(list.clone());
+        let compact = serde_json::to_string(&r).expect("serializes");
+        assert!(compact.ends_with("\"status\":\"partial\",\"reason\":\"why\"}]}"), "{compact}");
+        assert!(r.to_json().contains("\n    {\n      \"layer\": \"namespace.user\""), "{}", r.to_json());
     }
 
     #[test]

@@ -346,6 +346,32 @@ mod tests {
     }
 
     #[test]
+    fn a_report_crosses_with_its_layers_and_is_answered_as_it_was_made() {
+        use stockade::{LayerReport, Layers};
+        let list = vec![
+            LayerReport::new("namespace.user", "new", "new"),
+            LayerReport::new("seccomp", "deny: \"net\"", "1 filter"),
+        ];
+        let argv = ["python".to_string(), "print(1)".to_string()];
+        let mut report = Report::new("builtin:default", "x", &argv, std::time::Duration::from_secs(1));
+        report.stdout.text = Some("1\n".into());
+        let want =
+            stockade::api::RunResult::new(Report { enforcement: Layers::new(list.clone()), ..report.clone() }, None)
+                .to_json();
+        report.enforcement = Layers::encoded(list.clone());
+        let f = Finished { report, channels: vec![b"c".to_vec()], files: None, cleanup: None };
+        let (frame, _) = ended_out(Ok(Gated::Ran(Box::new(f)))).expect("out");
+        let text = String::from_utf8_lossy(&frame);
+        assert_eq!(text.matches("namespace.user").count(), 1, "{text}");
+        let (Msg::Ran(wire), bytes) = read_frame(&mut frame.as_slice()).expect("frame") else { panic!("not a run") };
+        let got = finished_in(*wire, &bytes).expect("in");
+        assert_eq!(got.channels, vec![b"c".to_vec()]);
+        assert_eq!(got.report.enforcement.as_slice(), list.as_slice());
+        let answer = stockade::api::RunResult::new(got.report, None).to_json();
+        assert_eq!(String::from_utf8_lossy(&answer), String::from_utf8_lossy(&want));
+    }
+
+    #[test]
     fn a_blob_past_the_end_and_an_oversized_frame_are_refused() {
         let mut frame = encode(&Msg::Ready(stockade::NetJoined::InTurn), &Blobs::default()).expect("frame");
         assert!(matches!(read_frame(&mut frame.as_slice()), Ok((Msg::Ready(stockade::NetJoined::InTurn), _))));
