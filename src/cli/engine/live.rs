@@ -27,7 +27,7 @@ use stockade::layers::cgroup::CgroupStats;
 use stockade::layers::filesystem::exchange::{Pick, PutFile, Taken};
 use stockade::report::StreamReport;
 use stockade::runtime::{Recipe, WORK_DIR};
-use stockade::{Exchange, Gated, Host, LayerReport, LiveRun, Report, Start, Status, TurnCalls, handover};
+use stockade::{Exchange, Gated, Host, Layers, LiveRun, Report, Start, Status, TurnCalls, handover};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 
@@ -52,7 +52,8 @@ pub struct Interp {
     ended: Option<tokio::task::JoinHandle<Result<Gated, SlotError>>>,
     /// What the interpreter's directory held after the last turn, by path: its content's hash.
     mirror: BTreeMap<String, [u8; 32]>,
-    layers: Vec<LayerReport>,
+    /// Its jail's layers, as their JSON: each turn's report carries a copy, written as it is.
+    layers: Layers,
     policy: String,
     program: String,
 }
@@ -119,7 +120,8 @@ impl Engine {
         let (runner, jails) = (self.runner.clone(), self.jails.clone());
         let built = tokio::task::spawn_blocking(move || {
             let recipe = Recipe::build(rt.code(), &policy, &runner).map_err(SlotError::Jail)?;
-            let layers = recipe.plan().layers();
+            let mut layers = Layers::new(recipe.plan().layers());
+            let layers = layers.take_json().map_or(layers, Layers::from_json);
             Slot::start(Arc::new(recipe), true, &jails).map(|s| (s, layers))
         })
         .await
@@ -307,7 +309,7 @@ impl Interp {
         r.stdout = told.out.report();
         r.stderr = told.err.report();
         r.host_calls = told.calls;
-        r.enforcement = self.layers.clone().into();
+        r.enforcement = self.layers.clone();
         r
     }
 }
