@@ -153,11 +153,12 @@ fn one_thread(what: &str) -> std::io::Result<()> {
 }
 
 /// Moves the whole huge pages of this process's never-written code mappings (executable ones,
-/// and the executable's read-only data) into anonymous huge pages at the same addresses; see
-/// [`crate::helper::code_in_huge_pages`]. The bytes moved (0 where the kernel gives no 2 MiB
-/// transparent huge page to memory that asks). `Err` when this process has more than
-/// one thread or its mappings cannot be read; a mapping that cannot be moved (its file not found
-/// again, its copy not made) stays where it is.
+/// and the executable's read-only data) into anonymous huge pages at the same addresses, and then
+/// the huge pages at the ends of its executable mappings, which they share with the mappings
+/// beside them; see [`crate::helper::code_in_huge_pages`]. The bytes moved (0 where the kernel
+/// gives no 2 MiB transparent huge page to memory that asks). `Err` when this process has more
+/// than one thread or its mappings cannot be read; a mapping that cannot be moved (its file not
+/// found again, its copy not made) stays where it is.
 pub fn move_code_to_huge_pages() -> std::io::Result<usize> {
     let thp = |name: &str| std::fs::read_to_string(format!("/sys/kernel/mm/transparent_hugepage/{name}"));
     let enabled = thp("enabled").unwrap_or_default();
@@ -176,11 +177,7 @@ pub fn move_code_to_huge_pages() -> std::io::Result<usize> {
     let mut bytes = 0;
     for m in &lines {
         let of_exe = exe == Some((m.device, m.inode));
-        // Never written (no page of it is a private copy, in memory or swapped out): its file
-        // holds its bytes. (What the dynamic loader relocated does not, and a fork copies its
-        // entries anyway.)
-        let unwritten = m.anonymous_kb == Some(0) && m.swap_kb == Some(0);
-        if !m.read || m.write || !m.private || !unwritten || m.inode == 0 || !(m.exec || of_exe) {
+        if !m.holds_its_file() || !(m.exec || of_exe) {
             continue;
         }
         let (Some(start), end) = (m.start.checked_next_multiple_of(HUGE_PAGE), m.end - m.end % HUGE_PAGE) else {
@@ -190,7 +187,7 @@ pub fn move_code_to_huge_pages() -> std::io::Result<usize> {
             continue;
         }
         let Some(file) = m.file(of_exe) else { continue };
-        let prot = if m.exec { libc::PROT_READ | libc::PROT_EXEC } else { libc::PROT_READ };
+        let prot = m.prot();
         // A guest's code is wasmtime's to unmap, with its engine, which lives as long as the process.
         // SAFETY: a private file mapping never written and not written now (code, read-only data),
         // nothing unmaps it meanwhile, and this process has one thread (above).
@@ -201,12 +198,78 @@ pub fn move_code_to_huge_pages() -> std::io::Result<usize> {
                 bytes += end - start;
             }
             // No huge pages here: the others would get none either.
-            Ok(false) => break,
+            Ok(false) => return Ok(bytes),
             // This one stays where it is.
             Err(_) => {}
         }
     }
+    for page in edge_pages(&lines) {
+        bytes += move_edge(&lines, page, exe, &mut moved);
+    }
     Ok(bytes)
+}
+
+/// The huge pages that hold an end of an executable mapping that fills no huge page of its own:
+/// a page's worth of code beside the file's headers or its read-only data, which the pages moved
+/// whole leave in the file's mapping, and which each copy of the process would fault in.
+fn edge_pages(lines: &[Mapping<'_>]) -> Vec<usize> {
+    let mut pages: Vec<usize> = Vec::new();
+    for m in lines.iter().filter(|m| m.exec && m.holds_its_file()) {
+        for end in [m.start, m.end - 1] {
+            let page = end - end % HUGE_PAGE;
+            // Moved whole already: the mapping fills it.
+            let whole = m.start <= page && page + HUGE_PAGE <= m.end;
+            if !whole && !pages.contains(&page) {
+                pages.push(page);
+            }
+        }
+    }
+    pages
+}
+
+/// Moves the huge page at `page` into an anonymous huge page, each part of it keeping its
+/// mapping's protection, when never-written mappings of files fill it wholly (code, and the
+/// headers and read-only data beside it: no gap, nothing written, nothing of memory); the bytes
+/// moved, 0 when it stays where it is.
+fn move_edge(lines: &[Mapping<'_>], page: usize, exe: Option<(&str, u64)>, moved: &mut Vec<Moved>) -> usize {
+    let end = page + HUGE_PAGE;
+    let parts: Vec<&Mapping<'_>> = lines.iter().filter(|m| m.start < end && page < m.end).collect();
+    let mut at = page;
+    for m in &parts {
+        if m.start > at || !m.holds_its_file() {
+            return 0;
+        }
+        at = m.end;
+    }
+    if at < end {
+        return 0;
+    }
+    // Each part's file, to map it back from, found while it is still mapped.
+    let mut pieces = Vec::new();
+    for m in &parts {
+        let (start, stop) = (m.start.max(page), m.end.min(end));
+        let Some(file) = m.file_of(start..stop, exe == Some((m.device, m.inode))) else { return 0 };
+        let offset = m.offset + (start - m.start) as u64;
+        pieces.push(Moved { start, len: stop - start, prot: m.prot(), file, offset });
+    }
+    // Moved executable, then each part that is not code made read-only again.
+    // SAFETY: every part is a private file mapping never written and not written now (code,
+    // headers, read-only data), nothing unmaps it meanwhile, and this process has one thread
+    // (the caller's check).
+    match unsafe { move_to_huge_pages(page, HUGE_PAGE, libc::PROT_READ | libc::PROT_EXEC) } {
+        Ok(true) => {}
+        Ok(false) | Err(_) => return 0,
+    }
+    for p in pieces.iter().filter(|p| p.prot & libc::PROT_EXEC == 0) {
+        // SAFETY: `[p.start, p.start + p.len)` is part of the copy just moved, this process's own
+        // mapping; it holds data, not the code running.
+        if unsafe { libc::mprotect(p.start as *mut libc::c_void, p.len, p.prot) } != 0 {
+            eprintln!("stockade: cannot make moved read-only data read-only again ({}): aborting", Errno::last());
+            std::process::abort();
+        }
+    }
+    moved.extend(pieces);
+    HUGE_PAGE
 }
 
 /// Maps the code [`move_code_to_huge_pages`] moved back from its files, in a copy of the process
@@ -270,11 +333,30 @@ impl<'a> Mapping<'a> {
         all
     }
 
+    /// Readable, private, of a file and never written (no page of it is a private copy, in
+    /// memory or swapped out): its file holds its bytes. (What the dynamic loader relocated does
+    /// not, and a fork copies its entries anyway.)
+    fn holds_its_file(&self) -> bool {
+        let unwritten = self.anonymous_kb == Some(0) && self.swap_kb == Some(0);
+        self.read && !self.write && self.private && unwritten && self.inode != 0
+    }
+
+    /// Its protection, as `mmap` takes it (readable: the mappings moved are).
+    fn prot(&self) -> c_int {
+        if self.exec { libc::PROT_READ | libc::PROT_EXEC } else { libc::PROT_READ }
+    }
+
     /// The file it maps, to map it back from: the very file mapped (`/proc/self/map_files`, which
     /// needs `CAP_SYS_ADMIN`), or else this process's executable (`exe`: it maps that) or the file
     /// at its path, while that has its inode. `None`: neither.
     fn file(&self, exe: bool) -> Option<OwnedFd> {
-        let exact = format!("/proc/self/map_files/{:x}-{:x}", self.start, self.end);
+        self.file_of(self.start..self.end, exe)
+    }
+
+    /// As [`Mapping::file`], for the part of it now mapped at `range` (a mapping the kernel
+    /// split when a part of it moved).
+    fn file_of(&self, range: std::ops::Range<usize>, exe: bool) -> Option<OwnedFd> {
+        let exact = format!("/proc/self/map_files/{:x}-{:x}", range.start, range.end);
         if let Ok(f) = std::fs::File::open(exact) {
             return Some(f.into());
         }
