@@ -242,6 +242,8 @@ pub struct Cleanup {
     pub(super) leaf: Option<Leaf>,
     pub(super) _staged: Vec<OwnedFd>,
     pub(super) _owner: Option<OwnerLease>,
+    /// The jail's channels' ends: its sync socket, its seccomp listener, init's report.
+    pub(super) _fds: Vec<OwnedFd>,
 }
 
 impl Cleanup {

@@ -170,6 +170,12 @@ impl<'a> Pump<'a> {
         }
     }
 
+    /// The fds it still holds (the seccomp listener, init's report), to be closed after the
+    /// run is answered: nothing reads them once the run is over.
+    pub(super) fn into_fds(self) -> impl Iterator<Item = OwnedFd> {
+        self.listener.into_iter().chain(self.report)
+    }
+
     /// Pumps until init is reaped and every input reached end of file, or until `gate` is
     /// readable. `deadline`: when the run is killed (`None`: not while waiting at a gate).
     pub(super) fn go(

@@ -143,6 +143,8 @@ impl Prepared<'_> {
         let Stop::Ended(outcome) = pump.go(&mut streams, feed, Some(begun.start + begun.wall_timeout), None)? else {
             return Err(Error::Supervisor { what: "pump the run", errno: Errno(libc::EINVAL) });
         };
+        let mut fds: Vec<OwnedFd> = pump.into_fds().collect();
+        fds.push(sync);
         // Reaped, or taken down and reaped with the cleanup: nothing for Drop to kill.
         self.pid = 0;
         stop_calls.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -153,8 +155,15 @@ impl Prepared<'_> {
         // The run's cgroup, its writable directories' tmpfs and its owner uid go after the
         // answer, when the caller can wait for them.
         let reap = outcome.init_unreaped.then(|| Reaper(self.pidfd.try_clone().ok()));
-        let cleanup =
-            Cleanup { reap, leaf: c.leaf, _staged: std::mem::take(&mut self.staged), _owner: self._owner.take() };
+        // So do the ends of the jail's channels nothing reads any more (closing a socket or a
+        // seccomp listener is not free, and the answer need not wait for it).
+        let cleanup = Cleanup {
+            reap,
+            leaf: c.leaf,
+            _staged: std::mem::take(&mut self.staged),
+            _owner: self._owner.take(),
+            _fds: fds,
+        };
         let mut finished = Finished { report, channels: c.channels, files: c.files, cleanup: Some(cleanup) };
         if gate.is_none() {
             // Its cgroup goes now, and a leftover is said in the report too.
