@@ -144,9 +144,9 @@ pub fn threads() -> std::io::Result<Vec<String>> {
 /// of a file mapping's page table that no process wrote, so each helper and each runner faulted
 /// that code in again as it ran; a huge page's one entry is copied at the fork instead. The
 /// whole huge pages inside each never-written mapping move, and the huge page at each end of an
-/// executable mapping when never-written mappings of files fill it (the code, with the headers
-/// or read-only data beside it: each part keeps its protection, and a fork copies a batch of
-/// entries per part); the bytes, the protection and the addresses stay.
+/// executable mapping that holds nothing but its code and a guest's headers (those become
+/// executable in the copy); the bytes and the addresses stay, and the protection but for those
+/// headers.
 ///
 /// Returns the bytes moved: 0 when the kernel gives no transparent huge page of 2 MiB to memory
 /// that asks for one (`/sys/kernel/mm/transparent_hugepage/enabled` is `never` or absent; the
