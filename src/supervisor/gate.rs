@@ -233,7 +233,7 @@ pub struct Finished {
 }
 
 /// What is left of a run once it is reported: its (empty) cgroup, its writable directories'
-/// tmpfs, its owner uid's lease.
+/// tmpfs, its owner uid's lease, the ends of its jail's channels.
 #[derive(Debug)]
 pub struct Cleanup {
     /// A jail frozen (or killed) when its program announced its end: its init, killed and reaped

@@ -85,9 +85,11 @@ unsafe fn move_to_huge_pages(start: usize, len: usize, prot: c_int) -> Result<bo
         unmap(copy, len);
         return Err(e);
     }
-    // SAFETY: the copy replaces the range with the same bytes and protection; this process has
-    // one thread and nothing else uses the range meanwhile (the caller's promise), so the calling
-    // thread, in the kernel during the swap, returns to identical instructions.
+    // SAFETY: the copy replaces the range with the same bytes and protection (`prot`: the
+    // caller's, the range's own but for a guest's headers made executable with its code, see
+    // `move_edge`); this process has one thread and nothing else uses the range meanwhile (the
+    // caller's promise), so the calling thread, in the kernel during the swap, returns to
+    // identical instructions.
     let moved = unsafe {
         libc::mremap(
             copy as *mut libc::c_void,
@@ -138,6 +140,9 @@ struct Moved {
     prot: c_int,
     file: OwnedFd,
     offset: u64,
+    /// The parts of it that were read-only in the file's mapping (a guest's headers beside its
+    /// code, moved in one executable huge page), made so again once it is mapped back.
+    read_only: Vec<(usize, usize)>,
 }
 
 /// What [`move_code_to_huge_pages`] moved, for [`map_code_back`].
@@ -194,7 +199,7 @@ pub fn move_code_to_huge_pages() -> std::io::Result<usize> {
         match unsafe { move_to_huge_pages(start, end - start, prot) } {
             Ok(true) => {
                 let offset = m.offset + (start - m.start) as u64;
-                moved.push(Moved { start, len: end - start, prot, file, offset });
+                moved.push(Moved { start, len: end - start, prot, file, offset, read_only: Vec::new() });
                 bytes += end - start;
             }
             // No huge pages here: the others would get none either.
@@ -204,16 +209,20 @@ pub fn move_code_to_huge_pages() -> std::io::Result<usize> {
         }
     }
     for page in edge_pages(&lines) {
-        bytes += move_edge(&lines, page, exe, &mut moved);
+        match move_edge(&lines, page, exe, &mut moved) {
+            Some(n) => bytes += n,
+            // No huge pages here any more.
+            None => break,
+        }
     }
     Ok(bytes)
 }
 
 /// The most of a huge page at an end of an executable mapping that may be something else than
 /// code for the page to move: a compiled guest's headers (its first 4 KiB page), which become
-/// executable in the copy. A page with more (read-only data beside code) stays in its files:
-/// mapped with each part's own protection, it would take small page-table entries, which every
-/// fork copies one by one (measured: 0.90-0.95x the served runs per second).
+/// executable in the copy. A page with anything else (read-only data beside code) stays in its
+/// files: mapped with each part's own protection, it would take small page-table entries, which
+/// every fork copies one by one (measured: 0.90-0.95x the served runs per second).
 const EDGE_HEADERS_MAX: usize = 16 << 10;
 
 /// The huge pages that hold an end of an executable mapping that fills no huge page of its own,
@@ -234,44 +243,50 @@ fn edge_pages(lines: &[Mapping<'_>]) -> Vec<usize> {
     pages
 }
 
-/// Moves the huge page at `page` into an anonymous huge page, executable, when never-written
-/// mappings of files fill it wholly (no gap, nothing written, nothing of memory) and all of it
-/// but [`EDGE_HEADERS_MAX`] bytes at most is code; the bytes moved, 0 when it stays where it is.
-/// The parts are mapped back from their files with their own protection
-/// ([`map_code_back`]).
-fn move_edge(lines: &[Mapping<'_>], page: usize, exe: Option<(&str, u64)>, moved: &mut Vec<Moved>) -> usize {
+/// Moves the huge page at `page` into an anonymous huge page, executable, when one file's
+/// never-written mappings fill it wholly, in the file's order (no gap, nothing written, nothing
+/// of memory), and all of it is code but the file's headers (its start, [`EDGE_HEADERS_MAX`]
+/// bytes at most); the bytes moved, 0 when it stays where it is, `None` when the kernel gives
+/// no huge page. It is mapped back whole, and its parts given their own protection
+/// again ([`map_code_back`]): a copy that unmapped a part of the huge page alone would leave it
+/// partly mapped, which the kernel may split into small pages for every process.
+fn move_edge(lines: &[Mapping<'_>], page: usize, exe: Option<(&str, u64)>, moved: &mut Vec<Moved>) -> Option<usize> {
     let end = page + HUGE_PAGE;
     let parts: Vec<&Mapping<'_>> = lines.iter().filter(|m| m.start < end && page < m.end).collect();
-    let (mut at, mut not_code) = (page, 0);
-    for m in &parts {
-        if m.start > at || !m.holds_its_file() {
-            return 0;
+    let Some(first) = parts.first() else { return Some(0) };
+    // Where `page` is in the file, were the first part's mapping to cover it.
+    let Some(offset) = (first.offset + page as u64).checked_sub(first.start as u64) else { return Some(0) };
+    let (mut at, mut read_only) = (page, Vec::new());
+    for (i, m) in parts.iter().enumerate() {
+        let in_order =
+            (m.device, m.inode) == (first.device, first.inode) && m.offset + page as u64 == offset + m.start as u64;
+        // Headers: what is not code is the file's start, before its code.
+        let code_or_headers = m.exec || (i == 0 && m.offset == 0 && m.start == page);
+        if m.start > at || !m.holds_its_file() || !in_order || !code_or_headers {
+            return Some(0);
         }
         if !m.exec {
-            not_code += m.end.min(end) - m.start.max(page);
+            read_only.push((m.start, m.end.min(end) - m.start));
         }
         at = m.end;
     }
-    if at < end || not_code > EDGE_HEADERS_MAX {
-        return 0;
+    if at < end || read_only.iter().map(|r| r.1).sum::<usize>() > EDGE_HEADERS_MAX {
+        return Some(0);
     }
-    // Each part's file, to map it back from, found while it is still mapped.
-    let mut pieces = Vec::new();
-    for m in &parts {
-        let (start, stop) = (m.start.max(page), m.end.min(end));
-        let Some(file) = m.file_of(start..stop, exe == Some((m.device, m.inode))) else { return 0 };
-        let offset = m.offset + (start - m.start) as u64;
-        pieces.push(Moved { start, len: stop - start, prot: m.prot(), file, offset });
-    }
+    // The file, to map it back from, found while it is still mapped.
+    let here = first.start.max(page)..first.end.min(end);
+    let Some(file) = first.file_of(here, exe == Some((first.device, first.inode))) else { return Some(0) };
+    let prot = libc::PROT_READ | libc::PROT_EXEC;
     // SAFETY: every part is a private file mapping never written and not written now (code, a
     // guest's headers), nothing unmaps it meanwhile, and this process has one thread (the
     // caller's check).
-    match unsafe { move_to_huge_pages(page, HUGE_PAGE, libc::PROT_READ | libc::PROT_EXEC) } {
+    match unsafe { move_to_huge_pages(page, HUGE_PAGE, prot) } {
         Ok(true) => {
-            moved.extend(pieces);
-            HUGE_PAGE
+            moved.push(Moved { start: page, len: HUGE_PAGE, prot, file, offset, read_only });
+            Some(HUGE_PAGE)
         }
-        Ok(false) | Err(_) => 0,
+        Ok(false) => None,
+        Err(_) => Some(0),
     }
 }
 
@@ -290,6 +305,14 @@ pub fn map_code_back() -> std::io::Result<()> {
         // that very mapping, never written, and no page of it was a private copy); this process
         // has one thread (above).
         unsafe { map_file_at(m.start, m.len, m.prot, m.file.as_fd(), m.offset) };
+        for &(start, len) in &m.read_only {
+            // SAFETY: `[start, start + len)` is part of the file mapping just made, this
+            // process's own; it holds a guest's headers, not code that runs.
+            if unsafe { libc::mprotect(start as *mut libc::c_void, len, libc::PROT_READ) } != 0 {
+                eprintln!("stockade: cannot make a guest's headers read-only again ({}): aborting", Errno::last());
+                std::process::abort();
+            }
+        }
     }
     Ok(())
 }
