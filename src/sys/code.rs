@@ -85,11 +85,11 @@ unsafe fn move_to_huge_pages(start: usize, len: usize, prot: c_int) -> Result<bo
         unmap(copy, len);
         return Err(e);
     }
-    // SAFETY: the copy replaces the range with the same bytes and protection (`prot`: the
-    // caller's, the range's own but for a guest's headers made executable with its code, see
-    // `move_edge`); this process has one thread and nothing else uses the range meanwhile (the
-    // caller's promise), so the calling thread, in the kernel during the swap, returns to
-    // identical instructions.
+    // The protection is the caller's: the range's own, but for a guest's headers made executable
+    // with its code (see `move_edge`).
+    // SAFETY: the copy replaces the range with the same bytes; this process has one thread and
+    // nothing else uses the range meanwhile (the caller's promise), so the calling thread, in
+    // the kernel during the swap, returns to identical instructions.
     let moved = unsafe {
         libc::mremap(
             copy as *mut libc::c_void,

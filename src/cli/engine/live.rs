@@ -52,7 +52,7 @@ pub struct Interp {
     ended: Option<tokio::task::JoinHandle<Result<Gated, SlotError>>>,
     /// What the interpreter's directory held after the last turn, by path: its content's hash.
     mirror: BTreeMap<String, [u8; 32]>,
-    /// Its jail's layers, as their JSON: each turn's report carries a copy, written as it is.
+    /// Its jail's layers, their JSON made once: each turn's report carries a copy, written from it.
     layers: Layers,
     policy: String,
     program: String,
@@ -120,8 +120,7 @@ impl Engine {
         let (runner, jails) = (self.runner.clone(), self.jails.clone());
         let built = tokio::task::spawn_blocking(move || {
             let recipe = Recipe::build(rt.code(), &policy, &runner).map_err(SlotError::Jail)?;
-            let mut layers = Layers::new(recipe.plan().layers());
-            let layers = layers.take_json().map_or(layers, Layers::from_json);
+            let layers = Layers::encoded(recipe.plan().layers());
             Slot::start(Arc::new(recipe), true, &jails).map(|s| (s, layers))
         })
         .await
