@@ -531,3 +531,53 @@ fn a_python_network_attempt_says_the_network_is_off() {
     assert!(!stdout.contains("AttributeError"), "{stdout}");
     assert!(listener.accept().is_err(), "the host got a connection");
 }
+
+/// The runner's own wall, its epoch deadline, ends a spinning guest with no jail to kill it: the
+/// runner alone (`stockade __runner`), which nobody else stops, ends itself at its deadline as
+/// interrupted (124). A cold guest's deadline counts from the start; a guest waiting for its code
+/// counts from the code's arrival, however long it waited.
+#[test]
+fn the_runner_alone_ends_a_spinner_at_its_own_deadline() {
+    use std::io::Write;
+    use stockade::wasm::{GuestCode, WasmJob};
+    let Some(g) = guest_dir() else { return };
+    let mut policy = stockade::Policy::builtin();
+    policy.set_wall_timeout(Duration::from_millis(800), "--timeout").expect("timeout");
+    let app = tempfile::tempdir().expect("tempdir");
+    let runner = |code: GuestCode| {
+        let mut job = WasmJob::new(code, stockade_bin());
+        job.guest_dir = Some(g.clone());
+        let config = stockade::wasm::runner_config(&policy, &job, app.path()).expect("config");
+        let mut c = std::process::Command::new(stockade_bin());
+        c.arg("__runner").arg(serde_json::to_string(&config).expect("json"));
+        c.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::null());
+        c.spawn().expect("runner")
+    };
+    let ends = |child: &mut std::process::Child, within: Duration| {
+        let end = Instant::now() + within;
+        while Instant::now() < end {
+            if let Some(status) = child.try_wait().expect("wait") {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    };
+    let start = Instant::now();
+    let mut cold = runner(GuestCode::Python("while True: pass".into()));
+    let status = ends(&mut cold, Duration::from_secs(10)).expect("a cold spinner ends by its own deadline");
+    assert_eq!(status.code(), Some(124), "cold: {status:?}");
+    assert!(start.elapsed() >= Duration::from_millis(800), "cold: ended early, {:?}", start.elapsed());
+
+    let mut waiting = runner(GuestCode::JsFromStdin);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(waiting.try_wait().expect("wait"), None, "a waiting guest's clock starts with its code");
+    let handed = Instant::now();
+    let frame = stockade::handover::frame("while (true) {}", &[]);
+    waiting.stdin.take().expect("stdin").write_all(&frame).expect("hand the code over");
+    let status = ends(&mut waiting, Duration::from_secs(10)).expect("a waiting spinner ends by its own deadline");
+    assert_eq!(status.code(), Some(124), "waiting: {status:?}");
+    assert!(handed.elapsed() >= Duration::from_millis(700), "waiting: ended {:?} after its code", handed.elapsed());
+}

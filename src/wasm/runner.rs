@@ -375,7 +375,7 @@ pub fn main(config_json: &str) -> i32 {
     // (the job `announces_end`): it need not wait for this process's memory to be torn down.
     // With them, the other channels it was given, which nothing of it uses any more: a module's
     // artifact (still open when it was not written) and the host-call channel. Only those: the
-    // other fds belong to threads still running (wasmtime-wasi's tokio runtime polls its own),
+    // other fds belong to threads still running (the tokio runtime of `wasi_runtime` polls its own),
     // and one closed under them would abort the process.
     drop(summary_out);
     if let Some(c) = &config {
@@ -494,6 +494,7 @@ pub(super) fn preloaded(c: &RunnerConfig) -> Option<std::sync::Arc<super::preloa
 fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i32) {
     let kind = if c.fuel.is_some() { EngineKind::EpochFuel } else { EngineKind::Epoch };
     let t0 = Instant::now();
+    let _entered = wasi_runtime().map(tokio::runtime::Runtime::enter);
     let loaded = preloaded(c);
     let engine = match &loaded {
         Some(l) => l.engine.clone(),
@@ -686,17 +687,57 @@ fn seed_randomness(wasi: &mut WasiCtxBuilder) -> Result<(), String> {
 }
 
 /// The wall-clock limit, as an epoch tick: the guest traps at its next check. It counts from
-/// now, or from when stdin first had something (a waiting guest's code came).
+/// now, or from when stdin first had something (a waiting guest's code came). The tick is a
+/// task of the runner's tokio runtime (see [`wasi_runtime`]), whose one worker sleeps until it:
+/// no thread of its own.
 pub(super) fn deadline_tick(engine: &wasmtime::Engine, c: &RunnerConfig) {
     let ticker = engine.clone();
     let timeout = Duration::from_millis(c.timeout_ms);
     let clock_from_stdin = c.clock_from_stdin;
     let now = Instant::now();
-    std::thread::spawn(move || {
-        let from = if clock_from_stdin { stdin_clock() } else { now };
-        std::thread::sleep(timeout.saturating_sub(from.elapsed()));
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        // None entered (none could be built; wasmtime-wasi then builds its own): a thread of its own.
+        std::thread::spawn(move || {
+            let from = if clock_from_stdin { stdin_clock() } else { now };
+            std::thread::sleep(timeout.saturating_sub(from.elapsed()));
+            ticker.increment_epoch();
+        });
+        return;
+    };
+    handle.spawn(async move {
+        let from = if clock_from_stdin { stdin_ready().await } else { now };
+        tokio::time::sleep(timeout.saturating_sub(from.elapsed())).await;
         ticker.increment_epoch();
     });
+}
+
+/// [`stdin_clock`] on the entered runtime. A stdin it cannot watch counts as ready now.
+async fn stdin_ready() -> Instant {
+    if let Ok(fd) = stdin_file() {
+        let _ = crate::sys::readable(fd.into()).await;
+    }
+    let at = Instant::now();
+    let _ = STDIN_STARTED.set(at);
+    at
+}
+
+/// The tokio runtime wasmtime-wasi's host calls run their futures on (they find it entered):
+/// one worker, which drives its timers and also ticks the deadline. Without it, wasmtime-wasi
+/// starts a runtime of its own with a worker per CPU, and the deadline took a thread of its own:
+/// threads made and torn down with every run. Made once; never dropped (the process exits).
+fn wasi_runtime() -> Option<&'static tokio::runtime::Runtime> {
+    static RUNTIME: std::sync::OnceLock<Option<tokio::runtime::Runtime>> = std::sync::OnceLock::new();
+    RUNTIME
+        .get_or_init(|| {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("stockade-wasi")
+                .enable_io()
+                .enable_time()
+                .build()
+                .ok()
+        })
+        .as_ref()
 }
 
 /// How the guest's `_start` ended: returned or exited (with its code), out of fuel,
