@@ -108,7 +108,7 @@ pub const SPAWN_STACK_BYTES: usize = 64 * 1024;
 
 /// The jail, in order. Never returns. `spawn_stack` is this process's own (copy-on-write) buffer
 /// for the program's stack until its exec.
-pub fn enter(a: &ChildArgs<'_>, spawn_stack: &mut [u8]) -> ! {
+pub fn enter(a: &ChildArgs<'_>, spawn_stack: &mut [std::mem::MaybeUninit<u8>]) -> ! {
     IN_CHILD.store(true, Ordering::Relaxed);
     if let Err(f) = setup(a) {
         send(a.report, Msg::Failure(f));

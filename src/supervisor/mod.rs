@@ -376,7 +376,9 @@ impl Plan {
         leaf: Option<&Leaf>,
         owner: Option<&OwnerLease>,
     ) -> Result<(i32, OwnedFd), Error> {
-        let mut spawn_stack = vec![0u8; child::SPAWN_STACK_BYTES];
+        // Not zeroed: zeroing would write (and so copy from the process this one was forked
+        // from, or fault in) all of its pages, where the program's process uses a few at its top.
+        let mut spawn_stack = Box::<[u8]>::new_uninit_slice(child::SPAWN_STACK_BYTES);
         let securebits = owner
             .map(|o| sys::thread_become_owner(o.uid).map_err(|errno| IdentityError::BecomeOwner { uid: o.uid, errno }))
             .transpose()?;

@@ -120,7 +120,9 @@ pub(super) struct Pump<'a> {
     kill_on: Option<OwnedFd>,
     /// Why a `sysinfo` could not be answered with the run's own figures, when one could not.
     sysinfo_unanswered: Option<Errno>,
-    buf: Vec<u8>,
+    /// Not zeroed (see `sys::read_into`): each run's pump has its own, and a read of a few
+    /// bytes touches only the page they land on.
+    buf: Box<[std::mem::MaybeUninit<u8>]>,
 }
 
 impl<'a> Pump<'a> {
@@ -147,7 +149,7 @@ impl<'a> Pump<'a> {
             released: Instant::now(),
             kill_on: None,
             sysinfo_unanswered: None,
-            buf: vec![0u8; CHUNK],
+            buf: Box::<[u8]>::new_uninit_slice(CHUNK),
         }
     }
 
@@ -246,7 +248,7 @@ impl<'a> Pump<'a> {
                     }
                     Role::Gate => {
                         if let Some(g) = gate {
-                            let _ = sys::read(g.as_raw_fd(), &mut self.buf[..1]);
+                            let _ = sys::read_into(g.as_raw_fd(), &mut self.buf[..1]);
                         }
                         return Ok(Stop::Gate);
                     }
@@ -432,10 +434,11 @@ impl<'a> Pump<'a> {
     fn read_stream(&mut self, streams: &mut Streams, id: StreamId) {
         let Some(s) = streams.get_mut(id) else { return };
         let fd = s.fd.as_ref().map(AsRawFd::as_raw_fd).unwrap_or(-1);
-        match sys::read(fd, &mut self.buf) {
-            Ok(0) | Err(_) => s.fd = None,
-            Ok(k) => {
-                s.sink.push(&self.buf[..k]);
+        match sys::read_into(fd, &mut self.buf) {
+            Ok([]) | Err(_) => s.fd = None,
+            Ok(bytes) => {
+                let k = bytes.len();
+                s.sink.push(bytes);
                 if id.is_output() && self.run.end_over_cap && s.sink.over_cap() && !self.output_limit {
                     // Past its cap: the run ends now, and nobody reads the rest.
                     self.output_limit = true;
@@ -467,10 +470,10 @@ impl<'a> Pump<'a> {
     /// The child's stage failures and the program's wait status.
     fn read_report(&mut self) {
         let fd = self.report.as_ref().map(AsRawFd::as_raw_fd).unwrap_or(-1);
-        match sys::read(fd, &mut self.buf) {
-            Ok(0) | Err(_) => self.report = None,
-            Ok(k) => {
-                self.msgs.extend_from_slice(&self.buf[..k]);
+        match sys::read_into(fd, &mut self.buf) {
+            Ok([]) | Err(_) => self.report = None,
+            Ok(bytes) => {
+                self.msgs.extend_from_slice(bytes);
                 while self.msgs.len() >= MSG_LEN {
                     let mut m = [0u8; MSG_LEN];
                     m.copy_from_slice(&self.msgs[..MSG_LEN]);

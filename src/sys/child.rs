@@ -59,6 +59,24 @@ pub fn close(fd: RawFd) {
     unsafe { libc::close(fd) };
 }
 
+/// `read(2)` into a buffer nothing initialized (so none of its pages is touched before the
+/// kernel writes into them), retried on EINTR: the bytes read, at its start.
+pub fn read_into(fd: RawFd, buf: &mut [std::mem::MaybeUninit<u8>]) -> Result<&[u8], Errno> {
+    loop {
+        // SAFETY: buf is a valid writable region of buf.len() bytes; read(2) only writes to it.
+        let rc = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        match check(rc as c_long) {
+            Err(Errno(libc::EINTR)) => continue,
+            Err(e) => return Err(e),
+            Ok(n) => {
+                let n = (n as usize).min(buf.len());
+                // SAFETY: read(2) returned n: it wrote the first n bytes of buf.
+                return Ok(unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), n) });
+            }
+        }
+    }
+}
+
 /// `read(2)`, retried on EINTR.
 pub fn read(fd: RawFd, buf: &mut [u8]) -> Result<usize, Errno> {
     loop {
@@ -400,8 +418,9 @@ extern "C" fn shared_call_trampoline<T>(p: *mut std::ffi::c_void) -> c_int {
 
 /// Starts `f(arg)` in a new process that shares this one's memory until it execs or exits
 /// (`clone(CLONE_VM | CLONE_VFORK)`, as `posix_spawn` does): no page tables are copied. This
-/// process is suspended until then. `f` must only exec or `exit`; `stack` is its stack.
-pub fn spawn_shared<T>(stack: &mut [u8], f: fn(&T) -> !, arg: &T) -> Result<i32, Errno> {
+/// process is suspended until then. `f` must only exec or `exit`; `stack` is its stack (left
+/// uninitialized: only the pages the child uses are ever touched).
+pub fn spawn_shared<T>(stack: &mut [std::mem::MaybeUninit<u8>], f: fn(&T) -> !, arg: &T) -> Result<i32, Errno> {
     let call = SharedCall { f, arg };
     let end = stack.as_mut_ptr_range().end as usize;
     let top = (end & !15) as *mut std::ffi::c_void;
