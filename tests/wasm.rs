@@ -571,13 +571,30 @@ fn the_runner_alone_ends_a_spinner_at_its_own_deadline() {
     assert_eq!(status.code(), Some(124), "cold: {status:?}");
     assert!(start.elapsed() >= Duration::from_millis(800), "cold: ended early, {:?}", start.elapsed());
 
-    let mut waiting = runner(GuestCode::JsFromStdin);
-    std::thread::sleep(Duration::from_millis(1500));
-    assert_eq!(waiting.try_wait().expect("wait"), None, "a waiting guest's clock starts with its code");
-    let handed = Instant::now();
-    let frame = stockade::handover::frame("while (true) {}", &[]);
-    waiting.stdin.take().expect("stdin").write_all(&frame).expect("hand the code over");
-    let status = ends(&mut waiting, Duration::from_secs(10)).expect("a waiting spinner ends by its own deadline");
-    assert_eq!(status.code(), Some(124), "waiting: {status:?}");
-    assert!(handed.elapsed() >= Duration::from_millis(700), "waiting: ended {:?} after its code", handed.elapsed());
+    for python in [false, true] {
+        let mut waiting = runner(if python { GuestCode::PythonFromStdin } else { GuestCode::JsFromStdin });
+        std::thread::sleep(Duration::from_millis(1500));
+        assert_eq!(waiting.try_wait().expect("wait"), None, "a waiting guest's clock starts with its code");
+        // One thread beside the guest's: the runner's runtime's worker, which ticks the deadline
+        // (no thread for the tick, no runtime of wasmtime-wasi's own with a worker per CPU).
+        let threads: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", waiting.id()))
+            .expect("tasks")
+            .flatten()
+            .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+            .map(|c| c.trim().to_string())
+            .collect();
+        assert_eq!(threads.len(), 2, "{threads:?}");
+        assert!(threads.iter().any(|t| t == "stockade-wasi"), "{threads:?}");
+        // Handed over on a stdin kept open, as a live interpreter's turns are: the guest reads
+        // its code at once, and its clock must start all the same.
+        let handed = Instant::now();
+        let code = if python { "while True: pass" } else { "while (true) {}" };
+        let mut stdin = waiting.stdin.take().expect("stdin");
+        stdin.write_all(&stockade::handover::frame(code, &[])).expect("hand the code over");
+        let status = ends(&mut waiting, Duration::from_secs(10)).expect("a waiting spinner ends by its own deadline");
+        drop(stdin);
+        assert_eq!(status.code(), Some(124), "waiting, python {python}: {status:?}");
+        let after = handed.elapsed();
+        assert!(after >= Duration::from_millis(700), "waiting, python {python}: ended {after:?} after its code");
+    }
 }

@@ -187,13 +187,3 @@ pub fn populate(addr: usize, len: usize, write: bool) -> std::io::Result<()> {
         Err(std::io::Error::last_os_error())
     }
 }
-
-/// Waits, on the entered tokio runtime, until `fd` has bytes to read or is at its end. `Err`
-/// when the runtime's poller cannot watch it (a regular file: always readable).
-pub async fn readable(fd: OwnedFd) -> std::io::Result<()> {
-    use tokio::io::{Interest, unix::AsyncFd};
-    // SAFETY: the `AsyncFd` owns `fd`, an owned descriptor that stays open, naming the same file,
-    // until it is dropped with it; `OwnedFd::as_raw_fd` always returns that descriptor.
-    let watched = unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) };
-    watched.map_err(|e| e.into_parts().1)?.readable().await.map(|_| ())
-}

@@ -456,24 +456,13 @@ pub(super) fn one_line(e: &wasmtime::Error) -> String {
     said.join(": ")
 }
 
-/// When the guest's stdin first had something (see [`stdin_clock`]).
+/// When the guest's first read of its stdin returned (see [`GuestStdin`]).
 static STDIN_STARTED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
 
 /// This process's stdin as a file of its own (unbuffered, unlike `std::io::stdin`).
 pub(super) fn stdin_file() -> std::io::Result<std::fs::File> {
     use std::os::fd::AsFd;
     Ok(std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?))
-}
-
-/// Waits until stdin has bytes or reaches its end (whichever the guest reading it lets this
-/// thread see first: a writer that closes the pipe after writing leaves the end visible) and
-/// returns that moment: when a guest waiting for its code got it.
-fn stdin_clock() -> Instant {
-    let mut fds = [libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 }];
-    while let Err(crate::sys::Errno(libc::EINTR)) = crate::sys::ppoll(&mut fds, None) {}
-    let at = Instant::now();
-    let _ = STDIN_STARTED.set(at);
-    at
 }
 
 /// The runner's main in a jail that runs it as a copy of the process that built it (see
@@ -494,7 +483,10 @@ pub(super) fn preloaded(c: &RunnerConfig) -> Option<std::sync::Arc<super::preloa
 fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i32) {
     let kind = if c.fuel.is_some() { EngineKind::EpochFuel } else { EngineKind::Epoch };
     let t0 = Instant::now();
-    let _entered = wasi_runtime().map(tokio::runtime::Runtime::enter);
+    let Some(runtime) = wasi_runtime() else {
+        return (load_error("cannot start the runner's tokio runtime".into()), 125);
+    };
+    let _entered = runtime.enter();
     let loaded = preloaded(c);
     let engine = match &loaded {
         Some(l) => l.engine.clone(),
@@ -655,7 +647,7 @@ pub(super) fn wasi_ctx(c: &RunnerConfig) -> Result<WasiCtxBuilder, String> {
         // The guest reads fd 0 itself (no thread between it and its input).
         match stdin_file() {
             Ok(f) => {
-                wasi.stdin(wasmtime_wasi::cli::InputFile::new(f));
+                wasi.stdin(GuestStdin(wasmtime_wasi::cli::InputFile::new(f)));
             }
             Err(e) => return Err(format!("cannot give the guest its stdin: {e}")),
         }
@@ -696,29 +688,96 @@ pub(super) fn deadline_tick(engine: &wasmtime::Engine, c: &RunnerConfig) {
     let clock_from_stdin = c.clock_from_stdin;
     let now = Instant::now();
     let Ok(handle) = tokio::runtime::Handle::try_current() else {
-        // None entered (none could be built; wasmtime-wasi then builds its own): a thread of its own.
+        // None entered (`run` enters one; this is for any other caller): a thread of its own.
         std::thread::spawn(move || {
-            let from = if clock_from_stdin { stdin_clock() } else { now };
+            let from = loop {
+                match STDIN_STARTED.get() {
+                    _ if !clock_from_stdin => break now,
+                    Some(at) => break *at,
+                    None => std::thread::sleep(Duration::from_millis(1)),
+                }
+            };
             std::thread::sleep(timeout.saturating_sub(from.elapsed()));
             ticker.increment_epoch();
         });
         return;
     };
     handle.spawn(async move {
-        let from = if clock_from_stdin { stdin_ready().await } else { now };
+        let from = if clock_from_stdin { stdin_first_read().await } else { now };
         tokio::time::sleep(timeout.saturating_sub(from.elapsed())).await;
         ticker.increment_epoch();
     });
 }
 
-/// [`stdin_clock`] on the entered runtime. A stdin it cannot watch counts as ready now.
-async fn stdin_ready() -> Instant {
-    if let Ok(fd) = stdin_file() {
-        let _ = crate::sys::readable(fd.into()).await;
+/// When the guest's first read of its stdin returned (see [`GuestStdin`]), on the entered
+/// runtime.
+async fn stdin_first_read() -> Instant {
+    loop {
+        if let Some(at) = STDIN_STARTED.get() {
+            return *at;
+        }
+        STDIN_READ.notified().await;
     }
-    let at = Instant::now();
-    let _ = STDIN_STARTED.set(at);
-    at
+}
+
+/// Told once, by the guest's first read of its stdin (a permit kept until the tick waits).
+static STDIN_READ: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+/// The guest's stdin (the runner's fd 0, read on the guest's own thread, blocking): its first
+/// read that returns, with bytes or at the end, starts the clock of a guest that waits for its
+/// code. Counted from the read itself, not from a readiness seen beside it: a guest that takes
+/// the bytes first would leave a watcher nothing to see, and its clock would not start.
+#[derive(Clone)]
+struct GuestStdin(wasmtime_wasi::cli::InputFile);
+
+impl GuestStdin {
+    fn read_returned() {
+        if STDIN_STARTED.set(Instant::now()).is_ok() {
+            STDIN_READ.notify_one();
+        }
+    }
+}
+
+impl wasmtime_wasi::p2::InputStream for GuestStdin {
+    fn read(&mut self, size: usize) -> wasmtime_wasi::p2::StreamResult<bytes::Bytes> {
+        let read = self.0.read(size);
+        Self::read_returned();
+        read
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl wasmtime_wasi::p2::Pollable for GuestStdin {
+    async fn ready(&mut self) {}
+}
+
+impl tokio::io::AsyncRead for GuestStdin {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let read = std::pin::Pin::new(&mut self.0).poll_read(cx, buf);
+        if read.is_ready() {
+            Self::read_returned();
+        }
+        read
+    }
+}
+
+impl wasmtime_wasi::cli::IsTerminal for GuestStdin {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl wasmtime_wasi::cli::StdinStream for GuestStdin {
+    fn p2_stream(&self) -> Box<dyn wasmtime_wasi::p2::InputStream> {
+        Box::new(self.clone())
+    }
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncRead + Send + Sync> {
+        Box::new(self.clone())
+    }
 }
 
 /// The tokio runtime wasmtime-wasi's host calls run their futures on (they find it entered):
