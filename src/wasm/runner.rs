@@ -703,25 +703,22 @@ pub(super) fn deadline_tick(engine: &wasmtime::Engine, c: &RunnerConfig) {
         return;
     };
     handle.spawn(async move {
-        let from = if clock_from_stdin { stdin_first_read().await } else { now };
+        let mut from = now;
+        if clock_from_stdin {
+            // Nothing wakes this task when the code comes (no wake-up on the run's way): it
+            // looks at the guest's first read once a whole limit has passed since it last
+            // looked, so it looks again by the time the limit has passed since that read.
+            from = loop {
+                tokio::time::sleep(timeout).await;
+                if let Some(at) = STDIN_STARTED.get() {
+                    break *at;
+                }
+            };
+        }
         tokio::time::sleep(timeout.saturating_sub(from.elapsed())).await;
         ticker.increment_epoch();
     });
 }
-
-/// When the guest's first read of its stdin returned (see [`GuestStdin`]), on the entered
-/// runtime.
-async fn stdin_first_read() -> Instant {
-    loop {
-        if let Some(at) = STDIN_STARTED.get() {
-            return *at;
-        }
-        STDIN_READ.notified().await;
-    }
-}
-
-/// Told once, by the guest's first read of its stdin (a permit kept until the tick waits).
-static STDIN_READ: tokio::sync::Notify = tokio::sync::Notify::const_new();
 
 /// The guest's stdin (the runner's fd 0, read on the guest's own thread, blocking): its first
 /// read that returns, with bytes or at the end, starts the clock of a guest that waits for its
@@ -732,8 +729,8 @@ struct GuestStdin(wasmtime_wasi::cli::InputFile);
 
 impl GuestStdin {
     fn read_returned() {
-        if STDIN_STARTED.set(Instant::now()).is_ok() {
-            STDIN_READ.notify_one();
+        if STDIN_STARTED.get().is_none() {
+            let _ = STDIN_STARTED.set(Instant::now());
         }
     }
 }
