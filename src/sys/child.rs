@@ -79,14 +79,10 @@ pub fn read_into(fd: RawFd, buf: &mut [std::mem::MaybeUninit<u8>]) -> Result<&[u
 
 /// `read(2)`, retried on EINTR.
 pub fn read(fd: RawFd, buf: &mut [u8]) -> Result<usize, Errno> {
-    loop {
-        // SAFETY: buf is a valid writable slice of buf.len() bytes.
-        let rc = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        match check(rc as c_long) {
-            Err(Errno(libc::EINTR)) => continue,
-            other => return other.map(|n| n as usize),
-        }
-    }
+    // SAFETY: the same bytes seen as maybe-uninitialized ones; `read_into` only writes bytes
+    // into them (what the kernel read), so they stay initialized.
+    let bytes = unsafe { &mut *(std::ptr::from_mut(buf) as *mut [std::mem::MaybeUninit<u8>]) };
+    read_into(fd, bytes).map(<[u8]>::len)
 }
 
 /// `write(2)`, retried on EINTR.

@@ -679,30 +679,17 @@ fn seed_randomness(wasi: &mut WasiCtxBuilder) -> Result<(), String> {
 }
 
 /// The wall-clock limit, as an epoch tick: the guest traps at its next check. It counts from
-/// now, or from when stdin first had something (a waiting guest's code came). The tick is a
-/// task of the runner's tokio runtime (see [`wasi_runtime`]), whose one worker sleeps until it:
-/// no thread of its own.
+/// now, or from the guest's first read of its stdin (a waiting guest's code came, see
+/// [`GuestStdin`]). The tick is a task of the runner's tokio runtime (see [`wasi_runtime`]),
+/// whose one worker sleeps until it: no thread of its own.
 pub(super) fn deadline_tick(engine: &wasmtime::Engine, c: &RunnerConfig) {
     let ticker = engine.clone();
     let timeout = Duration::from_millis(c.timeout_ms);
     let clock_from_stdin = c.clock_from_stdin;
     let now = Instant::now();
-    let Ok(handle) = tokio::runtime::Handle::try_current() else {
-        // None entered (`run` enters one; this is for any other caller): a thread of its own.
-        std::thread::spawn(move || {
-            let from = loop {
-                match STDIN_STARTED.get() {
-                    _ if !clock_from_stdin => break now,
-                    Some(at) => break *at,
-                    None => std::thread::sleep(Duration::from_millis(1)),
-                }
-            };
-            std::thread::sleep(timeout.saturating_sub(from.elapsed()));
-            ticker.increment_epoch();
-        });
-        return;
-    };
-    handle.spawn(async move {
+    // Without a runtime `run` refuses before any guest starts: this is not reached then.
+    let Some(runtime) = wasi_runtime() else { return };
+    runtime.spawn(async move {
         let mut from = now;
         if clock_from_stdin {
             // Nothing wakes this task when the code comes (no wake-up on the run's way): it
