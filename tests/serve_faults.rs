@@ -550,11 +550,8 @@ fn the_server_starts_only_with_every_artifact_made_by_its_engine() {
     }
     let installed = stockade::wasm::guests::default_dir();
     let key = |fuel: bool| {
-        let kind = if fuel {
-            stockade::wasm::engine::EngineKind::EpochFuel
-        } else {
-            stockade::wasm::engine::EngineKind::Epoch
-        };
+        let kind =
+            if fuel { stockade::wasm::engine::EngineKind::Fuel } else { stockade::wasm::engine::EngineKind::Plain };
         stockade::wasm::guests::artifact_path(&installed, "quickjs", kind)
     };
     let check = |guests: &Path| {

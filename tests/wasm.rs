@@ -532,10 +532,11 @@ fn a_python_network_attempt_says_the_network_is_off() {
     assert!(listener.accept().is_err(), "the host got a connection");
 }
 
-/// The runner's own wall, its epoch deadline, ends a spinning guest with no jail to kill it: the
-/// runner alone (`stockade __runner`), which nobody else stops, ends itself at its deadline as
-/// interrupted (124). A cold guest's deadline counts from the start; a guest waiting for its code
-/// counts from the code's arrival, however long it waited.
+/// The runner's own wall, its deadline, ends a spinning guest, and one waiting in a host call,
+/// with no jail to kill it: the runner alone (`stockade __runner`), which nobody else stops, ends
+/// itself at its deadline as interrupted (124), and its account on fd 3 says so, with the guest's
+/// memory. A cold guest's deadline counts from the start; a guest waiting for its code counts from
+/// the code's arrival, however long it waited.
 #[test]
 fn the_runner_alone_ends_a_spinner_at_its_own_deadline() {
     use std::io::Write;
@@ -544,14 +545,25 @@ fn the_runner_alone_ends_a_spinner_at_its_own_deadline() {
     let mut policy = stockade::Policy::builtin();
     policy.set_wall_timeout(Duration::from_millis(800), "--timeout").expect("timeout");
     let app = tempfile::tempdir().expect("tempdir");
+    let account = app.path().join("account");
     let runner = |code: GuestCode| {
         let mut job = WasmJob::new(code, stockade_bin());
         job.guest_dir = Some(g.clone());
         let config = stockade::wasm::runner_config(&policy, &job, app.path()).expect("config");
-        let mut c = std::process::Command::new(stockade_bin());
-        c.arg("__runner").arg(serde_json::to_string(&config).expect("json"));
+        // The runner's account goes to fd 3: here a file.
+        let mut c = std::process::Command::new("/bin/sh");
+        c.args(["-c", "exec \"$0\" __runner \"$1\" 3>\"$2\""]).arg(stockade_bin());
+        c.arg(serde_json::to_string(&config).expect("json")).arg(&account);
         c.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::null());
         c.spawn().expect("runner")
+    };
+    // The account of an interrupted guest, with the memory its instance had.
+    let interrupted = |what: &str| {
+        let text = std::fs::read_to_string(&account).expect("the runner's account");
+        let summary: serde_json::Value = serde_json::from_str(text.lines().last().unwrap_or("")).expect("json");
+        assert_eq!(summary["outcome"], "interrupted", "{what}: {summary}");
+        assert!(summary["memory-peak-bytes"].as_u64().is_some_and(|b| b >= 65536), "{what}: {summary}");
+        assert!(summary["run-ms"].as_f64().is_some_and(|ms| ms >= 700.0), "{what}: {summary}");
     };
     let ends = |child: &mut std::process::Child, within: Duration| {
         let end = Instant::now() + within;
@@ -565,11 +577,15 @@ fn the_runner_alone_ends_a_spinner_at_its_own_deadline() {
         let _ = child.wait();
         None
     };
-    let start = Instant::now();
-    let mut cold = runner(GuestCode::Python("while True: pass".into()));
-    let status = ends(&mut cold, Duration::from_secs(10)).expect("a cold spinner ends by its own deadline");
-    assert_eq!(status.code(), Some(124), "cold: {status:?}");
-    assert!(start.elapsed() >= Duration::from_millis(800), "cold: ended early, {:?}", start.elapsed());
+    // A spinner, and a guest asleep in a host call (where no check in its code could stop it).
+    for code in ["while True: pass", "import time\ntime.sleep(30)"] {
+        let start = Instant::now();
+        let mut cold = runner(GuestCode::Python(code.into()));
+        let status = ends(&mut cold, Duration::from_secs(10)).expect("a cold guest ends by its own deadline");
+        assert_eq!(status.code(), Some(124), "cold {code:?}: {status:?}");
+        assert!(start.elapsed() >= Duration::from_millis(800), "cold {code:?}: ended early, {:?}", start.elapsed());
+        interrupted(code);
+    }
 
     for python in [false, true] {
         let mut waiting = runner(if python { GuestCode::PythonFromStdin } else { GuestCode::JsFromStdin });
@@ -596,5 +612,6 @@ fn the_runner_alone_ends_a_spinner_at_its_own_deadline() {
         assert_eq!(status.code(), Some(124), "waiting, python {python}: {status:?}");
         let after = handed.elapsed();
         assert!(after >= Duration::from_millis(700), "waiting, python {python}: ended {after:?} after its code");
+        interrupted(if python { "waiting python" } else { "waiting javascript" });
     }
 }

@@ -114,12 +114,26 @@ impl Drop for Wheels {
 }
 
 /// Every engine configuration a run may need (fuel metering is another), so that a server never
-/// compiles a guest itself.
+/// compiles a guest itself. Artifacts of `stem` made for another engine configuration (an
+/// earlier stockade's) are removed: nothing of this one can load them.
 fn precompile(name: &str, stem: &str, module: &Path, dir: &Path) -> Result<(), guests::GuestError> {
-    for (kind, what) in [(EngineKind::Epoch, ""), (EngineKind::EpochFuel, " (fuel metering)")] {
+    let mut current = Vec::new();
+    for (kind, what) in [(EngineKind::Plain, ""), (EngineKind::Fuel, " (fuel metering)")] {
         let started = std::time::Instant::now();
         let artifact = guests::ensure_artifact(module, &guests::artifact_path(dir, stem, kind), kind)?;
         println!("{name}: precompiled {}{what} in {:.1} s", artifact.display(), started.elapsed().as_secs_f64());
+        current.extend(artifact.file_name().map(|n| n.to_string_lossy().into_owned()));
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
+    for e in entries.flatten() {
+        let file = e.file_name().to_string_lossy().into_owned();
+        let artifact = file.strip_suffix(".lock").unwrap_or(&file);
+        let stale = file.starts_with(&format!("{stem}.wasmtime-"))
+            && artifact.ends_with(".cwasm")
+            && !current.iter().any(|c| c == artifact);
+        if stale && std::fs::remove_file(e.path()).is_ok() {
+            println!("{name}: removed {} (an earlier engine configuration's)", e.path().display());
+        }
     }
     Ok(())
 }
@@ -159,7 +173,7 @@ fn install_snapshot(dir: &Path, wheels: &Wheels) -> Result<(), guests::GuestErro
     let started = std::time::Instant::now();
     let runner =
         std::env::current_exe().map_err(|source| guests::GuestError::Io { path: "/proc/self/exe".into(), source })?;
-    snapshot::compile_stdlib(dir, &runner, &guests::artifact_path(dir, snapshot::artifact_stem(), EngineKind::Epoch))?;
+    snapshot::compile_stdlib(dir, &runner, &guests::artifact_path(dir, snapshot::artifact_stem(), EngineKind::Plain))?;
     println!(
         "python: standard library compiled to bytecode in {:.1} s ({})",
         started.elapsed().as_secs_f64(),
@@ -215,7 +229,7 @@ fn install(dir: &Path, wheels: Option<&Path>) -> Result<(), guests::GuestError> 
 
 /// The artifacts of `stem` in `dir`, by file name.
 fn artifacts(dir: &Path, stem: &str) -> Vec<String> {
-    [EngineKind::Epoch, EngineKind::EpochFuel]
+    [EngineKind::Plain, EngineKind::Fuel]
         .into_iter()
         .map(|k| guests::artifact_path(dir, stem, k))
         .filter(|p| p.exists())
@@ -255,7 +269,7 @@ fn list(dir: &Path) {
 
 /// The artifacts of `stem` that are there, checked for owner and mode.
 fn verify_artifacts(dir: &Path, name: &str, stem: &str) -> Result<(), guests::GuestError> {
-    for k in [EngineKind::Epoch, EngineKind::EpochFuel] {
+    for k in [EngineKind::Plain, EngineKind::Fuel] {
         let a = guests::artifact_path(dir, stem, k);
         if a.exists() {
             guests::check_owner(&a)?;

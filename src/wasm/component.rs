@@ -46,16 +46,16 @@ pub(super) fn instance_pre(engine: &wasmtime::Engine, component: &Component) -> 
 
 /// Runs the Python guest once: `code` with `args` as `sys.argv[1:]`, or (`code` `None`) the
 /// code framed on stdin, in the run's environment; `loaded`: the guest this process loaded
-/// ahead, linked, with the fresh instance it made (this process's copy of it is taken). `Err`
-/// in words when it cannot be loaded or instantiated.
+/// ahead, linked, with the fresh instance it made (this process's copy of it is taken); `t0`:
+/// when the run began. `Err` in words when it cannot be loaded or instantiated.
 pub(super) fn run_python(
     engine: &wasmtime::Engine,
     c: &RunnerConfig,
     code: Option<&str>,
     args: &[String],
     loaded: Option<&super::preload::Loaded>,
+    t0: Instant,
 ) -> Result<Ran, String> {
-    let t0 = Instant::now();
     let artifact = c.artifact.as_ref().ok_or("no artifact of the Python guest")?;
     let wasi = || -> Result<P2, String> {
         Ok(P2 { ctx: runner::wasi_ctx(c)?.build(), table: ResourceTable::new(), host_calls: c.host_calls })
@@ -99,8 +99,7 @@ pub(super) fn run_python(
     let run = instance
         .get_typed_func::<(Option<&str>, &[String], &[(String, String)]), (i32,)>(&mut store, "run")
         .map_err(|e| format!("the Python guest has no run export: {}", runner::one_line(&e)))?;
-    let instantiate = t1.elapsed();
-    let started = Instant::now();
+    let times = runner::tell(Times { load, compile: None, instantiate: t1.elapsed(), started: Instant::now() });
     let result = match &c.learned_pages {
         Some(out) => {
             let size = store.data().limits.memory_peak();
@@ -109,7 +108,7 @@ pub(super) fn run_python(
         None => run.call(&mut store, (code, args, &c.env)),
     }
     .map(|(status,)| status);
-    Ok(Ran::of(store, result, Times { load, compile: None, instantiate, started }))
+    Ok(Ran::of(store, result, times))
 }
 
 /// A preloaded Python guest's fresh instance, in a store of its own (see `preload.rs`).

@@ -232,7 +232,7 @@ pub(crate) fn pieces(text: &str) -> Vec<String> {
 pub fn check_installed(python: bool, dir: &Path) -> Result<(), GuestError> {
     let (name, stem) =
         if python { ("python", snapshot::artifact_stem()) } else { (guests::QUICKJS.name, guests::QUICKJS.name) };
-    for kind in [EngineKind::Epoch, EngineKind::EpochFuel] {
+    for kind in [EngineKind::Plain, EngineKind::Fuel] {
         let path = guests::artifact_path(dir, stem, kind);
         if let Err(why) = usable(&path, kind)? {
             return Err(GuestError::NotPrecompiled { name: name.into(), path, why });
@@ -260,7 +260,7 @@ pub fn runner_config(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result
 
 fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(RunnerConfig, Code), GuestError> {
     let w = &policy.wasm;
-    let kind = if w.fuel.is_some() { EngineKind::EpochFuel } else { EngineKind::Epoch };
+    let kind = if w.fuel.is_some() { EngineKind::Fuel } else { EngineKind::Plain };
     let dir = job.guest_dir.clone().unwrap_or_else(guests::default_dir);
     let (code, stdlib) = guest_files(policy, job, &dir, kind)?;
     let mut preopens = vec![Preopen { host: workspace.to_path_buf(), guest: "/app".into(), writable: true }];
@@ -417,7 +417,7 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
     if let Some(extra) = &job.stdin {
         run.stdin_data.get_or_insert_with(Vec::new).extend_from_slice(extra);
     }
-    let kind = if config.fuel.is_some() { EngineKind::EpochFuel } else { EngineKind::Epoch };
+    let kind = if config.fuel.is_some() { EngineKind::Fuel } else { EngineKind::Plain };
     let guest = config.artifact.clone().map(|path| preload::Key {
         path,
         id: config.artifact_id,

@@ -6,9 +6,9 @@
 //! yet, reads the module's bytes from stdin (the very bytes the supervisor hashed), compiles them
 //! here, inside the jail and under its limits, and hands the artifact to the supervisor on fd 4
 //! before any guest code runs — gives the guest WASI preview 1 with its args, an allow-listed
-//! environment, `/app` and any read-only data directories, and runs `_start` under an epoch
-//! deadline (the wall-clock limit), optional fuel, `StoreLimits`-style limits and a bounded Wasm
-//! stack. Guest stdout/stderr are this process's, i.e. the supervisor's capped pipes. What
+//! environment, `/app` and any read-only data directories, and runs `_start` under its
+//! deadline (the wall-clock limit, which ends this process: see [`deadline_tick`]), optional
+//! fuel, `StoreLimits`-style limits and a bounded Wasm stack. Guest stdout/stderr are this process's, i.e. the supervisor's capped pipes. What
 //! happened goes to the supervisor as JSON lines on fd 3 (`{"phase":"compile"}` first when it
 //! compiles, so a run killed while compiling says so; the summary last).
 
@@ -18,6 +18,7 @@ use crate::layers::seccomp;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use wasmtime::{Linker, ResourceLimiter, Store, Trap};
 use wasmtime_wasi::p1::WasiP1Ctx;
@@ -107,7 +108,7 @@ pub enum Outcome {
     Exited,
     /// The guest ran out of fuel.
     FuelExhausted,
-    /// The epoch deadline (the wall-clock limit) interrupted it.
+    /// Its deadline (the wall-clock limit) ended it.
     Interrupted,
     /// Any other trap (unreachable, stack exhausted, out-of-bounds...).
     Trap,
@@ -151,6 +152,8 @@ pub(super) struct Limits {
     /// How many memories and tables were made.
     memories_made: usize,
     tables_made: usize,
+    /// A run's: its memory figures are told as they change (see [`Told`]).
+    told: bool,
 }
 
 impl Limits {
@@ -161,6 +164,7 @@ impl Limits {
             memory_max: usize::try_from(c.memory_max_bytes).unwrap_or(usize::MAX),
             table_elements_max: usize::try_from(c.table_elements_max).unwrap_or(usize::MAX),
             instances_max: instances_max as usize,
+            told: true,
             ..Limits::none()
         }
     }
@@ -177,6 +181,15 @@ impl Limits {
             table_peak: 0,
             memories_made: 0,
             tables_made: 0,
+            told: false,
+        }
+    }
+
+    /// Tells the run's memory figures (see [`Told`]), when these are a run's limits.
+    fn tell(&self) {
+        if self.told {
+            TOLD.memory_peak.store(self.memory_peak, Ordering::Relaxed);
+            TOLD.memory_limit_hit.store(self.memory_limit_hit, Ordering::Relaxed);
         }
     }
 
@@ -203,13 +216,15 @@ const PRELOAD_INSTANCES_MAX: usize = 1024;
 
 impl ResourceLimiter for Limits {
     fn memory_growing(&mut self, current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
-        if desired > self.memory_max {
+        let admitted = desired <= self.memory_max;
+        if admitted {
+            self.memories_made += usize::from(current == 0);
+            self.memory_peak = self.memory_peak.max(desired);
+        } else {
             self.memory_limit_hit = true;
-            return Ok(false);
         }
-        self.memories_made += usize::from(current == 0);
-        self.memory_peak = self.memory_peak.max(desired);
-        Ok(true)
+        self.tell();
+        Ok(admitted)
     }
 
     fn table_growing(&mut self, current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
@@ -265,6 +280,7 @@ impl Ran {
 }
 
 /// How long loading and instantiating took, and when the guest started.
+#[derive(Debug, Clone, Copy)]
 pub(super) struct Times {
     pub(super) load: Duration,
     pub(super) compile: Option<Duration>,
@@ -316,17 +332,18 @@ pub(super) fn adopt<W, I>(
         return Ok(None);
     }
     limits.memory_peak = took.memory_peak;
+    limits.tell();
     *store.data_mut() = State { wasi, limits };
     arm(&mut store, c)?;
     Ok(Some((store, instance)))
 }
 
-/// A store's fuel and deadline for a run.
+/// A store's fuel and, with fuel, its epoch deadline (the next tick) for a run.
 fn arm<W>(store: &mut Store<State<W>>, c: &RunnerConfig) -> Result<(), String> {
     if let Some(fuel) = c.fuel {
         store.set_fuel(fuel).map_err(|e| one_line(&e))?;
+        store.set_epoch_deadline(1);
     }
-    store.set_epoch_deadline(1);
     Ok(())
 }
 
@@ -358,16 +375,37 @@ pub fn main(config_json: &str) -> i32 {
         eprintln!("stockade runner: cannot install its seccomp filter: {e}");
         return 125;
     }
-    let mut summary_out = crate::sys::take_inherited_fd(SUMMARY_FD).map(std::fs::File::from);
-    let (summary, code, config) = match serde_json::from_str::<RunnerConfig>(config_json) {
+    if let Some(fd) = crate::sys::take_inherited_fd(SUMMARY_FD) {
+        *summary_out() = Some(std::fs::File::from(fd));
+    }
+    match serde_json::from_str::<RunnerConfig>(config_json) {
         Ok(config) => {
-            let (summary, code) = run(&config, summary_out.as_mut());
-            (summary, code, Some(config))
+            let (summary, code) = run(&config);
+            finish(&summary, code, Some(&config))
         }
-        Err(e) => (load_error(format!("bad runner configuration: {e}")), 125, None),
-    };
-    if let Some(f) = &mut summary_out {
-        let line = format!("{}\n", serde_json::to_string(&summary).unwrap_or_default());
+        Err(e) => finish(&load_error(format!("bad runner configuration: {e}")), 125, None),
+    }
+}
+
+/// The supervisor's channel for the runner's account (fd 3), while it is open.
+fn summary_out() -> std::sync::MutexGuard<'static, Option<std::fs::File>> {
+    static OUT: std::sync::Mutex<Option<std::fs::File>> = std::sync::Mutex::new(None);
+    OUT.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Ends the runner: `summary` to the supervisor, its channels closed, then exit with `code`.
+/// Called by whichever comes first of the run's end (`config`: the run's) and its deadline
+/// (`None`, on the deadline's thread, the guest's code still running): the other waits for the
+/// process to go.
+fn finish(summary: &Summary, code: i32, config: Option<&RunnerConfig>) -> ! {
+    static ENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if ENDING.swap(true, Ordering::SeqCst) {
+        loop {
+            std::thread::park();
+        }
+    }
+    if let Some(mut f) = summary_out().take() {
+        let line = format!("{}\n", serde_json::to_string(summary).unwrap_or_default());
         let _ = f.write_all(line.as_bytes());
     }
     // The guest's output went straight to fds 1 and 2 (nothing buffered in this process). The
@@ -377,8 +415,7 @@ pub fn main(config_json: &str) -> i32 {
     // artifact (still open when it was not written) and the host-call channel. Only those: the
     // other fds belong to threads still running (the tokio runtime of `wasi_runtime` polls its own),
     // and one closed under them would abort the process.
-    drop(summary_out);
-    if let Some(c) = &config {
+    if let Some(c) = config {
         if c.module_bytes.is_some() {
             drop(crate::sys::take_inherited_fd(ARTIFACT_FD));
         }
@@ -389,8 +426,9 @@ pub fn main(config_json: &str) -> i32 {
     }
     crate::sys::close(1);
     crate::sys::close(2);
-    // Only as its jail's init: the supervisor's word reaches init (through its pidfd). A runner
-    // under stockade's init (a one-off run's) exits now, as any program does.
+    // Only as its jail's init, and only once its guest is done: the supervisor's word reaches
+    // init (through its pidfd). A runner under stockade's init (a one-off run's), or one whose
+    // deadline ended a guest still running, exits now.
     if config.is_some_and(|c| c.linger) && std::process::id() == 1 {
         crate::sys::wait_to_go(LINGER_MAX);
     }
@@ -420,13 +458,9 @@ pub(super) fn load_error(message: String) -> Summary {
 
 /// Reads the module (`size` bytes) from stdin, compiles it, and hands the serialized artifact to
 /// the supervisor on fd 4, all before any of its code can run.
-fn compile(
-    engine: &wasmtime::Engine,
-    size: u64,
-    summary_out: Option<&mut std::fs::File>,
-) -> Result<(wasmtime::Module, Duration), String> {
+fn compile(engine: &wasmtime::Engine, size: u64) -> Result<(wasmtime::Module, Duration), String> {
     use std::io::Read;
-    if let Some(f) = summary_out {
+    if let Some(f) = summary_out().as_mut() {
         let _ = writeln!(f, "{COMPILE_MARKER}");
     }
     let mut bytes = Vec::new();
@@ -474,14 +508,14 @@ pub fn main_in_process(argv: &[std::ffi::CString]) -> i32 {
 
 /// What this process loaded ahead for `c` (see `preload.rs`), when it is the artifact `c` names.
 pub(super) fn preloaded(c: &RunnerConfig) -> Option<std::sync::Arc<super::preload::Loaded>> {
-    let kind = if c.fuel.is_some() { EngineKind::EpochFuel } else { EngineKind::Epoch };
+    let kind = if c.fuel.is_some() { EngineKind::Fuel } else { EngineKind::Plain };
     let component = matches!(c.entry, Entry::PythonRun { .. });
     let key = super::preload::Key { path: c.artifact.clone()?, id: c.artifact_id, kind, component };
     super::preload::find(&key)
 }
 
-fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i32) {
-    let kind = if c.fuel.is_some() { EngineKind::EpochFuel } else { EngineKind::Epoch };
+fn run(c: &RunnerConfig) -> (Summary, i32) {
+    let kind = if c.fuel.is_some() { EngineKind::Fuel } else { EngineKind::Plain };
     let t0 = Instant::now();
     let Some(runtime) = wasi_runtime() else {
         return (load_error("cannot start the runner's tokio runtime".into()), 125);
@@ -495,52 +529,61 @@ fn run(c: &RunnerConfig, summary_out: Option<&mut std::fs::File>) -> (Summary, i
             Err(e) => return (load_error(one_line(&e)), 125),
         },
     };
-    let made = t0.elapsed();
     let guest = loaded.as_deref();
     let ran = match &c.entry {
-        Entry::Start => start(&engine, c, summary_out, guest),
-        Entry::PythonRun { code, args } => super::component::run_python(&engine, c, code.as_deref(), args, guest),
+        Entry::Start => start(&engine, c, guest, t0),
+        Entry::PythonRun { code, args } => super::component::run_python(&engine, c, code.as_deref(), args, guest, t0),
     };
-    let mut ran = match ran {
+    let ran = match ran {
         Ok(r) => r,
         Err(message) => return (load_error(message), 125),
     };
-    ran.times.load += made;
-    let t = &ran.times;
+    let fuel_consumed = c.fuel.map(|f| f.saturating_sub(ran.fuel_left.unwrap_or(0)));
+    let memory = (ran.memory_peak, ran.memory_limit_hit);
+    let summary = summary(ended(ran.result), fuel_consumed, memory, &ran.times, c.clock_from_stdin);
+    let exit = super::guest_end(&summary).exit_code();
+    (summary, exit)
+}
+
+/// The runner's account of a guest that ended as `end` says (its outcome, exit code and
+/// message), with `memory` (its peak and whether a growth was refused) and its times `t`.
+fn summary(
+    end: (Outcome, Option<i32>, Option<String>),
+    fuel_consumed: Option<u64>,
+    memory: (usize, bool),
+    t: &Times,
+    clock_from_stdin: bool,
+) -> Summary {
+    let (outcome, guest_exit_code, message) = end;
     // Counted from the start of the guest's run: its first byte of stdin, when it waited for it.
     let run = match STDIN_STARTED.get() {
-        Some(at) if c.clock_from_stdin => (*at).max(t.started).elapsed(),
-        _ if c.clock_from_stdin => Duration::ZERO,
+        Some(at) if clock_from_stdin => (*at).max(t.started).elapsed(),
+        _ if clock_from_stdin => Duration::ZERO,
         _ => t.started.elapsed(),
     };
-    let fuel_consumed = c.fuel.map(|f| f.saturating_sub(ran.fuel_left.unwrap_or(0)));
-    let (outcome, code, message) = ended(ran.result);
-    let summary = Summary {
+    Summary {
         outcome,
-        guest_exit_code: code,
+        guest_exit_code,
         message,
         fuel_consumed,
-        memory_peak_bytes: ran.memory_peak as u64,
-        memory_limit_hit: ran.memory_limit_hit,
+        memory_peak_bytes: memory.0 as u64,
+        memory_limit_hit: memory.1,
         load_ms: ms(t.load),
         compile_ms: t.compile.map(ms),
         instantiate_ms: ms(t.instantiate),
         run_ms: ms(run),
         max_rss_bytes: crate::sys::max_rss_bytes(),
-    };
-    let exit = super::guest_end(&summary).exit_code();
-    (summary, exit)
+    }
 }
 
-/// A command module's run: loaded (or compiled here), instantiated (or the copy of the
-/// instance this process made ahead taken), its `_start` called.
+/// A command module's run (begun at `t0`): loaded (or compiled here), instantiated (or the copy
+/// of the instance this process made ahead taken), its `_start` called.
 fn start(
     engine: &wasmtime::Engine,
     c: &RunnerConfig,
-    summary_out: Option<&mut std::fs::File>,
     loaded: Option<&super::preload::Loaded>,
+    t0: Instant,
 ) -> Result<Ran, String> {
-    let t0 = Instant::now();
     let fresh = match loaded.and_then(super::preload::Loaded::take_fresh) {
         Some(super::preload::Fresh::Module(store, instance)) => {
             adopt((store, instance), c, wasi_ctx(c)?.build_p1(), c.instances_max)?
@@ -553,14 +596,13 @@ fn start(
             deadline_tick(engine, c);
             Made { load, compile: None, store, instance, t1: Instant::now() }
         }
-        None => instantiate_module(engine, c, summary_out, loaded, t0)?,
+        None => instantiate_module(engine, c, loaded, t0)?,
     };
     let start =
         instance.get_typed_func::<(), ()>(&mut store, "_start").map_err(|e| format!("no _start: {}", one_line(&e)))?;
-    let instantiate = t1.elapsed();
-    let started = Instant::now();
+    let times = tell(Times { load, compile, instantiate: t1.elapsed(), started: Instant::now() });
     let result = start.call(&mut store, ()).map(|()| 0);
-    Ok(Ran::of(store, result, Times { load, compile, instantiate, started }))
+    Ok(Ran::of(store, result, times))
 }
 
 /// A command module's instance, ready for its `_start`: how long loading and compiling took,
@@ -577,7 +619,6 @@ struct Made {
 fn instantiate_module(
     engine: &wasmtime::Engine,
     c: &RunnerConfig,
-    summary_out: Option<&mut std::fs::File>,
     loaded: Option<&super::preload::Loaded>,
     t0: Instant,
 ) -> Result<Made, String> {
@@ -588,7 +629,7 @@ fn instantiate_module(
             Err(e) => return Err(format!("cannot load {}: {}", artifact.display(), one_line(&e))),
         },
         (None, Some(size), _) => {
-            let (m, took) = compile(engine, size, summary_out)?;
+            let (m, took) = compile(engine, size)?;
             (instance_pre(engine, &m, c.host_calls)?, Some(took))
         }
         (None, None, _) => return Err("no artifact and no module to compile".into()),
@@ -678,12 +719,35 @@ fn seed_randomness(wasi: &mut WasiCtxBuilder) -> Result<(), String> {
     Ok(())
 }
 
-/// The wall-clock limit, as an epoch tick: the guest traps at its next check. It counts from
-/// now, or from the guest's first read of its stdin (a waiting guest's code came, see
-/// [`GuestStdin`]). The tick is a task of the runner's tokio runtime (see [`wasi_runtime`]),
-/// whose one worker sleeps until it: no thread of its own.
+/// What a run has told so far, for its deadline to account for it from another thread (see
+/// [`deadline_tick`]): its times once its guest's code starts, its memory figures as they change.
+struct Told {
+    times: std::sync::OnceLock<Times>,
+    memory_peak: AtomicUsize,
+    memory_limit_hit: AtomicBool,
+}
+
+static TOLD: Told = Told {
+    times: std::sync::OnceLock::new(),
+    memory_peak: AtomicUsize::new(0),
+    memory_limit_hit: AtomicBool::new(false),
+};
+
+/// Tells the run's times, as its guest's code starts (see [`Told`]).
+pub(super) fn tell(times: Times) -> Times {
+    let _ = TOLD.times.set(times);
+    times
+}
+
+/// The wall-clock limit. It counts from now, or from the guest's first read of its stdin (a
+/// waiting guest's code came, see [`GuestStdin`]). The limit is a task of the runner's tokio
+/// runtime (see [`wasi_runtime`]), whose one worker sleeps until it: no thread of its own. Then
+/// it ends the runner's process, and with it the guest, whatever the guest is doing: running
+/// its code (which has no check of its own, see [`EngineKind::Plain`]) or waiting in a host call.
+/// Its account is the runner's, as interrupted. A fuel-metered guest's code has epoch checks: it
+/// traps at its next one, so the fuel it consumed is accounted for.
 pub(super) fn deadline_tick(engine: &wasmtime::Engine, c: &RunnerConfig) {
-    let ticker = engine.clone();
+    let ticker = c.fuel.map(|_| engine.clone());
     let timeout = Duration::from_millis(c.timeout_ms);
     let clock_from_stdin = c.clock_from_stdin;
     let now = Instant::now();
@@ -703,8 +767,27 @@ pub(super) fn deadline_tick(engine: &wasmtime::Engine, c: &RunnerConfig) {
             };
         }
         tokio::time::sleep(timeout.saturating_sub(from.elapsed())).await;
-        ticker.increment_epoch();
+        match ticker {
+            Some(engine) => engine.increment_epoch(),
+            None => interrupted(clock_from_stdin),
+        }
     });
+}
+
+/// Ends a run at its deadline, from the deadline's thread: the account of an interrupted guest,
+/// from what the run told (see [`Told`]), and the process's exit.
+fn interrupted(clock_from_stdin: bool) -> ! {
+    let times = TOLD.times.get().copied();
+    let t = times.unwrap_or(Times {
+        load: Duration::ZERO,
+        compile: None,
+        instantiate: Duration::ZERO,
+        started: Instant::now(),
+    });
+    let memory = (TOLD.memory_peak.load(Ordering::Relaxed), TOLD.memory_limit_hit.load(Ordering::Relaxed));
+    let end = (Outcome::Interrupted, None, Some(Trap::Interrupt.to_string()));
+    let summary = summary(end, None, memory, &t, clock_from_stdin);
+    finish(&summary, super::guest_end(&summary).exit_code(), None)
 }
 
 /// The guest's stdin (the runner's fd 0, read on the guest's own thread, blocking): its first
