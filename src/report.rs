@@ -116,7 +116,7 @@ pub enum GuestEnd {
     Exited { code: i32, memory_limit_hit: bool },
     /// It burned all its fuel.
     FuelExhausted,
-    /// Its own deadline (the runner's epoch) interrupted it.
+    /// Its own deadline (the runner's) ended it.
     Interrupted,
     /// It trapped; the trap in one line.
     Trap(String),

@@ -650,7 +650,7 @@ fn a_warm_runner_is_its_jail_s_init_and_ends_as_a_program_would() {
     let cold = serde_json::to_value(&cold).expect("report");
     assert_eq!((&served["status"], &served["signal"]), (&cold["status"], &cold["signal"]), "cold {cold}");
     // No init of ours takes the deadline's signal: the runner blocked outside its guest's code
-    // (where no epoch interrupts it) is killed at the deadline.
+    // (in a host call) ends at the deadline, its own or the supervisor's kill.
     s.wait_warm();
     let t = std::time::Instant::now();
     let slow = json!({"runtime": "python", "code": "import time\ntime.sleep(30)", "limits": {"wall-timeout-ms": 300}});

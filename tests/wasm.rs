@@ -545,11 +545,14 @@ fn the_runner_alone_ends_a_spinner_at_its_own_deadline() {
     let mut policy = stockade::Policy::builtin();
     policy.set_wall_timeout(Duration::from_millis(800), "--timeout").expect("timeout");
     let app = tempfile::tempdir().expect("tempdir");
-    let account = app.path().join("account");
-    let runner = |code: GuestCode| {
+    let outside = tempfile::tempdir().expect("tempdir");
+    let account = outside.path().join("account");
+    let mut metered = policy.clone();
+    metered.wasm.fuel = Some(u64::MAX / 4);
+    let runner = |code: GuestCode, policy: &stockade::Policy| {
         let mut job = WasmJob::new(code, stockade_bin());
         job.guest_dir = Some(g.clone());
-        let config = stockade::wasm::runner_config(&policy, &job, app.path()).expect("config");
+        let config = stockade::wasm::runner_config(policy, &job, app.path()).expect("config");
         // The runner's account goes to fd 3: here a file.
         let mut c = std::process::Command::new("/bin/sh");
         c.args(["-c", "exec \"$0\" __runner \"$1\" 3>\"$2\""]).arg(stockade_bin());
@@ -558,12 +561,14 @@ fn the_runner_alone_ends_a_spinner_at_its_own_deadline() {
         c.spawn().expect("runner")
     };
     // The account of an interrupted guest, with the memory its instance had.
-    let interrupted = |what: &str| {
+    let interrupted = |what: &str| -> serde_json::Value {
         let text = std::fs::read_to_string(&account).expect("the runner's account");
         let summary: serde_json::Value = serde_json::from_str(text.lines().last().unwrap_or("")).expect("json");
         assert_eq!(summary["outcome"], "interrupted", "{what}: {summary}");
         assert!(summary["memory-peak-bytes"].as_u64().is_some_and(|b| b >= 65536), "{what}: {summary}");
-        assert!(summary["run-ms"].as_f64().is_some_and(|ms| ms >= 700.0), "{what}: {summary}");
+        let ms = |k: &str| summary[k].as_f64().unwrap_or(0.0);
+        assert!(ms("instantiate-ms") + ms("run-ms") >= 700.0, "{what}: {summary}");
+        summary
     };
     let ends = |child: &mut std::process::Child, within: Duration| {
         let end = Instant::now() + within;
@@ -577,18 +582,23 @@ fn the_runner_alone_ends_a_spinner_at_its_own_deadline() {
         let _ = child.wait();
         None
     };
-    // A spinner, and a guest asleep in a host call (where no check in its code could stop it).
-    for code in ["while True: pass", "import time\ntime.sleep(30)"] {
+    // A spinner, and a guest asleep in a host call (where no check in its code could stop it),
+    // each with and without fuel. A metered spinner traps at its epoch check, and its fuel is
+    // counted; a metered sleeper has no check to reach and is ended all the same.
+    let sleep = "import time\ntime.sleep(30)";
+    for (code, fuel) in [("while True: pass", false), (sleep, false), ("while True: pass", true), (sleep, true)] {
         let start = Instant::now();
-        let mut cold = runner(GuestCode::Python(code.into()));
+        let mut cold = runner(GuestCode::Python(code.into()), if fuel { &metered } else { &policy });
         let status = ends(&mut cold, Duration::from_secs(10)).expect("a cold guest ends by its own deadline");
-        assert_eq!(status.code(), Some(124), "cold {code:?}: {status:?}");
+        assert_eq!(status.code(), Some(124), "cold {code:?}, fuel {fuel}: {status:?}");
         assert!(start.elapsed() >= Duration::from_millis(800), "cold {code:?}: ended early, {:?}", start.elapsed());
-        interrupted(code);
+        let summary = interrupted(code);
+        let counted = summary["fuel-consumed"].as_u64().is_some_and(|f| f > 0);
+        assert_eq!(counted, fuel && code != sleep, "fuel {fuel}, {code:?}: {summary}");
     }
 
     for python in [false, true] {
-        let mut waiting = runner(if python { GuestCode::PythonFromStdin } else { GuestCode::JsFromStdin });
+        let mut waiting = runner(if python { GuestCode::PythonFromStdin } else { GuestCode::JsFromStdin }, &policy);
         std::thread::sleep(Duration::from_millis(1500));
         assert_eq!(waiting.try_wait().expect("wait"), None, "a waiting guest's clock starts with its code");
         // One thread beside the guest's: the runner's runtime's worker, which ticks the deadline

@@ -114,8 +114,9 @@ impl Drop for Wheels {
 }
 
 /// Every engine configuration a run may need (fuel metering is another), so that a server never
-/// compiles a guest itself. Artifacts of `stem` made for another engine configuration (an
-/// earlier stockade's) are removed: nothing of this one can load them.
+/// compiles a guest itself. Artifacts of `stem` made by this wasmtime for another engine
+/// configuration (an earlier stockade's) are removed: no stockade with this wasmtime loads them.
+/// Another wasmtime's are left to the build that made them.
 fn precompile(name: &str, stem: &str, module: &Path, dir: &Path) -> Result<(), guests::GuestError> {
     let mut current = Vec::new();
     for (kind, what) in [(EngineKind::Plain, ""), (EngineKind::Fuel, " (fuel metering)")] {
@@ -128,7 +129,7 @@ fn precompile(name: &str, stem: &str, module: &Path, dir: &Path) -> Result<(), g
     for e in entries.flatten() {
         let file = e.file_name().to_string_lossy().into_owned();
         let artifact = file.strip_suffix(".lock").unwrap_or(&file);
-        let stale = file.starts_with(&format!("{stem}.wasmtime-"))
+        let stale = file.starts_with(&format!("{stem}.{}", stockade::wasm::engine::key_prefix()))
             && artifact.ends_with(".cwasm")
             && !current.iter().any(|c| c == artifact);
         if stale && std::fs::remove_file(e.path()).is_ok() {

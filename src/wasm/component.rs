@@ -74,7 +74,7 @@ pub(super) fn run_python(
     let (load, mut store, instance, t1) = match fresh {
         Some((store, instance)) => {
             let load = t0.elapsed();
-            runner::deadline_tick(engine, c);
+            runner::deadline_tick(engine, c, load, None);
             (load, store, instance, Instant::now())
         }
         None => {
@@ -88,7 +88,7 @@ pub(super) fn run_python(
             };
             let load = t0.elapsed();
             let mut store = runner::store(engine, c, wasi()?, PYTHON_INSTANCES)?;
-            runner::deadline_tick(engine, c);
+            runner::deadline_tick(engine, c, load, None);
             let t1 = Instant::now();
             let instance =
                 pre.instantiate(&mut store).map_err(|e| format!("cannot instantiate: {}", runner::one_line(&e)))?;
@@ -100,12 +100,15 @@ pub(super) fn run_python(
         .get_typed_func::<(Option<&str>, &[String], &[(String, String)]), (i32,)>(&mut store, "run")
         .map_err(|e| format!("the Python guest has no run export: {}", runner::one_line(&e)))?;
     let times = runner::tell(Times { load, compile: None, instantiate: t1.elapsed(), started: Instant::now() });
+    let size = store.data().limits.memory_peak();
+    let mut call = || {
+        let called = run.call(&mut store, (code, args, &c.env));
+        runner::returned();
+        called
+    };
     let result = match &c.learned_pages {
-        Some(out) => {
-            let size = store.data().limits.memory_peak();
-            super::pages::learn(artifact, c.artifact_id, size, out, || run.call(&mut store, (code, args, &c.env)))?
-        }
-        None => run.call(&mut store, (code, args, &c.env)),
+        Some(out) => super::pages::learn(artifact, c.artifact_id, size, out, call)?,
+        None => call(),
     }
     .map(|(status,)| status);
     Ok(Ran::of(store, result, times))

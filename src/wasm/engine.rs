@@ -43,7 +43,13 @@ pub fn key(kind: EngineKind) -> String {
         EngineKind::Plain => "plain",
         EngineKind::Fuel => "fuel",
     };
-    format!("wasmtime-{}-{k}-c{CONFIG_VERSION}", env!("STOCKADE_WASMTIME_VERSION"))
+    format!("{}{k}-c{CONFIG_VERSION}", key_prefix())
+}
+
+/// What every artifact key of this wasmtime starts with (an artifact of another wasmtime is
+/// another build's, kept for it).
+pub fn key_prefix() -> String {
+    format!("wasmtime-{}-", env!("STOCKADE_WASMTIME_VERSION"))
 }
 
 pub fn engine(kind: EngineKind) -> wasmtime::Result<Engine> {

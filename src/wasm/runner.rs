@@ -415,6 +415,8 @@ fn finish(summary: &Summary, code: i32, config: Option<&RunnerConfig>) -> ! {
     // artifact (still open when it was not written) and the host-call channel. Only those: the
     // other fds belong to threads still running (the tokio runtime of `wasi_runtime` polls its own),
     // and one closed under them would abort the process.
+    // At a deadline (no `config`), the guest's code may still run: the fds it has stay until the
+    // process exits, so that none is reused under it.
     if let Some(c) = config {
         if c.module_bytes.is_some() {
             drop(crate::sys::take_inherited_fd(ARTIFACT_FD));
@@ -423,9 +425,9 @@ fn finish(summary: &Summary, code: i32, config: Option<&RunnerConfig>) -> ! {
             crate::sys::close(requests);
             crate::sys::close(answers);
         }
+        crate::sys::close(1);
+        crate::sys::close(2);
     }
-    crate::sys::close(1);
-    crate::sys::close(2);
     // Only as its jail's init, and only once its guest is done: the supervisor's word reaches
     // init (through its pidfd). A runner under stockade's init (a one-off run's), or one whose
     // deadline ended a guest still running, exits now.
@@ -593,7 +595,7 @@ fn start(
     let Made { load, compile, mut store, instance, t1 } = match fresh {
         Some((store, instance)) => {
             let load = t0.elapsed();
-            deadline_tick(engine, c);
+            deadline_tick(engine, c, load, None);
             Made { load, compile: None, store, instance, t1: Instant::now() }
         }
         None => instantiate_module(engine, c, loaded, t0)?,
@@ -602,6 +604,7 @@ fn start(
         instance.get_typed_func::<(), ()>(&mut store, "_start").map_err(|e| format!("no _start: {}", one_line(&e)))?;
     let times = tell(Times { load, compile, instantiate: t1.elapsed(), started: Instant::now() });
     let result = start.call(&mut store, ()).map(|()| 0);
+    returned();
     Ok(Ran::of(store, result, times))
 }
 
@@ -636,7 +639,7 @@ fn instantiate_module(
     };
     let load = t0.elapsed() - compile.unwrap_or_default();
     let mut store = store(engine, c, wasi_ctx(c)?.build_p1(), c.instances_max)?;
-    deadline_tick(engine, c);
+    deadline_tick(engine, c, load, compile);
     let t1 = Instant::now();
     let instance = pre.instantiate(&mut store).map_err(|e| format!("cannot instantiate: {}", one_line(&e)))?;
     std::mem::forget(pre);
@@ -720,17 +723,23 @@ fn seed_randomness(wasi: &mut WasiCtxBuilder) -> Result<(), String> {
 }
 
 /// What a run has told so far, for its deadline to account for it from another thread (see
-/// [`deadline_tick`]): its times once its guest's code starts, its memory figures as they change.
+/// [`deadline_tick`]): its times when its deadline was set (instantiation begins then) and once
+/// its guest's code starts, its memory figures as they change, and whether its guest's call has
+/// returned.
 struct Told {
+    armed: std::sync::OnceLock<Times>,
     times: std::sync::OnceLock<Times>,
     memory_peak: AtomicUsize,
     memory_limit_hit: AtomicBool,
+    returned: AtomicBool,
 }
 
 static TOLD: Told = Told {
+    armed: std::sync::OnceLock::new(),
     times: std::sync::OnceLock::new(),
     memory_peak: AtomicUsize::new(0),
     memory_limit_hit: AtomicBool::new(false),
+    returned: AtomicBool::new(false),
 };
 
 /// Tells the run's times, as its guest's code starts (see [`Told`]).
@@ -739,18 +748,31 @@ pub(super) fn tell(times: Times) -> Times {
     times
 }
 
-/// The wall-clock limit. It counts from now, or from the guest's first read of its stdin (a
-/// waiting guest's code came, see [`GuestStdin`]). The limit is a task of the runner's tokio
-/// runtime (see [`wasi_runtime`]), whose one worker sleeps until it: no thread of its own. Then
-/// it ends the runner's process, and with it the guest, whatever the guest is doing: running
-/// its code (which has no check of its own, see [`EngineKind::Plain`]) or waiting in a host call.
-/// Its account is the runner's, as interrupted. A fuel-metered guest's code has epoch checks: it
-/// traps at its next one, so the fuel it consumed is accounted for.
-pub(super) fn deadline_tick(engine: &wasmtime::Engine, c: &RunnerConfig) {
+/// Tells that the guest's call returned (see [`Told`]): the run's own end accounts for it, not
+/// its deadline.
+pub(super) fn returned() {
+    TOLD.returned.store(true, Ordering::SeqCst);
+}
+
+/// How long a fuel-metered guest has, after the epoch tick, to reach its next check and trap
+/// before its deadline ends the runner all the same: a guest waiting in a host call has no check
+/// to reach.
+const EPOCH_GRACE: Duration = Duration::from_millis(100);
+
+/// The wall-clock limit, set as instantiation begins (`load` and `compile`: what it took before).
+/// It counts from now, or from the guest's first read of its stdin (a waiting guest's code came,
+/// see [`GuestStdin`]). The limit is a task of the runner's tokio runtime (see [`wasi_runtime`]),
+/// whose one worker sleeps until it: no thread of its own. Then it ends the runner's process, and
+/// with it the guest, whatever the guest is doing: running its code (which has no check of its
+/// own, see [`EngineKind::Plain`]) or waiting in a host call. Its account is the runner's, as
+/// interrupted. A fuel-metered guest's code has epoch checks: it traps at its next one, so the
+/// fuel it consumed is accounted for ([`EPOCH_GRACE`] later, it is ended as the others are).
+pub(super) fn deadline_tick(engine: &wasmtime::Engine, c: &RunnerConfig, load: Duration, compile: Option<Duration>) {
     let ticker = c.fuel.map(|_| engine.clone());
     let timeout = Duration::from_millis(c.timeout_ms);
     let clock_from_stdin = c.clock_from_stdin;
     let now = Instant::now();
+    let _ = TOLD.armed.set(Times { load, compile, instantiate: Duration::ZERO, started: now });
     // Without a runtime `run` refuses before any guest starts: this is not reached then.
     let Some(runtime) = wasi_runtime() else { return };
     runtime.spawn(async move {
@@ -767,23 +789,28 @@ pub(super) fn deadline_tick(engine: &wasmtime::Engine, c: &RunnerConfig) {
             };
         }
         tokio::time::sleep(timeout.saturating_sub(from.elapsed())).await;
-        match ticker {
-            Some(engine) => engine.increment_epoch(),
-            None => interrupted(clock_from_stdin),
+        if let Some(engine) = ticker {
+            engine.increment_epoch();
+            tokio::time::sleep(EPOCH_GRACE).await;
         }
+        interrupted(clock_from_stdin);
     });
 }
 
-/// Ends a run at its deadline, from the deadline's thread: the account of an interrupted guest,
-/// from what the run told (see [`Told`]), and the process's exit.
-fn interrupted(clock_from_stdin: bool) -> ! {
-    let times = TOLD.times.get().copied();
-    let t = times.unwrap_or(Times {
-        load: Duration::ZERO,
-        compile: None,
-        instantiate: Duration::ZERO,
-        started: Instant::now(),
-    });
+/// Ends a run at its deadline, from the deadline's thread, unless its guest's call has returned:
+/// the account of an interrupted guest, from what the run told (see [`Told`]), and the process's
+/// exit. A deadline that came during instantiation counts it until now, and no run.
+fn interrupted(clock_from_stdin: bool) {
+    if TOLD.returned.load(Ordering::SeqCst) {
+        return;
+    }
+    let t = match (TOLD.times.get(), TOLD.armed.get()) {
+        (Some(t), _) => *t,
+        (None, Some(a)) => Times { instantiate: a.started.elapsed(), started: Instant::now(), ..*a },
+        (None, None) => {
+            Times { load: Duration::ZERO, compile: None, instantiate: Duration::ZERO, started: Instant::now() }
+        }
+    };
     let memory = (TOLD.memory_peak.load(Ordering::Relaxed), TOLD.memory_limit_hit.load(Ordering::Relaxed));
     let end = (Outcome::Interrupted, None, Some(Trap::Interrupt.to_string()));
     let summary = summary(end, None, memory, &t, clock_from_stdin);
