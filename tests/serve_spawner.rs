@@ -673,6 +673,9 @@ fn a_warm_run_counts_its_own_cpu_time_and_its_runner_is_frozen_after_its_account
     let mut frozen_seen = 0;
     for _ in 0..10 {
         s.wait_warm();
+        // A warm runner is counted once its jail is built, and names itself just after; the last
+        // run's goes a few milliseconds after its answer.
+        wait_for(Duration::from_secs(5), || runners_of(&s).len() == 1);
         let runners = runners_of(&s);
         assert_eq!(runners.len(), 1, "the server's processes: {:?}", descendants_of(s.pid()));
         let freeze = cgroup2_file(runners[0], "cgroup.freeze");
