@@ -128,15 +128,22 @@ fn precompile(name: &str, stem: &str, module: &Path, dir: &Path) -> Result<(), g
     let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
     for e in entries.flatten() {
         let file = e.file_name().to_string_lossy().into_owned();
-        let artifact = file.strip_suffix(".lock").unwrap_or(&file);
-        let stale = file.starts_with(&format!("{stem}.{}", stockade::wasm::engine::key_prefix()))
-            && artifact.ends_with(".cwasm")
-            && !current.iter().any(|c| c == artifact);
-        if stale && std::fs::remove_file(e.path()).is_ok() {
+        if is_stale(&file, stem, &stockade::wasm::engine::key_prefix(), &current)
+            && std::fs::remove_file(e.path()).is_ok()
+        {
             println!("{name}: removed {} (an earlier engine configuration's)", e.path().display());
         }
     }
     Ok(())
+}
+
+/// Whether `file` is an artifact of `stem` (or its lock) made by the wasmtime whose keys start
+/// with `prefix`, for none of the `current` artifacts' configurations.
+fn is_stale(file: &str, stem: &str, prefix: &str, current: &[String]) -> bool {
+    let artifact = file.strip_suffix(".lock").unwrap_or(file);
+    file.starts_with(&format!("{stem}.{prefix}"))
+        && artifact.ends_with(".cwasm")
+        && !current.iter().any(|c| c == artifact)
 }
 
 fn install_one(g: &Guest, dir: &Path, wheels: &Wheels) -> Result<(), guests::GuestError> {
@@ -328,4 +335,34 @@ fn verify(dir: &Path) -> Result<(), guests::GuestError> {
         return Err(guests::GuestError::NotInstalled { name: "any guest".into(), dir: dir.into() });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_stale;
+
+    #[test]
+    fn only_this_wasmtimes_artifacts_of_other_configurations_are_stale() {
+        let prefix = "wasmtime-48.0.8-";
+        let current: Vec<String> = ["quickjs.wasmtime-48.0.8-plain-c3.cwasm", "quickjs.wasmtime-48.0.8-fuel-c3.cwasm"]
+            .map(String::from)
+            .into();
+        let stale = |f: &str| is_stale(f, "quickjs", prefix, &current);
+        // An earlier configuration's, and their locks.
+        assert!(stale("quickjs.wasmtime-48.0.8-epoch-c2.cwasm"));
+        assert!(stale("quickjs.wasmtime-48.0.8-epoch-fuel-c2.cwasm.lock"));
+        // The current ones and their locks, another wasmtime's, another guest's, and the rest.
+        for kept in [
+            "quickjs.wasmtime-48.0.8-plain-c3.cwasm",
+            "quickjs.wasmtime-48.0.8-fuel-c3.cwasm.lock",
+            "quickjs.wasmtime-47.0.0-epoch-c2.cwasm",
+            "quickjs-ng.wasmtime-48.0.8-epoch-c2.cwasm",
+            "python314-463f667d0e57.wasmtime-48.0.8-epoch-c2.cwasm",
+            "quickjs.wasm",
+            ".quickjs.wasmtime-48.0.8-epoch-c2.cwasm.partial",
+            "quickjs.wasmtime-48.0.8-epoch-c2.cwasm.partial",
+        ] {
+            assert!(!stale(kept), "{kept}");
+        }
+    }
 }
