@@ -266,7 +266,7 @@ fn guests_check(dir: Option<&Path>) -> Check {
     for (name, stem, verified) in std::iter::once(python).chain(fetched) {
         match verified {
             Ok(()) => {
-                let unusable = [EngineKind::Plain, EngineKind::Fuel].into_iter().find_map(|kind| {
+                let unusable = EngineKind::ALL.into_iter().find_map(|kind| {
                     let artifact = guests::artifact_path(&dir, stem, kind);
                     let why = match artifact.exists() {
                         true => crate::wasm::engine::check_artifact(&artifact, kind).err()?,

@@ -237,7 +237,7 @@ fn install(dir: &Path, wheels: Option<&Path>) -> Result<(), guests::GuestError> 
 
 /// The artifacts of `stem` in `dir`, by file name.
 fn artifacts(dir: &Path, stem: &str) -> Vec<String> {
-    [EngineKind::Plain, EngineKind::Fuel]
+    EngineKind::ALL
         .into_iter()
         .map(|k| guests::artifact_path(dir, stem, k))
         .filter(|p| p.exists())
@@ -277,7 +277,7 @@ fn list(dir: &Path) {
 
 /// The artifacts of `stem` that are there, checked for owner and mode.
 fn verify_artifacts(dir: &Path, name: &str, stem: &str) -> Result<(), guests::GuestError> {
-    for k in [EngineKind::Plain, EngineKind::Fuel] {
+    for k in EngineKind::ALL {
         let a = guests::artifact_path(dir, stem, k);
         if a.exists() {
             guests::check_owner(&a)?;

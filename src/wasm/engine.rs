@@ -12,11 +12,16 @@ pub const WASM_STACK_BYTES: usize = 1 << 20;
 pub enum EngineKind {
     /// Nothing: the wall-clock limit is the runner's own deadline, which ends the runner's
     /// process (see `runner::deadline_tick`). No check runs in the guest's code (epoch checks at
-    /// every loop and call cost a CPU-bound Python loop 1.21x).
+    /// every loop and call cost a CPU-bound Python loop 1.27x).
     Plain,
     /// Fuel metering (`wasm.fuel`) and epoch interruption: such a run traps at its deadline
     /// inside its code, so the fuel it consumed is known when it is interrupted.
     Fuel,
+}
+
+impl EngineKind {
+    /// Every kind: a guest is installed with an artifact for each.
+    pub const ALL: [EngineKind; 2] = [EngineKind::Plain, EngineKind::Fuel];
 }
 
 /// The engine configuration for a kind.

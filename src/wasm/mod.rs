@@ -232,7 +232,7 @@ pub(crate) fn pieces(text: &str) -> Vec<String> {
 pub fn check_installed(python: bool, dir: &Path) -> Result<(), GuestError> {
     let (name, stem) =
         if python { ("python", snapshot::artifact_stem()) } else { (guests::QUICKJS.name, guests::QUICKJS.name) };
-    for kind in [EngineKind::Plain, EngineKind::Fuel] {
+    for kind in EngineKind::ALL {
         let path = guests::artifact_path(dir, stem, kind);
         if let Err(why) = usable(&path, kind)? {
             return Err(GuestError::NotPrecompiled { name: name.into(), path, why });

@@ -8,9 +8,10 @@
 //! before any guest code runs — gives the guest WASI preview 1 with its args, an allow-listed
 //! environment, `/app` and any read-only data directories, and runs `_start` under its
 //! deadline (the wall-clock limit, which ends this process: see [`deadline_tick`]), optional
-//! fuel, `StoreLimits`-style limits and a bounded Wasm stack. Guest stdout/stderr are this process's, i.e. the supervisor's capped pipes. What
-//! happened goes to the supervisor as JSON lines on fd 3 (`{"phase":"compile"}` first when it
-//! compiles, so a run killed while compiling says so; the summary last).
+//! fuel, `StoreLimits`-style limits and a bounded Wasm stack. Guest stdout/stderr are this
+//! process's, i.e. the supervisor's capped pipes. What happened goes to the supervisor as JSON
+//! lines on fd 3 (`{"phase":"compile"}` first when it compiles, so a run killed while compiling
+//! says so; the summary last).
 
 use super::engine::{self, EngineKind};
 use crate::layers::bpf::{self, Action};
@@ -398,7 +399,7 @@ fn summary_out() -> std::sync::MutexGuard<'static, Option<std::fs::File>> {
 /// (`None`, on the deadline's thread, the guest's code still running): the other waits for the
 /// process to go.
 fn finish(summary: &Summary, code: i32, config: Option<&RunnerConfig>) -> ! {
-    static ENDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    static ENDING: AtomicBool = AtomicBool::new(false);
     if ENDING.swap(true, Ordering::SeqCst) {
         loop {
             std::thread::park();
