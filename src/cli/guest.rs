@@ -126,11 +126,10 @@ fn precompile(name: &str, stem: &str, module: &Path, dir: &Path) -> Result<(), g
         current.extend(artifact.file_name().map(|n| n.to_string_lossy().into_owned()));
     }
     let Ok(entries) = std::fs::read_dir(dir) else { return Ok(()) };
+    let prefix = stockade::wasm::engine::key_prefix();
     for e in entries.flatten() {
         let file = e.file_name().to_string_lossy().into_owned();
-        if is_stale(&file, stem, &stockade::wasm::engine::key_prefix(), &current)
-            && std::fs::remove_file(e.path()).is_ok()
-        {
+        if is_stale(&file, stem, &prefix, &current) && std::fs::remove_file(e.path()).is_ok() {
             println!("{name}: removed {} (an earlier engine configuration's)", e.path().display());
         }
     }

@@ -724,11 +724,9 @@ fn seed_randomness(wasi: &mut WasiCtxBuilder) -> Result<(), String> {
 }
 
 /// What a run has told so far, for its deadline to account for it from another thread (see
-/// [`deadline_tick`]): its times when its deadline was set (instantiation begins then) and once
-/// its guest's code starts, its memory figures as they change, and whether its guest's call has
-/// returned.
+/// [`deadline_tick`]): its times once its guest's code starts, its memory figures as they change,
+/// and whether its guest's call has returned.
 struct Told {
-    armed: std::sync::OnceLock<Times>,
     times: std::sync::OnceLock<Times>,
     memory_peak: AtomicUsize,
     memory_limit_hit: AtomicBool,
@@ -736,7 +734,6 @@ struct Told {
 }
 
 static TOLD: Told = Told {
-    armed: std::sync::OnceLock::new(),
     times: std::sync::OnceLock::new(),
     memory_peak: AtomicUsize::new(0),
     memory_limit_hit: AtomicBool::new(false),
@@ -773,7 +770,8 @@ pub(super) fn deadline_tick(engine: &wasmtime::Engine, c: &RunnerConfig, load: D
     let timeout = Duration::from_millis(c.timeout_ms);
     let clock_from_stdin = c.clock_from_stdin;
     let now = Instant::now();
-    let _ = TOLD.armed.set(Times { load, compile, instantiate: Duration::ZERO, started: now });
+    // The times so far, should the deadline come before the guest's code starts.
+    let armed = Times { load, compile, instantiate: Duration::ZERO, started: now };
     // Without a runtime `run` refuses before any guest starts: this is not reached then.
     let Some(runtime) = wasi_runtime() else { return };
     runtime.spawn(async move {
@@ -794,23 +792,21 @@ pub(super) fn deadline_tick(engine: &wasmtime::Engine, c: &RunnerConfig, load: D
             engine.increment_epoch();
             tokio::time::sleep(EPOCH_GRACE).await;
         }
-        interrupted(clock_from_stdin);
+        interrupted(armed, clock_from_stdin);
     });
 }
 
 /// Ends a run at its deadline, from the deadline's thread, unless its guest's call has returned:
 /// the account of an interrupted guest, from what the run told (see [`Told`]), and the process's
-/// exit. A deadline that came during instantiation counts it until now, and no run.
-fn interrupted(clock_from_stdin: bool) {
+/// exit. A deadline that came before the guest's code started (`armed`: the times when the
+/// deadline was set, as instantiation began) counts instantiation until now, and no run.
+fn interrupted(armed: Times, clock_from_stdin: bool) {
     if TOLD.returned.load(Ordering::SeqCst) {
         return;
     }
-    let t = match (TOLD.times.get(), TOLD.armed.get()) {
-        (Some(t), _) => *t,
-        (None, Some(a)) => Times { instantiate: a.started.elapsed(), started: Instant::now(), ..*a },
-        (None, None) => {
-            Times { load: Duration::ZERO, compile: None, instantiate: Duration::ZERO, started: Instant::now() }
-        }
+    let t = match TOLD.times.get() {
+        Some(t) => *t,
+        None => Times { instantiate: armed.started.elapsed(), started: Instant::now(), ..armed },
     };
     let memory = (TOLD.memory_peak.load(Ordering::Relaxed), TOLD.memory_limit_hit.load(Ordering::Relaxed));
     let end = (Outcome::Interrupted, None, Some(Trap::Interrupt.to_string()));
