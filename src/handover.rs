@@ -178,17 +178,16 @@ pub const JS_BOOTSTRAP: &str = concat!(
 "#
 );
 
-/// A live session's interpreter: the code of its first frame, a loop that runs each turn's code
-/// in the same main module, so that what one turn defines the next one sees. A turn comes framed
-/// on stdin ([`turn_frame`]): its code, its stdin (Python's `sys.stdin` for the turn) and a nonce
-/// of the caller's; when the code is done (an exception's traceback printed, `SystemExit` caught
-/// as its status), the loop flushes the standard streams and writes the nonce and the turn's
-/// status on stdout (`NONCE STATUS\n`) and the nonce on stderr (`NONCE\n`): everything before them
-/// is the turn's output. The interpreter's end (end of file) ends the loop.
-///
-/// The nonce is the caller's fresh secret for each turn, but not from the code: it is in the
-/// interpreter's own memory, where the code can read it and end its turn early. That only
-/// confuses its own session's output; every wall of the jail is the same.
+/// A live session's interpreter under the host's python3 (see [`crate::TurnEnd::Read`]): the
+/// code of its bootstrap's frame, a loop that runs each turn's code in the same main module, so
+/// that what one turn defines the next one sees. A turn comes framed on stdin ([`turn_frame`]):
+/// its code and its stdin (`sys.stdin` for the turn). When the code is done (an exception's
+/// traceback printed, `SystemExit` caught as its status), the loop flushes the standard streams,
+/// writes the turn's status on fd 3 (`STATUS\n`) and reads the next frame: that read, seen by
+/// the supervisor with the turn's bytes all read, is the turn's end, and the jail is frozen
+/// until the next. The code can write fd 3 and read fd 0 too: it can end its own turn early or
+/// say another status, nothing more (its output and its time are its turn's, as its clock says).
+/// The interpreter's end (end of file) ends the loop.
 pub const PYTHON_LIVE: &str = r#"def _stockade_live():
     import io, os, sys
     g = globals()
@@ -202,10 +201,13 @@ pub const PYTHON_LIVE: &str = r#"def _stockade_live():
             b += c
         return bytes(b)
     def put(fd, b):
-        while b:
-            b = b[os.write(fd, b):]
+        try:
+            while b:
+                b = b[os.write(fd, b):]
+        except OSError:
+            pass
     while True:
-        n, k, nonce = exact(55, True).split()
+        n, k, _ = exact(43, True).split()
         src = exact(int(n)).decode("utf-8")
         sys.stdin = io.TextIOWrapper(io.BytesIO(exact(int(k))), encoding="utf-8")
         status = 0
@@ -228,18 +230,23 @@ pub const PYTHON_LIVE: &str = r#"def _stockade_live():
                 f.flush()
             except BaseException:
                 pass
-        put(1, nonce + b" %d\n" % status)
-        put(2, nonce + b"\n")
+        put(3, b"%d\n" % status)
 _stockade_live()
 "#;
 
-/// [`PYTHON_LIVE`] for QuickJS: each turn's code evaluated as a global script (its `var`s,
-/// functions and top-level `let`s stay); a turn's stdin is not given to it.
+/// The live loop of QuickJS under the Wasm runner, run as `qjs --std -e` (after [`JS_HOST`]):
+/// each turn's code evaluated as a global script (its `var`s, functions and top-level `let`s
+/// stay); a turn's stdin is not given to it. Its stdin is the runner's: a turn's frame
+/// ([`turn_frame`]), whole; its status goes to the runner on fd [`JS_STATUS_FD`] before it reads
+/// the next one, and the runner, seeing it back in its read with the turn's bytes all read,
+/// says the turn returned (see `wasm/turns.rs`).
 pub const JS_LIVE: &str = r#"(() => {
+  const STATUS = 0x7FFFFF02;
+  const say = (s) => { const t = String(s) + "\n", b = new Uint8Array(t.length); for (let i = 0; i < t.length; i++) b[i] = t.charCodeAt(i); os.write(STATUS, b.buffer, 0, b.length); };
   for (;;) {
     const head = std.in.getline();
     if (head === null) std.exit(0);
-    const [n, k, nonce] = head.split(" ");
+    const [n, k] = head.split(" ");
     const src = Number(n) > 0 ? std.in.readAsString(Number(n)) : "";
     if (Number(k) > 0) std.in.readAsString(Number(k));
     let status = 0;
@@ -255,24 +262,33 @@ pub const JS_LIVE: &str = r#"(() => {
     }
     std.out.flush();
     std.err.flush();
-    std.out.puts(nonce + " " + status + "\n");
-    std.out.flush();
-    std.err.puts(nonce + "\n");
-    std.err.flush();
+    say(status);
   }
 })();
 "#;
 
-/// The length of a turn's nonce ([`turn_frame`]), hex digits.
-pub const NONCE_LEN: usize = 32;
+/// The JavaScript guest's fd for its turn's status (see [`JS_LIVE`]), a WASI fd number its
+/// table never hands out.
+pub const JS_STATUS_FD: u32 = 0x7FFF_FF02;
 
-/// One turn of a live interpreter ([`PYTHON_LIVE`]): `<code length, 10 digits> <stdin length, 10
-/// digits> <nonce, 32 hex digits>\n<code><stdin>`.
-pub fn turn_frame(code: &str, stdin: &[u8], nonce: &str) -> Vec<u8> {
-    let mut out = format!("{:010} {:010} {nonce}\n", code.len(), stdin.len()).into_bytes();
+/// The length of a turn's head ([`turn_frame`]).
+pub const TURN_HEAD_LEN: usize = 43;
+
+/// One turn of a live interpreter: `<code length, 10 digits> <stdin length, 10 digits> <fuel,
+/// 20 digits (0: the session's)>\n<code><stdin>`.
+pub fn turn_frame(code: &str, stdin: &[u8], fuel: Option<u64>) -> Vec<u8> {
+    let mut out = format!("{:010} {:010} {:020}\n", code.len(), stdin.len(), fuel.unwrap_or(0)).into_bytes();
     out.extend_from_slice(code.as_bytes());
     out.extend_from_slice(stdin);
     out
+}
+
+/// A turn's head read back: its code's and stdin's lengths, its fuel (`None`: the session's).
+pub fn parse_turn_head(head: &[u8]) -> Option<(usize, usize, Option<u64>)> {
+    let text = std::str::from_utf8(head).ok()?.strip_suffix('\n')?;
+    let mut it = text.split(' ');
+    let (n, k, fuel) = (it.next()?.parse().ok()?, it.next()?.parse().ok()?, it.next()?.parse::<u64>().ok()?);
+    (it.next().is_none() && head.len() == TURN_HEAD_LEN).then_some((n, k, (fuel > 0).then_some(fuel)))
 }
 
 /// The frame of one run's code and arguments (see the module's documentation); the run's stdin
@@ -296,6 +312,14 @@ pub const MAX_ARGS: usize = 9_999;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_turn_head_reads_back() {
+        let f = turn_frame("print('é')", b"in", Some(7));
+        assert_eq!(parse_turn_head(&f[..TURN_HEAD_LEN]), Some((11, 2, Some(7))));
+        assert_eq!(parse_turn_head(&turn_frame("", b"", None)[..TURN_HEAD_LEN]), Some((0, 0, None)));
+        assert_eq!(parse_turn_head(b"1 2 3\n"), None);
+    }
 
     #[test]
     fn frame_counts_bytes_not_chars() {

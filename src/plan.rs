@@ -63,6 +63,11 @@ pub struct Job {
     /// named in `$STOCKADE_HOST_CALLS` (`REQUESTS,ANSWERS`). A run with no host calls closes
     /// their other ends at its start: a call then fails at once.
     pub host_calls: bool,
+    /// The program serves turns ([`Prepared::run_turns`](crate::Prepared::run_turns)), and says
+    /// each one's end so. It needs a stdin pipe ([`Job::stdin_data`]) and a first extra output
+    /// (its account, or its status); [`TurnEnd::Read`](crate::TurnEnd::Read) needs seccomp and
+    /// a cgroup2 leaf, or the plan is refused.
+    pub turns: Option<crate::TurnEnd>,
 }
 
 impl Job {
@@ -77,6 +82,7 @@ impl Job {
             argv_display: None,
             announces_end: false,
             host_calls: false,
+            turns: None,
         }
     }
 
@@ -128,6 +134,8 @@ pub struct Plan {
     pub(crate) announces_end: bool,
     /// See [`Job::host_calls`].
     pub(crate) host_calls: bool,
+    /// See [`Job::turns`].
+    pub(crate) turns: Option<crate::TurnEnd>,
     pub(crate) dev_null: OwnedFd,
 }
 
@@ -157,8 +165,18 @@ impl Plan {
         let rlimits = rlimit::prepare(policy)?;
         let privileges = privileges::prepare();
         let landlock = landlock::prepare(policy, &fs)?;
-        let seccomp = seccomp::prepare(policy)?;
+        let reads = job.turns == Some(crate::TurnEnd::Read);
+        let seccomp = seccomp::prepare(policy, reads)?;
         let cgroup = cgroup::prepare(&policy.cgroups, &cgroup::host::Host::current())?;
+        if reads {
+            cgroup.freezer()?;
+        }
+        if job.turns.is_some() && (job.stdin_data.is_none() || job.extra_outputs.is_empty()) {
+            return Err(Error::Supervisor {
+                what: "serve turns without a stdin pipe and an account channel",
+                errno: sys::Errno(libc::EINVAL),
+            });
+        }
         let mut env = environment(policy);
         if job.host_calls {
             let first = 3 + job.extra_outputs.len();
@@ -200,6 +218,7 @@ impl Plan {
             extra_outputs: job.extra_outputs.clone(),
             announces_end: job.announces_end && !job.extra_outputs.is_empty(),
             host_calls: job.host_calls,
+            turns: job.turns,
             dev_null: renumber(dev_null.into(), "renumber /dev/null")?,
         })
     }

@@ -6,7 +6,7 @@
 
 use crate::handover;
 use crate::wasm::{self, GuestCode, WasmJob, WasmPlan, WasmPrepared};
-use crate::{Error, Gate, Gated, Job, Plan, Policy, Prepared};
+use crate::{Error, Gate, Gated, Job, Plan, Policy, Prepared, Turn, Turned};
 use std::path::Path;
 
 /// Where a run's files go and come from, inside every jail a recipe builds (the work directory,
@@ -80,6 +80,39 @@ impl Recipe {
         }
     }
 
+    /// Prepares the jail of a live session's interpreter (see [`crate::TurnEnd`]): `code` (a
+    /// managed guest, or a program under stockade's Python bootstrap) started once and given
+    /// its code turn after turn ([`Waiting::run_turns`], [`live_turn`]), under `policy` for its
+    /// whole life. A program's jail needs seccomp and a cgroup2 leaf (it is frozen between its
+    /// turns): refused, naming them, where the host has none. `Err` too for code that reads its
+    /// code whole from stdin (it cannot keep an interpreter).
+    pub fn build_live(code: Code<'_>, policy: &Policy, runner: &Path) -> Result<Recipe, Error> {
+        match code {
+            Code::Guest { python } => {
+                let mut job = WasmJob::new(if python { GuestCode::PythonTurns } else { GuestCode::JsTurns }, runner);
+                job.compile_guests = false;
+                job.host_calls = true;
+                Ok(Recipe::Wasm(wasm::prepare(policy, &job)?))
+            }
+            Code::Program { path, args, framed: true } => {
+                let mut policy = policy.clone();
+                policy.add_empty_dir(WORK_DIR, "the run's work directory")?;
+                policy.set_cwd(WORK_DIR, "the run's work directory")?;
+                let mut job = Job::new(path).args(args.iter().cloned());
+                job = job.args(["-c".to_string(), handover::PYTHON_BOOTSTRAP.to_string()]);
+                job.host_calls = true;
+                // Its status of each turn, a line.
+                job.extra_outputs = vec![STATUS_MAX_BYTES];
+                job.turns = Some(crate::TurnEnd::Read);
+                Ok(Recipe::Program(Plan::prepare(&policy, &job.stdin_bytes(Vec::new()))?))
+            }
+            Code::Program { .. } | Code::Module { .. } => Err(Error::Supervisor {
+                what: "keep an interpreter of code that reads its code whole",
+                errno: crate::sys::Errno(libc::EINVAL),
+            }),
+        }
+    }
+
     /// The plan of its jails (their layers, their policy).
     pub fn plan(&self) -> &Plan {
         match self {
@@ -124,6 +157,25 @@ impl Waiting<'_> {
         }
     }
 
+    /// Releases a live interpreter's jail ([`Recipe::build_live`]) and serves its turns (see
+    /// [`Prepared::run_turns`]): its start brings its files, its host calls for its life
+    /// ([`crate::Host::Turns`]) and its clock until it is ready; `next` gives each turn
+    /// ([`live_turn`]).
+    pub fn run_turns(
+        self,
+        mut start: crate::Start,
+        next: &mut dyn FnMut(Turned) -> Option<Turn>,
+    ) -> Result<Gated, Error> {
+        match self {
+            Waiting::Wasm(w) => w.run_turns(start, next),
+            Waiting::Program(p) => {
+                // The bootstrap's code: the live loop.
+                start.stdin = handover::frame(handover::PYTHON_LIVE, &[]);
+                p.run_turns(start, &status_line, next, |_| None)
+            }
+        }
+    }
+
     /// Releases the jail ahead of its run, which starts when `gate` opens (see
     /// [`Prepared::run_gated`]); a Wasm runner's summary is folded into the report.
     pub fn run_gated(self, gate: &Gate) -> Result<Gated, Error> {
@@ -132,4 +184,22 @@ impl Waiting<'_> {
             Waiting::Program(p) => p.run_gated(gate, |_| None),
         }
     }
+}
+
+/// The most a live program writes of its turns' status (one line each).
+const STATUS_MAX_BYTES: u64 = 4096;
+
+/// A live program's status of its turn (see [`handover::PYTHON_LIVE`]): the last line it wrote
+/// on fd 3. The turn's end is the kernel's word; its status is the program's, and a turn that
+/// said none (its code closed fd 3) is status 1.
+fn status_line(bytes: &[u8]) -> Option<crate::TurnTold> {
+    let text = String::from_utf8_lossy(bytes);
+    let status = text.lines().rev().find_map(|l| l.trim().parse::<i32>().ok()).unwrap_or(1);
+    Some(crate::TurnTold { status, guest: None })
+}
+
+/// One turn of a live interpreter: `code` (with `stdin`, for Python's `sys.stdin`) under
+/// `limits` (its wall clock and output caps; a Wasm guest's fuel when its session has some).
+pub fn live_turn(code: &str, stdin: &[u8], limits: crate::policy::Limits) -> Turn {
+    Turn { stdin: handover::turn_frame(code, stdin, limits.fuel), limits, ..Turn::default() }
 }

@@ -150,7 +150,53 @@ def _finish():
             pass
 
 
+# A live session's main module, made at its first turn (see `turn`).
+_live = None
+
+
+def _turn(code, stdin, env):
+    global _live
+    if _live is None:
+        _fresh(env)
+        if os.path.isdir("/app"):
+            os.chdir("/app")
+        sys.argv = ["-c"]
+        _live = type(sys)("__main__")
+        _live.__dict__.update({"__name__": "__main__", "__builtins__": __builtins__, "__doc__": None})
+        sys.modules["__main__"] = _live
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    status = 0
+    try:
+        exec(compile(code, "<string>", "exec"), _live.__dict__)
+    except SystemExit as e:
+        status = _status(e)
+    except BaseException as e:
+        e.__traceback__ = e.__traceback__.tb_next
+        sys.excepthook(type(e), e, e.__traceback__)
+        status = 1
+    return status
+
+
 class WitWorld(wit_world.WitWorld):
+    def turn(self, code, stdin, env):
+        # Everything is caught: an exception escaping an export aborts the instance.
+        try:
+            status = _turn(code, stdin, env)
+        except SystemExit as e:
+            status = _status(e)
+        except BaseException:
+            try:
+                traceback.print_exc()
+            except BaseException:
+                pass
+            status = 125
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except BaseException:
+                pass
+        return status
+
     def run(self, code, args, env):
         # Everything is caught: an exception escaping an export aborts the instance.
         status = 0

@@ -51,6 +51,13 @@ pub enum SeccompError {
          set seccomp.required = false"
     )]
     Unavailable,
+    #[error(
+        "seccomp: a program that serves turns (a live session of a program runtime) says each turn's end by \
+         reading its stdin, which the supervisor sees through seccomp's user notification; this kernel has no \
+         seccomp filter support, and seccomp.required = false cannot give it: use a kernel with \
+         CONFIG_SECCOMP_FILTER, or a Wasm runtime for live sessions"
+    )]
+    TurnsUnavailable,
 }
 
 /// One denied system call, with the rules under which it is denied (none: always).
@@ -247,10 +254,14 @@ pub(crate) fn entries(allow: &[SyscallGroup], kill: &[SyscallGroup]) -> Vec<Entr
     out
 }
 
-/// Compiles the policy's filter.
-pub fn prepare(policy: &Policy) -> Result<SeccompPlan, SeccompError> {
+/// Compiles the policy's filter; `turn_reads`: every `read(2)` of fd 0 goes to the supervisor
+/// too (a program that says its turns' ends so, see [`crate::TurnEnd::Read`]).
+pub fn prepare(policy: &Policy, turn_reads: bool) -> Result<SeccompPlan, SeccompError> {
     let sc = &policy.seccomp;
     if !sys::seccomp_available() {
+        if turn_reads {
+            return Err(SeccompError::TurnsUnavailable);
+        }
         if sc.required {
             return Err(SeccompError::Unavailable);
         }
@@ -267,7 +278,11 @@ pub fn prepare(policy: &Policy) -> Result<SeccompPlan, SeccompError> {
     let denied: Vec<SyscallGroup> =
         SyscallGroup::ALL.into_iter().filter(|g| !sc.allow.contains(g) && !sc.kill.contains(g)).collect();
     let killed: Vec<SyscallGroup> = SyscallGroup::ALL.into_iter().filter(|g| sc.kill.contains(g)).collect();
-    let entries = entries(&sc.allow, &sc.kill);
+    let mut entries = entries(&sc.allow, &sc.kill);
+    if turn_reads {
+        let nr = u32::try_from(libc::SYS_read).unwrap_or(u32::MAX);
+        entries.push(Entry { nr, rules: vec![vec![(0, Test::Eq(0))]], action: Action::Notify });
+    }
     let listener = entries.iter().any(|e| e.action == Action::Notify);
     let filters = vec![(bpf::compile(entries), listener)];
     Ok(SeccompPlan { filters, exec, denied, killed, allowed: sc.allow.clone(), enabled: true })

@@ -60,6 +60,13 @@ pub struct HostCalls {
     pub answer: Answerer,
 }
 
+impl HostCalls {
+    /// No tools: every call is refused (and reported).
+    pub fn none() -> HostCalls {
+        HostCalls { tools: Vec::new(), answer: Arc::new(|_, _| Err("this run has no host calls".into())) }
+    }
+}
+
 impl std::fmt::Debug for HostCalls {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostCalls").field("tools", &self.tools).finish_non_exhaustive()
@@ -176,6 +183,19 @@ impl Server {
             }
             let n = u32::from_be_bytes(len);
             let most = self.most_request_bytes();
+            if n > most && matches!(self.source, Source::Turns(_)) {
+                // A program of turns keeps its channel for its next turns: the frame is read
+                // through and dropped, a piece at a time (never held, never parsed).
+                let why = match most {
+                    0 => "this run has no host calls".to_string(),
+                    _ => format!("the request is {n} bytes, more than any of this run's tools takes ({most})"),
+                };
+                self.record(CallRecord::refused("", n.into(), why.clone()));
+                if !self.skip(u64::from(n)) || self.reply(&Err(why)).is_err() {
+                    return;
+                }
+                continue;
+            }
             if n > most {
                 // Nothing past the cap is read: the channel closes, the program's call fails.
                 self.record(CallRecord::refused(
@@ -232,17 +252,29 @@ impl Server {
         }
     }
 
-    /// The largest request any tool takes: a run's, or its turn's. Between turns a request is
-    /// read (within [`REQUEST_MAX_BYTES`]) and refused: the channel stays for the next turn.
+    /// The largest request any tool takes: a run's, or its turn's (none between turns, or in a
+    /// turn without tools).
     fn most_request_bytes(&self) -> u32 {
         let most = |tools: &[Tool]| tools.iter().map(|t| t.max_request_bytes).max().unwrap_or(0);
         match &self.source {
             Source::Run { host, .. } => most(&host.tools).min(REQUEST_MAX_BYTES),
-            Source::Turns(turns) => match turns.lock().as_ref() {
-                Some(t) if !t.host.tools.is_empty() => most(&t.host.tools).min(REQUEST_MAX_BYTES),
-                _ => REQUEST_MAX_BYTES,
-            },
+            Source::Turns(turns) => turns.lock().as_ref().map_or(0, |t| most(&t.host.tools).min(REQUEST_MAX_BYTES)),
         }
+    }
+
+    /// Reads `n` bytes of requests and drops them (in pieces: nothing is held); `false` when the
+    /// channel ended first.
+    fn skip(&mut self, n: u64) -> bool {
+        let mut left = n;
+        let mut buf = [0u8; 16 << 10];
+        while left > 0 {
+            let want = usize::try_from(left).unwrap_or(buf.len()).min(buf.len());
+            match self.requests.read(&mut buf[..want]) {
+                Ok(0) | Err(_) => return false,
+                Ok(k) => left -= k as u64,
+            }
+        }
+        true
     }
 
     /// The tool `name` and who answers it, if a request of `n` bytes may call it now (its count

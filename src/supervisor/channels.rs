@@ -25,7 +25,13 @@ pub(super) const PIPE_BUF: usize = 4096;
 
 enum Dest {
     Capture(Vec<u8>),
-    Forward { fd: RawFd, pending: Vec<u8>, broken: bool },
+    /// `pending[sent..]` waits for the caller's fd.
+    Forward {
+        fd: RawFd,
+        pending: Vec<u8>,
+        sent: usize,
+        broken: bool,
+    },
 }
 
 /// One output stream: counts every byte, keeps or passes on up to the cap, drops the rest.
@@ -41,7 +47,7 @@ pub(super) struct Sink {
 impl Sink {
     pub(super) fn new(cap: Option<u64>, forward: Option<RawFd>) -> Sink {
         let dest = match forward {
-            Some(fd) => Dest::Forward { fd, pending: Vec::new(), broken: false },
+            Some(fd) => Dest::Forward { fd, pending: Vec::new(), sent: 0, broken: false },
             None => Dest::Capture(Vec::new()),
         };
         Sink { cap, total: 0, dest, owned: None, unsent: 0 }
@@ -59,7 +65,7 @@ impl Sink {
     /// has not taken waits here, up to the cap, and is given up [`FLUSH_TIME_MAX`] after the run).
     pub(super) fn forward_to(&mut self, fd: OwnedFd) {
         let broken = sys::set_nonblocking(fd.as_fd(), true).is_err();
-        self.dest = Dest::Forward { fd: fd.as_raw_fd(), pending: Vec::new(), broken };
+        self.dest = Dest::Forward { fd: fd.as_raw_fd(), pending: Vec::new(), sent: 0, broken };
         self.owned = Some(fd);
     }
 
@@ -87,23 +93,33 @@ impl Sink {
     /// The caller's fd to poll for POLLOUT, when data waits for it.
     pub(super) fn wants_write(&self) -> Option<RawFd> {
         match &self.dest {
-            Dest::Forward { fd, pending, broken: false } if !pending.is_empty() => Some(*fd),
+            Dest::Forward { fd, pending, sent, broken: false } if *sent < pending.len() => Some(*fd),
             _ => None,
         }
     }
 
     pub(super) fn write_some(&mut self, limit: usize) {
-        if let Dest::Forward { fd, pending, broken } = &mut self.dest {
-            let n = pending.len().min(limit);
-            match sys::write(*fd, &pending[..n]) {
+        if let Dest::Forward { fd, pending, sent, broken } = &mut self.dest {
+            let n = (pending.len() - *sent).min(limit);
+            match sys::write(*fd, &pending[*sent..*sent + n]) {
                 Ok(k) => {
-                    pending.drain(..k);
+                    *sent += k;
+                    // What was sent goes when it is all of it, or the larger part of a large
+                    // buffer: each byte is moved at most once more (never the rest per write).
+                    if *sent == pending.len() {
+                        pending.clear();
+                        *sent = 0;
+                    } else if *sent >= CHUNK && *sent * 2 >= pending.len() {
+                        pending.drain(..*sent);
+                        *sent = 0;
+                    }
                 }
                 Err(Errno(libc::EAGAIN)) => {}
                 Err(_) => {
                     *broken = true;
-                    self.unsent += pending.len() as u64;
+                    self.unsent += (pending.len() - *sent) as u64;
                     pending.clear();
+                    *sent = 0;
                 }
             }
         }
@@ -119,9 +135,10 @@ impl Sink {
                 let left = deadline.saturating_duration_since(Instant::now());
                 let mut p = [libc::pollfd { fd, events: libc::POLLOUT, revents: 0 }];
                 if left.is_zero() || matches!(sys::ppoll(&mut p, Some(left)), Ok(0)) {
-                    if let Dest::Forward { pending, broken, .. } = &mut self.dest {
-                        self.unsent += pending.len() as u64;
+                    if let Dest::Forward { pending, sent, broken, .. } = &mut self.dest {
+                        self.unsent += (pending.len() - *sent) as u64;
                         pending.clear();
+                        *sent = 0;
                         *broken = true;
                     }
                     return;
@@ -134,6 +151,29 @@ impl Sink {
     /// Bytes within the cap that were never passed on: the reader stopped reading.
     pub(super) fn unsent(&self) -> u64 {
         self.unsent
+    }
+
+    /// The bytes kept so far (capture mode).
+    pub(super) fn captured_ref(&self) -> &[u8] {
+        match &self.dest {
+            Dest::Capture(buf) => buf,
+            Dest::Forward { .. } => &[],
+        }
+    }
+
+    /// Whether the bytes kept (capture mode) hold a whole line.
+    pub(super) fn has_line(&self) -> bool {
+        matches!(&self.dest, Dest::Capture(buf) if buf.contains(&b'\n'))
+    }
+
+    /// The bytes kept so far (capture mode), taken: the sink starts again from none, its cap
+    /// whole (a program's account of one turn, then of the next).
+    pub(super) fn take_captured(&mut self) -> Vec<u8> {
+        self.total = 0;
+        match &mut self.dest {
+            Dest::Capture(buf) => std::mem::take(buf),
+            Dest::Forward { .. } => Vec::new(),
+        }
     }
 
     /// The bytes kept (capture mode).
@@ -233,64 +273,33 @@ impl StreamId {
 pub(super) const BATCH: Duration = Duration::from_millis(2);
 pub(super) const SMALL_READ: usize = 16 * 1024;
 
-/// The program's stdin pipe, the bytes still to write to it, and where more come from.
+/// The program's stdin pipe and the bytes still to write to it.
 pub(super) struct Feed {
     pub(super) fd: OwnedFd,
     pub(super) data: std::sync::Arc<[u8]>,
     pub(super) at: usize,
-    /// The caller's pipe ([`Start::stdin_from`](super::Start::stdin_from)), read when `data`
-    /// is all written, until its end of file.
-    pub(super) source: Option<OwnedFd>,
 }
 
 impl Feed {
-    pub(super) fn new(fd: OwnedFd, data: std::sync::Arc<[u8]>, source: Option<OwnedFd>) -> Feed {
-        // Read only when it polled readable; non-blocking all the same, so that a spurious
-        // wake-up never holds the supervisor.
-        let source = source.filter(|s| sys::set_nonblocking(s.as_fd(), true).is_ok());
-        Feed { fd, data, at: 0, source }
+    pub(super) fn new(fd: OwnedFd, data: std::sync::Arc<[u8]>) -> Feed {
+        Feed { fd, data, at: 0 }
     }
 
-    /// The fd to poll, and for what: the caller's pipe once every byte was written and more
-    /// may come, else the program's pipe (written to, or closed: its end of file).
-    pub(super) fn wants(&self) -> (RawFd, libc::c_short) {
-        match &self.source {
-            Some(s) if self.at >= self.data.len() => (s.as_raw_fd(), libc::POLLIN),
-            _ => (self.fd.as_raw_fd(), libc::POLLOUT),
-        }
+    /// The fd to poll for POLLOUT (written to, or closed: its end of file).
+    pub(super) fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
     }
 
     /// Writes what fits now (the pipe is non-blocking); `true` when the feed is done: every
-    /// byte written and no more to come, or the program closed its end (POLLERR).
+    /// byte written, or the program closed its end (POLLERR).
     pub(super) fn write_some(&mut self) -> bool {
         match sys::write(self.fd.as_raw_fd(), &self.data[self.at..]) {
             Ok(k) => {
                 self.at += k;
-                self.at >= self.data.len() && self.source.is_none()
+                self.at >= self.data.len()
             }
             Err(Errno(libc::EAGAIN)) => false,
             Err(_) => true,
-        }
-    }
-
-    /// Reads what the caller wrote (at most [`CHUNK`]); `true` when the feed is done: the
-    /// caller closed its end (or it failed) and every byte was written.
-    pub(super) fn fill(&mut self) -> bool {
-        let Some(source) = &self.source else { return self.at >= self.data.len() };
-        let mut buf = vec![0u8; CHUNK];
-        match sys::read(source.as_raw_fd(), &mut buf) {
-            Ok(k) if k > 0 => {
-                buf.truncate(k);
-                self.data = std::sync::Arc::from(buf);
-                self.at = 0;
-                false
-            }
-            Err(Errno(libc::EAGAIN | libc::EINTR)) => false,
-            // Its end of file, or a fd that cannot be read: no more comes.
-            _ => {
-                self.source = None;
-                self.at >= self.data.len()
-            }
         }
     }
 }

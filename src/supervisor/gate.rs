@@ -32,22 +32,12 @@ pub struct Start {
     /// over), instead of into the report.
     pub stdout_to: Option<OwnedFd>,
     pub stderr_to: Option<OwnedFd>,
-    /// After `stdin`, what the caller writes into this pipe's other end, passed on to the
-    /// program as it comes (at most 64 KiB held at once: the caller's writes wait while the
-    /// program does not read); the program's stdin ends when the caller closes its end. For a
-    /// program that talks with its caller in turns, its output forwarded (`stdout_to`); the
-    /// run's wall clock holds as ever.
-    pub stdin_from: Option<OwnedFd>,
-    /// The run is killed, and reported as out of time, when this pipe becomes readable (its
-    /// writer wrote, or closed it): a caller's own clock over a run that outlives each of its
-    /// parts (a live session's turn).
-    pub kill_on: Option<OwnedFd>,
     /// The run's host calls: its tools and who answers them, for the run or for each of its
     /// turns (the jail needs a host-call channel: [`Job::host_calls`](crate::Job::host_calls)).
     /// `None`: a call fails at once.
     pub host: Option<super::Host>,
     /// Lent the run's writable directory once its files are in, and its cgroup's figures
-    /// ([`LiveRun`]).
+    /// ([`LiveRun`]): a jail that serves turns ([`Prepared::run_turns`](super::Prepared::run_turns)).
     pub live: Option<Arc<LiveRun>>,
     /// The argument vector the report shows (the run's, not the waiting program's).
     pub argv_display: Option<Vec<String>>,

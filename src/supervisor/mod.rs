@@ -12,12 +12,14 @@ mod channels;
 mod gate;
 mod pump;
 mod run;
+mod turns;
 mod verdict;
 mod words;
 
 pub use calls::{Answerer, Host, HostCalls, Tool, TurnCalls};
 pub use channels::Output;
 pub use gate::{Cleanup, Exchange, Finished, Gate, Gated, LiveRun, Start};
+pub use turns::{ReadAccount, Turn, TurnEnd, TurnTold, Turned};
 pub use verdict::{Note, Verdict};
 
 use crate::child::{self, ChildArgs};

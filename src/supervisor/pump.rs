@@ -7,13 +7,14 @@ use super::channels::{BATCH, CHUNK, Feed, PIPE_BUF, SMALL_READ, StreamId, Stream
 use crate::child;
 use crate::error::Error;
 use crate::layers::cgroup::Leaf;
-use crate::layers::seccomp::{self, ExecGuard, SeccompPlan};
-use crate::policy::SyscallGroup;
+use crate::layers::seccomp::SeccompPlan;
 use crate::report::Violation;
 use crate::sys::{self, Errno};
 use crate::wire::{Failure, MSG_LEN, Msg, Usage};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
+
+mod listener;
 
 /// What the loop saw.
 pub(super) struct Outcome {
@@ -38,6 +39,25 @@ pub(super) struct Outcome {
     /// when init is the program).
     /// Whoever answers reaps it afterwards.
     pub(super) init_unreaped: bool,
+}
+
+impl Outcome {
+    /// A turn that returned with `status`, its program alive (nothing was reaped or killed).
+    pub(super) fn of_turn(status: i32, execs_refused: u32) -> Outcome {
+        Outcome {
+            reaped: sys::Reaped { code: libc::CLD_EXITED, status, ..sys::Reaped::default() },
+            reaped_at: Instant::now(),
+            failure: None,
+            exit_status: Some((status & 0xff) << 8),
+            timed_out: false,
+            output_limit: false,
+            execs_refused,
+            sysinfo_unanswered: None,
+            violation: None,
+            announced: false,
+            init_unreaped: false,
+        }
+    }
 }
 
 /// The wait status of a program that is its jail's init: its own, unless it ended as its handler
@@ -75,6 +95,8 @@ pub(super) struct Run<'a> {
     pub(super) waits_after_account: bool,
     /// Writing past the cap of stdout or stderr ends the run.
     pub(super) end_over_cap: bool,
+    /// The program serves turns, and says each one's end so ([`Job::turns`](crate::Job::turns)).
+    pub(super) turns: Option<super::TurnEnd>,
 }
 
 /// Why [`Pump::go`] returned.
@@ -86,6 +108,18 @@ pub(super) enum Stop {
     Died,
     /// Init is reaped and every input is at end of file.
     Ended(Outcome),
+    /// The turn being pumped ([`Pump::begin_turn`]) returned, by its program's way of saying so
+    /// ([`super::TurnEnd`]): what the program wrote before is in its pipes still (see
+    /// [`Pump::drain`]).
+    Turned,
+}
+
+/// The turn a pump runs: the stdin it was fed (a duplicate of the pipe's write end, to see
+/// that the program read it all), whether the feed is done, and whether the turn returned.
+pub(super) struct TurnWatch {
+    stdin: Option<OwnedFd>,
+    fed: bool,
+    returned: bool,
 }
 
 /// The event loop's state, kept across its phases: a jail released ahead of its run is pumped
@@ -116,10 +150,10 @@ pub(super) struct Pump<'a> {
     execs_refused: u32,
     /// When the jail was released (the start of its `sysinfo` uptime).
     released: Instant,
-    /// The caller's pipe that kills the run ([`Start::kill_on`](super::Start::kill_on)).
-    kill_on: Option<OwnedFd>,
     /// Why a `sysinfo` could not be answered with the run's own figures, when one could not.
     sysinfo_unanswered: Option<Errno>,
+    /// The turn under way, for a program that serves turns.
+    turn: Option<TurnWatch>,
     /// Not zeroed (see `sys::read_into`): each run's pump has its own, and a read of a few
     /// bytes touches only the page they land on.
     buf: Box<[std::mem::MaybeUninit<u8>]>,
@@ -147,8 +181,8 @@ impl<'a> Pump<'a> {
             output_limit: false,
             execs_refused: 0,
             released: Instant::now(),
-            kill_on: None,
             sysinfo_unanswered: None,
+            turn: None,
             buf: Box::<[u8]>::new_uninit_slice(CHUNK),
         }
     }
@@ -158,9 +192,45 @@ impl<'a> Pump<'a> {
         self.failure
     }
 
-    /// Watches `fd` from now on: when it becomes readable, the run's deadline has come.
-    pub(super) fn kill_on(&mut self, fd: Option<OwnedFd>) {
-        self.kill_on = fd;
+    /// Starts watching a turn: `stdin` is the program's stdin pipe (another end of it), fed the
+    /// turn's bytes by the next [`Pump::go`]. The turn's own execs, violations and refusals are
+    /// counted from here.
+    pub(super) fn begin_turn(&mut self, stdin: Option<OwnedFd>) {
+        self.turn = Some(TurnWatch { stdin, fed: false, returned: false });
+        self.execs_refused = 0;
+        self.sysinfo_unanswered = None;
+    }
+
+    /// The execs refused since the turn began.
+    pub(super) fn execs_refused(&self) -> u32 {
+        self.execs_refused
+    }
+
+    /// Reads what every output holds now, at once (no quiet spell): what a program that says
+    /// its turn returned wrote before it said so.
+    pub(super) fn drain(&mut self, streams: &mut Streams) {
+        loop {
+            let mut fds: Vec<libc::pollfd> = Vec::new();
+            let mut ids = Vec::new();
+            for (id, s) in streams.iter() {
+                if let Some(fd) = &s.fd {
+                    fds.push(libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 });
+                    ids.push(id);
+                }
+            }
+            match sys::ppoll(&mut fds, Some(Duration::ZERO)) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            for (p, id) in fds.iter().zip(ids) {
+                if p.revents != 0 {
+                    self.read_stream(streams, id);
+                    if let Some(s) = streams.get_mut(id) {
+                        s.quiet_until = None;
+                    }
+                }
+            }
+        }
     }
 
     /// Takes the run down now (a cancelled gate, files that could not be handed over).
@@ -195,6 +265,11 @@ impl<'a> Pump<'a> {
         // The program's account is in and its channel closed: what it wrote is drained at once.
         let mut announcing = false;
         loop {
+            let running = self.reaped.is_none() && !self.killed && !self.emptied;
+            if let Some(t) = self.turn.as_mut().filter(|t| t.returned && running) {
+                t.returned = false;
+                return Ok(Stop::Turned);
+            }
             if gate.is_some() && self.reaped.is_some() {
                 return Ok(Stop::Died);
             }
@@ -239,13 +314,6 @@ impl<'a> Pump<'a> {
                     continue;
                 }
                 match *role {
-                    Role::KillOn => {
-                        self.kill_on = None;
-                        if gate.is_none() {
-                            kill_at = Some(Instant::now());
-                            self.at_deadline(&mut kill_at);
-                        }
-                    }
                     Role::Gate => {
                         if let Some(g) = gate {
                             let _ = sys::read_into(g.as_raw_fd(), &mut self.buf[..1]);
@@ -258,7 +326,16 @@ impl<'a> Pump<'a> {
                         self.reaped = Some((r, Instant::now()));
                     }
                     Role::Report => self.read_report(),
-                    Role::Read(id) => self.read_stream(streams, id),
+                    Role::Read(id) => {
+                        self.read_stream(streams, id);
+                        // The account of a turn: a line on the first extra channel.
+                        if id == StreamId::Channel(0)
+                            && self.run.turns == Some(super::TurnEnd::Account)
+                            && let Some(t) = self.turn.as_mut()
+                        {
+                            t.returned |= streams.account().is_some_and(|a| a.sink.has_line());
+                        }
+                    }
                     Role::Write(id) => {
                         if let Some(s) = streams.get_mut(id) {
                             s.sink.write_some(PIPE_BUF);
@@ -266,13 +343,12 @@ impl<'a> Pump<'a> {
                     }
                     Role::Feed => {
                         if feed.as_mut().is_some_and(Feed::write_some) {
-                            // Closing the pipe is the program's end of file.
+                            // Closing the pipe is the program's end of file (a turn's feed is
+                            // another end of it: the pipe stays open for the next turn).
                             feed = None;
-                        }
-                    }
-                    Role::FeedSource => {
-                        if feed.as_mut().is_some_and(Feed::fill) {
-                            feed = None;
+                            if let Some(t) = self.turn.as_mut() {
+                                t.fed = true;
+                            }
                         }
                     }
                     Role::Sync => {
@@ -372,9 +448,6 @@ impl<'a> Pump<'a> {
         if let Some(g) = gate {
             add(g.as_raw_fd(), libc::POLLIN, Role::Gate);
         }
-        if let Some(k) = self.kill_on.as_ref().filter(|_| gate.is_none() && !self.timed_out) {
-            add(k.as_raw_fd(), libc::POLLIN, Role::KillOn);
-        }
         let mut wake: Option<Instant> = kill_at.filter(|_| !self.killed);
         for (id, s) in streams.iter() {
             if let Some(fd) = &s.fd {
@@ -392,8 +465,7 @@ impl<'a> Pump<'a> {
             }
         }
         if let Some(f) = feed {
-            let (fd, events) = f.wants();
-            add(fd, events, if events == libc::POLLOUT { Role::Feed } else { Role::FeedSource });
+            add(f.fd(), libc::POLLOUT, Role::Feed);
         }
         // Last, so that a wake-up with both reads init's report (its `Emptied`) first.
         if self.reaped.is_none() && !self.leaves_init(gate.is_some()) {
@@ -500,84 +572,6 @@ impl<'a> Pump<'a> {
             }
         }
     }
-
-    /// One seccomp notification: the exec that starts the program goes through; a `kill` group
-    /// ends the run; anything else is refused.
-    fn answer(&mut self, revents: libc::c_short) {
-        if revents & libc::POLLIN == 0 {
-            // Every process the filter applied to is gone.
-            self.listener = None;
-            return;
-        }
-        let Some(l) = &self.listener else { return };
-        let Ok(n) = sys::seccomp_notif_recv(l.as_fd()) else { return };
-        let sc = self.run.seccomp;
-        let (name, group) = seccomp::syscall_name(n.nr, &n.args).unwrap_or(("unknown", SyscallGroup::Admin));
-        if group == SyscallGroup::HostCounters && !sc.kills(group) {
-            let unanswered = self.answer_sysinfo(l.as_fd(), &n);
-            self.sysinfo_unanswered = self.sysinfo_unanswered.or(unanswered);
-            return;
-        }
-        let first_exec = group == SyscallGroup::Exec
-            && sc.exec == ExecGuard::Supervised
-            && !std::mem::replace(&mut self.exec_seen, true);
-        if first_exec {
-            // The exec that starts the program: it runs before any of its code.
-            let _ = sys::seccomp_notif_send(l.as_fd(), n.id, Ok(()));
-        } else if sc.kills(group) {
-            let _ = sys::seccomp_notif_send(l.as_fd(), n.id, Err(libc::EPERM));
-            if self.violation.is_none() {
-                self.violation =
-                    Some(Violation { syscall: name.to_string(), number: n.nr, group: group.name().to_string() });
-            }
-            self.kill();
-        } else {
-            let _ = sys::seccomp_notif_send(l.as_fd(), n.id, Err(libc::EPERM));
-            if group == SyscallGroup::Exec {
-                self.execs_refused = self.execs_refused.saturating_add(1);
-            }
-        }
-    }
-}
-
-impl Pump<'_> {
-    /// `sysinfo(addr)`, answered with the run's own figures instead of the host's: its memory
-    /// limit (else the host's memory) and what it uses, its processes, the time since it was
-    /// released. Written into the caller's memory while it waits in the call (still the caller:
-    /// its notification is checked to be pending first).
-    /// `Some(why)` when the run's figures could not be written and the host's were given.
-    fn answer_sysinfo(&self, listener: BorrowedFd<'_>, n: &sys::SeccompNotif) -> Option<Errno> {
-        let (max, used, procs) = self.run.leaf.map(Leaf::counters).unwrap_or_default();
-        let total = max.unwrap_or_else(sys::host_memory_bytes);
-        let used = used.unwrap_or(0).min(total);
-        let figures = sys::SysinfoFigures {
-            uptime_s: i64::try_from(self.released.elapsed().as_secs()).unwrap_or(i64::MAX),
-            total_bytes: total,
-            free_bytes: total - used,
-            procs: u16::try_from(procs.unwrap_or(1)).unwrap_or(u16::MAX),
-        };
-        let pid = i32::try_from(n.pid).unwrap_or(0);
-        if !sys::seccomp_notif_id_valid(listener, n.id) {
-            return None;
-        }
-        match sys::write_sysinfo(pid, n.args[0], figures) {
-            Ok(()) => {
-                let _ = sys::seccomp_notif_return(listener, n.id, 0);
-                None
-            }
-            // Its own memory, not there: the answer a bad pointer gets.
-            Err(Errno(libc::EFAULT)) => {
-                let _ = sys::seccomp_notif_send(listener, n.id, Err(libc::EFAULT));
-                None
-            }
-            // The supervisor may not write there (a container without CAP_SYS_PTRACE): the
-            // call runs as the kernel has it (libc needs an answer), and the report says so.
-            Err(e) => {
-                let _ = sys::seccomp_notif_send(listener, n.id, Ok(()));
-                Some(e)
-            }
-        }
-    }
 }
 
 #[derive(Clone, Copy)]
@@ -589,11 +583,7 @@ enum Role {
     Read(StreamId),
     Write(StreamId),
     Feed,
-    /// The caller's pipe of more stdin.
-    FeedSource,
     Gate,
-    /// The caller's pipe that kills the run.
-    KillOn,
 }
 
 #[cfg(test)]

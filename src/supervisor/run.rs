@@ -20,25 +20,54 @@ use std::time::{Duration, Instant};
 
 /// How the run started: at the release (a jail built for it), or at its gate's opening, with
 /// what the opening brought.
-struct Begun {
+pub(super) struct Begun {
     /// When the jail was released.
-    released: Instant,
+    pub(super) released: Instant,
     /// Where the run's clock starts.
-    start: Instant,
-    wall_timeout: Duration,
-    /// Bytes for the program's stdin, and the caller's pipe of more.
-    stdin: Option<Arc<[u8]>>,
-    stdin_from: Option<OwnedFd>,
-    kill_on: Option<OwnedFd>,
-    host: Option<super::Host>,
-    exchange: Option<Exchange>,
-    argv_display: Option<Vec<String>>,
-    warm: Option<WarmStart>,
+    pub(super) start: Instant,
+    pub(super) wall_timeout: Duration,
+    /// Bytes for the program's stdin.
+    pub(super) stdin: Option<Arc<[u8]>>,
+    pub(super) host: Option<super::Host>,
+    pub(super) exchange: Option<Exchange>,
+    pub(super) argv_display: Option<Vec<String>>,
+    pub(super) warm: Option<WarmStart>,
     /// The CPU the program spent getting ready (not the run's).
-    cpu_before: CgroupStats,
+    pub(super) cpu_before: CgroupStats,
     /// The report's layers, made (and encoded) while a gated jail waited: nothing of the run
     /// changes them.
-    layers: Option<Layers>,
+    pub(super) layers: Option<Layers>,
+}
+
+impl Begun {
+    /// A run begun at its release, `at`, under the plan's clock.
+    pub(super) fn at(at: Instant, wall_timeout: Duration) -> Begun {
+        Begun {
+            released: at,
+            start: at,
+            wall_timeout,
+            stdin: None,
+            host: None,
+            exchange: None,
+            argv_display: None,
+            warm: None,
+            cpu_before: CgroupStats::default(),
+            layers: None,
+        }
+    }
+}
+
+/// A run that the pump saw end, and what the supervisor holds of it.
+pub(super) struct Over {
+    pub(super) outcome: Outcome,
+    pub(super) streams: Streams,
+    pub(super) begun: Begun,
+    pub(super) copied: Vec<(staging::Manifest, staging::Summary)>,
+    pub(super) host_owner: staging::CreateAs,
+    /// The supervising thread's CPU time when the run began (the report's `supervisor-cpu-ms`).
+    pub(super) cpu_at_start: Duration,
+    /// The ends of the jail's channels that nothing reads any more.
+    pub(super) fds: Vec<OwnedFd>,
 }
 
 /// What a run left, collected after it: its output, its cgroup's figures (the run's own), the
@@ -56,15 +85,24 @@ struct Collected {
     notes: Vec<String>,
 }
 
+/// A jail just released: the supervisor's ends of its channels, its output streams, what was
+/// copied into its writable directories, and whose ids the files it makes and gives back take.
+pub(super) struct Released {
+    pub(super) at: Instant,
+    pub(super) sync: OwnedFd,
+    pub(super) report: OwnedFd,
+    pub(super) streams: Streams,
+    pub(super) stdin_feed: Option<OwnedFd>,
+    pub(super) calls: Option<(OwnedFd, OwnedFd)>,
+    pub(super) copied: Vec<(staging::Manifest, staging::Summary)>,
+    pub(super) create_as: staging::CreateAs,
+    pub(super) host_owner: staging::CreateAs,
+}
+
 impl Prepared<'_> {
-    pub(super) fn finish(
-        mut self,
-        output: Output<'_>,
-        gate: Option<&Gate>,
-        guest: Option<impl FnOnce(&[Vec<u8>]) -> Option<GuestEnd>>,
-    ) -> Result<Gated, Error> {
+    /// Copies the writable directories in and releases the jail: the child execs the program.
+    pub(super) fn release(&mut self, output: Output<'_>) -> Result<Released, Error> {
         let plan = self.plan;
-        let cpu_at_start = sys::thread_cpu_time();
         let Some(PipesHeld(pipes)) = self.pipes.take() else {
             return Err(Error::Supervisor { what: "run a prepared jail twice", errno: Errno(libc::EINVAL) });
         };
@@ -78,39 +116,47 @@ impl Prepared<'_> {
         for (place, root) in plan.fs.staged().iter().zip(&self.staged) {
             copied.push(staging::copy_in(place, root, create_as)?);
         }
-        let released = Instant::now();
+        let at = Instant::now();
         // The last barrier: the child execs the program. If it already failed, the report says why.
         let _ = sys::send_nosignal(pipes.sync.as_fd(), &[2]);
         let Pipes { sync, report, stdout, stderr, extra, stdin_feed, calls } = pipes;
-        let mut streams = self.streams(output, stdout, stderr, extra);
-        let run = Run {
+        let streams = self.streams(output, stdout, stderr, extra);
+        Ok(Released { at, sync, report, streams, stdin_feed, calls, copied, create_as, host_owner })
+    }
+
+    /// What the pump of this jail's run watches (`sync`: its release channel); `account`: the
+    /// caller reads the program's account of its end.
+    pub(super) fn run_of<'s>(&'s self, sync: &'s OwnedFd, account: bool) -> Run<'s> {
+        let plan = self.plan;
+        Run {
             pid: self.pid,
             pidfd: &self.pidfd,
-            sync: &sync,
+            sync,
             seccomp: &plan.seccomp,
             pid_namespace: plan.policy.namespaces.pid,
             init_is_program: self.init_is_program,
             leaf: self.leaf.as_ref(),
             // An announced end needs the account read: the exit status is the one it implies.
-            announces_end: plan.announces_end && guest.is_some(),
+            announces_end: plan.announces_end && account,
             waits_after_account: plan.announces_end,
             end_over_cap: plan.policy.over_cap == crate::policy::OverCap::End,
-        };
+            turns: plan.turns,
+        }
+    }
+
+    pub(super) fn finish(
+        mut self,
+        output: Output<'_>,
+        gate: Option<&Gate>,
+        guest: Option<impl FnOnce(&[Vec<u8>]) -> Option<GuestEnd>>,
+    ) -> Result<Gated, Error> {
+        let plan = self.plan;
+        let cpu_at_start = sys::thread_cpu_time();
+        let Released { at: released, sync, report, mut streams, stdin_feed, calls, copied, create_as, host_owner } =
+            self.release(output)?;
+        let mut begun = Begun { stdin: self.stdin_data.take(), ..Begun::at(released, plan.policy.wall_timeout) };
+        let run = self.run_of(&sync, guest.is_some());
         let mut pump = Pump::new(run, report);
-        let mut begun = Begun {
-            released,
-            start: released,
-            wall_timeout: plan.policy.wall_timeout,
-            stdin: self.stdin_data.take(),
-            stdin_from: None,
-            kill_on: None,
-            host: None,
-            exchange: None,
-            argv_display: None,
-            warm: None,
-            cpu_before: CgroupStats::default(),
-            layers: None,
-        };
         let mut calls = calls;
         if let Some(gate) = gate {
             gate.hold_calls(calls.take());
@@ -127,7 +173,6 @@ impl Prepared<'_> {
                 }
             }
         }
-        pump.kill_on(begun.kill_on.take());
         if let Some(gate) = gate {
             calls = gate.take_calls();
         }
@@ -139,19 +184,38 @@ impl Prepared<'_> {
             }
             _ => None,
         };
-        let feed = stdin_feed.map(|fd| Feed::new(fd, begun.stdin.take().unwrap_or_default(), begun.stdin_from.take()));
+        let feed = stdin_feed.map(|fd| Feed::new(fd, begun.stdin.take().unwrap_or_default()));
         let Stop::Ended(outcome) = pump.go(&mut streams, feed, Some(begun.start + begun.wall_timeout), None)? else {
             return Err(Error::Supervisor { what: "pump the run", errno: Errno(libc::EINVAL) });
         };
         let mut fds: Vec<OwnedFd> = pump.into_fds().collect();
         fds.push(sync);
-        // Reaped, or taken down and reaped with the cleanup: nothing for Drop to kill.
-        self.pid = 0;
         stop_calls.store(true, std::sync::atomic::Ordering::SeqCst);
         let host_calls = calls.and_then(|h| h.join().ok()).unwrap_or_default();
+        let over = Over { outcome, streams, begun, copied, host_owner, cpu_at_start, fds };
+        let mut finished = self.conclude(over, guest)?;
+        finished.report.host_calls = host_calls;
+        if gate.is_none() {
+            // Its cgroup goes now, and a leftover is said in the report too.
+            if let Some(note) = finished.cleanup.take().and_then(Cleanup::done) {
+                finished.report.add_note(note);
+            }
+        }
+        Ok(Gated::Ran(Box::new(finished)))
+    }
+
+    /// A run the pump saw end: what it left collected, its verdict and report, and what is
+    /// left of it to clean up after the answer.
+    pub(super) fn conclude(
+        &mut self,
+        over: Over,
+        guest: Option<impl FnOnce(&[Vec<u8>]) -> Option<GuestEnd>>,
+    ) -> Result<Finished, Error> {
+        let Over { outcome, streams, begun, copied, host_owner, cpu_at_start, fds } = over;
+        // Reaped, or taken down and reaped with the cleanup: nothing for Drop to kill.
+        self.pid = 0;
         let mut c = self.collect(streams, &begun, copied, host_owner)?;
-        let mut report = self.report(&outcome, &mut c, begun, guest, cpu_at_start);
-        report.host_calls = host_calls;
+        let report = self.report(&outcome, &mut c, begun, guest, cpu_at_start);
         // The run's cgroup, its writable directories' tmpfs and its owner uid go after the
         // answer, when the caller can wait for them.
         let reap = outcome.init_unreaped.then(|| Reaper(self.pidfd.try_clone().ok()));
@@ -164,14 +228,7 @@ impl Prepared<'_> {
             _owner: self._owner.take(),
             _fds: fds,
         };
-        let mut finished = Finished { report, channels: c.channels, files: c.files, cleanup: Some(cleanup) };
-        if gate.is_none() {
-            // Its cgroup goes now, and a leftover is said in the report too.
-            if let Some(note) = finished.cleanup.take().and_then(Cleanup::done) {
-                finished.report.add_note(note);
-            }
-        }
-        Ok(Gated::Ran(Box::new(finished)))
+        Ok(Finished { report, channels: c.channels, files: c.files, cleanup: Some(cleanup) })
     }
 
     /// The program's stdout and stderr (kept, or passed on to the caller's fds) under the
@@ -268,8 +325,6 @@ impl Prepared<'_> {
         }
         begun.exchange = s.files;
         begun.argv_display = s.argv_display;
-        begun.stdin_from = s.stdin_from;
-        begun.kill_on = s.kill_on;
         begun.host = s.host;
         if let Some(live) = &s.live {
             live.lend_leaf(self.leaf.as_ref());
@@ -384,14 +439,14 @@ impl Prepared<'_> {
 
     /// The report's layers: the plan's, with whether the run's cgroup leaf was made, and where
     /// its network namespace came from.
-    fn layers(&self, leaf_made: bool) -> Vec<LayerReport> {
+    pub(super) fn layers(&self, leaf_made: bool) -> Vec<LayerReport> {
         let mut layers = self.plan.layers_with(leaf_made);
         super::set_net_words(&mut layers, self.net);
         layers
     }
 
     /// Writes a run's files into its writable directory (an empty one of the run's own).
-    fn put_files(&self, x: &Exchange, create_as: staging::CreateAs) -> Result<(), Error> {
+    pub(super) fn put_files(&self, x: &Exchange, create_as: staging::CreateAs) -> Result<(), Error> {
         let staged = self.plan.fs.staged();
         let place = exchange::place_index(staged, &x.dir).and_then(|i| Some((staged.get(i)?, self.staged.get(i)?)));
         let Some((place, root)) = place else {

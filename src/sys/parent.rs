@@ -383,6 +383,14 @@ pub fn seccomp_notif_id_valid(listener: BorrowedFd<'_>, id: u64) -> bool {
     unsafe { libc::ioctl(listener.as_raw_fd(), SECCOMP_IOCTL_NOTIF_ID_VALID, &id as *const u64) == 0 }
 }
 
+/// The bytes waiting in a pipe, asked through either of its ends (`FIONREAD`). (Parent side.)
+pub fn pipe_queued(fd: BorrowedFd<'_>) -> Result<usize, Errno> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, which is valid for the call.
+    check_int(unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n as *mut libc::c_int) })?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
 /// The host's memory (`sysinfo`'s total RAM), bytes.
 pub fn host_memory_bytes() -> u64 {
     // SAFETY: struct sysinfo is plain data; all-zero is a valid value to fill.

@@ -5,8 +5,8 @@
 //! CPython's start-up does. Its `run` export gets the code and the arguments.
 
 use super::runner::{self, Ran, RunnerConfig, State, Times};
-use std::time::Instant;
-use wasmtime::component::{Component, Linker, ResourceTable};
+use std::time::{Duration, Instant};
+use wasmtime::component::{Component, Instance, Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 /// The core instances the Python component is made of (CPython, its libc and its extension
@@ -44,18 +44,20 @@ pub(super) fn instance_pre(engine: &wasmtime::Engine, component: &Component) -> 
     linker.instantiate_pre(component).map_err(|e| format!("cannot link the Python guest: {}", runner::one_line(&e)))
 }
 
-/// Runs the Python guest once: `code` with `args` as `sys.argv[1:]`, or (`code` `None`) the
-/// code framed on stdin, in the run's environment; `loaded`: the guest this process loaded
-/// ahead, linked, with the fresh instance it made (this process's copy of it is taken); `t0`:
-/// when the run began. `Err` in words when it cannot be loaded or instantiated.
-pub(super) fn run_python(
+/// A guest instantiated: its load and instantiation times, its store and instance, when
+/// instantiating began.
+type Instantiated = (Duration, wasmtime::Store<State<P2>>, Instance, Instant);
+
+/// The Python guest instantiated for a run begun at `t0`: `loaded`, the guest this process
+/// loaded ahead, linked, with the fresh instance it made (this process's copy of it is taken);
+/// else loaded and instantiated here. Its load and instantiation times, and when instantiating
+/// began. `Err` in words when it cannot be loaded or instantiated.
+fn instantiated(
     engine: &wasmtime::Engine,
     c: &RunnerConfig,
-    code: Option<&str>,
-    args: &[String],
     loaded: Option<&super::preload::Loaded>,
     t0: Instant,
-) -> Result<Ran, String> {
+) -> Result<Instantiated, String> {
     let artifact = c.artifact.as_ref().ok_or("no artifact of the Python guest")?;
     let wasi = || -> Result<P2, String> {
         Ok(P2 { ctx: runner::wasi_ctx(c)?.build(), table: ResourceTable::new(), host_calls: c.host_calls })
@@ -71,7 +73,7 @@ pub(super) fn run_python(
         // (see `pages.rs`).
         super::pages::fault_in(&l.warm_pages);
     }
-    let (load, mut store, instance, t1) = match fresh {
+    Ok(match fresh {
         Some((store, instance)) => {
             let load = t0.elapsed();
             runner::deadline_tick(engine, c, load, None);
@@ -95,7 +97,21 @@ pub(super) fn run_python(
             std::mem::forget(pre);
             (load, store, instance, t1)
         }
-    };
+    })
+}
+
+/// Runs the Python guest once: `code` with `args` as `sys.argv[1:]`, or (`code` `None`) the
+/// code framed on stdin, in the run's environment (see [`instantiated`] for `loaded`).
+pub(super) fn run_python(
+    engine: &wasmtime::Engine,
+    c: &RunnerConfig,
+    code: Option<&str>,
+    args: &[String],
+    loaded: Option<&super::preload::Loaded>,
+    t0: Instant,
+) -> Result<Ran, String> {
+    let artifact = c.artifact.as_ref().ok_or("no artifact of the Python guest")?;
+    let (load, mut store, instance, t1) = instantiated(engine, c, loaded, t0)?;
     let run = instance
         .get_typed_func::<(Option<&str>, &[String], &[(String, String)]), (i32,)>(&mut store, "run")
         .map_err(|e| format!("the Python guest has no run export: {}", runner::one_line(&e)))?;
@@ -112,6 +128,52 @@ pub(super) fn run_python(
     }
     .map(|(status,)| status);
     Ok(Ran::of(store, result, times))
+}
+
+/// Serves a live session's turns (see `turns.rs`): the guest instantiated once, then its `turn`
+/// export called with each turn's code and stdin, in one main module; each return is said on
+/// the summary channel with the turn's figures, and the next frame waited for. A trap (out of
+/// fuel, a stack exhausted) ends the guest: its instance cannot be called again. The runner's
+/// end of input ends it as an exit.
+pub(super) fn python_turns(
+    engine: &wasmtime::Engine,
+    c: &RunnerConfig,
+    loaded: Option<&super::preload::Loaded>,
+    t0: Instant,
+) -> Result<Ran, String> {
+    use super::turns::{Account, next_frame, tell, turn_fuel};
+    let (load, mut store, instance, t1) = instantiated(engine, c, loaded, t0)?;
+    let turn = instance
+        .get_typed_func::<(&str, &[u8], &[(String, String)]), (i32,)>(&mut store, "turn")
+        .map_err(|e| format!("the Python guest has no turn export: {}", runner::one_line(&e)))?;
+    let mut times = Times { load, compile: None, instantiate: t1.elapsed(), started: Instant::now() };
+    tell(&Account::Ready { load_ms: ms(times.load), instantiate_ms: ms(times.instantiate) });
+    loop {
+        let Some(frame) = next_frame()? else { return Ok(Ran::of(store, Ok(0), times)) };
+        let fuel = turn_fuel(c.fuel, frame.fuel);
+        if let Some(f) = fuel {
+            store.set_fuel(f).map_err(|e| runner::one_line(&e))?;
+        }
+        store.data_mut().limits.turn_begins();
+        times.started = Instant::now();
+        let status = match turn.call(&mut store, (frame.code(), frame.stdin(), &c.env)) {
+            Ok((status,)) => status,
+            Err(e) => return Ok(Ran::of(store, Err(e), times)),
+        };
+        let left = store.get_fuel().ok();
+        let limits = &store.data().limits;
+        tell(&Account::Turn {
+            status,
+            fuel_consumed: fuel.map(|f| f.saturating_sub(left.unwrap_or(0))),
+            memory_peak_bytes: limits.memory_peak() as u64,
+            memory_limit_hit: limits.memory_limit_hit(),
+            run_ms: ms(times.started.elapsed()),
+        });
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }
 
 /// A preloaded Python guest's fresh instance, in a store of its own (see `preload.rs`).

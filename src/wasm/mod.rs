@@ -13,6 +13,7 @@ mod pages;
 mod preload;
 pub mod runner;
 pub mod snapshot;
+pub mod turns;
 
 pub use pages::Pages;
 
@@ -42,6 +43,11 @@ pub enum GuestCode {
     PythonFromStdin,
     /// JavaScript whose code comes later on stdin, as [`GuestCode::PythonFromStdin`].
     JsFromStdin,
+    /// A live session's Python interpreter: it serves turns ([`crate::TurnEnd::Account`]), each
+    /// one's code run in the main module all its turns share (see `turns.rs`).
+    PythonTurns,
+    /// A live session's JavaScript interpreter, as [`GuestCode::PythonTurns`].
+    JsTurns,
 }
 
 impl GuestCode {
@@ -118,7 +124,7 @@ fn guest_files(
 ) -> Result<(Code, Option<PathBuf>), GuestError> {
     let code = &job.code;
     match code {
-        GuestCode::Python(_) | GuestCode::PythonFromStdin => {
+        GuestCode::Python(_) | GuestCode::PythonFromStdin | GuestCode::PythonTurns => {
             let (code, lib) = python_files(job, dir, kind)?;
             let lib = match (&policy.wasm.python_modules, lib) {
                 (Some(modules), Some(_)) => Some(snapshot::view(dir, &guests::cache_dir(dir), modules)?),
@@ -126,7 +132,7 @@ fn guest_files(
             };
             Ok((code, lib))
         }
-        GuestCode::Js(_) | GuestCode::JsFromStdin => {
+        GuestCode::Js(_) | GuestCode::JsFromStdin | GuestCode::JsTurns => {
             let g = guests::QUICKJS;
             guests::check_owner(dir)?;
             let artifact = guests::artifact_path(dir, g.name, kind);
@@ -286,6 +292,11 @@ fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(Run
         GuestCode::JsFromStdin => {
             vec!["qjs".into(), "--std".into(), "-e".into(), crate::handover::JS_BOOTSTRAP.into()]
         }
+        GuestCode::PythonTurns => vec!["python".into(), "-c".into(), "<live turns>".into()],
+        GuestCode::JsTurns => {
+            let live = format!("{}{}", crate::handover::JS_HOST, crate::handover::JS_LIVE);
+            vec!["qjs".into(), "--std".into(), "-e".into(), live]
+        }
     };
     argv.extend(job.args.iter().cloned());
     let (artifact, module_bytes) = match &code {
@@ -316,13 +327,14 @@ fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(Run
         clock_from_stdin: job.code.waits_for_code(),
         entry: match &job.code {
             GuestCode::Python(code) => Entry::PythonRun { code: Some(code.clone()), args: job.args.clone() },
-            GuestCode::PythonFromStdin => Entry::PythonRun { code: None, args: Vec::new() },
+            GuestCode::PythonFromStdin | GuestCode::PythonTurns => Entry::PythonRun { code: None, args: Vec::new() },
             _ => Entry::Start,
         },
         host_calls: None,
         learned_pages: None,
         // A runner run alone (for comparison) has no supervisor to tell it to go.
         linger: false,
+        turns: matches!(job.code, GuestCode::PythonTurns | GuestCode::JsTurns),
     };
     Ok((config, code))
 }
@@ -388,7 +400,7 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
     let compiles = matches!(code, Code::Compile { .. });
     let host_calls = job.host_calls
         && (matches!(config.entry, Entry::PythonRun { .. })
-            || matches!(job.code, GuestCode::Js(_) | GuestCode::JsFromStdin));
+            || matches!(job.code, GuestCode::Js(_) | GuestCode::JsFromStdin | GuestCode::JsTurns));
     if host_calls {
         let first = i32::try_from(3 + 1 + usize::from(compiles)).unwrap_or(i32::MAX);
         config.host_calls = Some((first, first + 1));
@@ -402,9 +414,11 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
     run.argv_display = Some(std::iter::once(text(&job.runner)).chain(config.argv.iter().cloned()).collect());
     // The runner's stdin: a module to compile, then the guest's own (a waiting interpreter's
     // code comes there later).
-    if config.guest_stdin {
+    if config.guest_stdin || config.turns {
         run.stdin_data = Some(Vec::new());
     }
+    // Each turn's frame comes on the runner's stdin; it says each turn's end on fd 3.
+    run.turns = config.turns.then_some(crate::TurnEnd::Account);
     let cache_to = match code {
         Code::Artifact(_) => None,
         Code::Compile { bytes, cache_to } => {
@@ -501,6 +515,61 @@ impl WasmPrepared<'_> {
             }
             other => other,
         })
+    }
+}
+
+impl WasmPrepared<'_> {
+    /// Releases a jail whose guest serves turns ([`GuestCode::PythonTurns`],
+    /// [`GuestCode::JsTurns`]; see [`Prepared::run_turns`]): each turn's report carries the
+    /// runner's account of it (its fuel, its guest's memory, its run time), and the end the
+    /// runner's summary.
+    pub fn run_turns(
+        self,
+        start: crate::Start,
+        next: &mut dyn FnMut(crate::Turned) -> Option<crate::Turn>,
+    ) -> Result<Gated, Error> {
+        let wasm = self.wasm;
+        let mut folded = |turned: crate::Turned| {
+            let turned = match turned {
+                crate::Turned::Returned { mut report, account } => {
+                    if let Some(turns::Account::Turn { fuel_consumed, memory_peak_bytes, run_ms, .. }) =
+                        last_account(&account)
+                    {
+                        report.fuel_consumed = fuel_consumed;
+                        report.wasm_memory_peak_bytes = Some(memory_peak_bytes);
+                        report.wasm_time =
+                            Some(WasmTime { load_ms: 0.0, compile_ms: None, instantiate_ms: 0.0, run_ms });
+                    }
+                    crate::Turned::Returned { report, account }
+                }
+                other => other,
+            };
+            next(turned)
+        };
+        Ok(match self.prepared.run_turns(start, &turn_told, &mut folded, guest_of)? {
+            Gated::Ran(mut f) => {
+                let channels = std::mem::take(&mut f.channels);
+                wasm.settle(&mut f.report, &channels);
+                f.channels = channels;
+                Gated::Ran(f)
+            }
+            other => other,
+        })
+    }
+}
+
+/// The last turn account of a runner's summary channel's bytes.
+fn last_account(bytes: &[u8]) -> Option<turns::Account> {
+    String::from_utf8_lossy(bytes).lines().rev().find_map(turns::Account::read)
+}
+
+/// What a runner's account of a turn says (`None`: it is not one, the runner is ending).
+fn turn_told(bytes: &[u8]) -> Option<crate::TurnTold> {
+    match last_account(bytes)? {
+        turns::Account::Ready { .. } => Some(crate::TurnTold { status: 0, guest: None }),
+        turns::Account::Turn { status, memory_limit_hit, .. } => {
+            Some(crate::TurnTold { status, guest: Some(GuestEnd::Exited { code: status, memory_limit_hit }) })
+        }
     }
 }
 

@@ -28,17 +28,25 @@ const ERRNO_PIPE: i32 = 64;
 type P1 = State<WasiP1Ctx>;
 
 /// Shadows `fd_write` and `fd_read` in `linker` (which has WASI preview 1) so that the guest's
-/// two channel fds are the jail's `channel` (requests, answers). Every other fd goes to WASI's
-/// own functions, called as wasmtime-wasi's linker calls them (its generated bindings, with the
-/// caller's memory and its host-call fuel).
-pub(super) fn link(linker: &mut Linker<P1>, channel: (i32, i32)) -> wasmtime::Result<()> {
+/// two channel fds are the jail's `channel` (requests, answers), when it has one; and, for a
+/// guest that serves turns (`turns`), so that its stdin is its turns' frames and its status fd
+/// ([`crate::handover::JS_STATUS_FD`]) the runner's (see `turns.rs`). Every other fd goes to
+/// WASI's own functions, called as wasmtime-wasi's linker calls them (its generated bindings,
+/// with the caller's memory and its host-call fuel).
+pub(super) fn link(linker: &mut Linker<P1>, channel: Option<(i32, i32)>, turns: bool) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     linker.func_wrap(
         MODULE,
         "fd_write",
         move |mut caller: Caller<'_, P1>, fd: i32, iovs: i32, count: i32, done: i32| -> wasmtime::Result<i32> {
-            if fd as u32 == GUEST_REQUESTS {
-                return Ok(transfer(&mut caller, channel.0, iovs, count, done, Way::Write));
+            match (fd as u32, channel) {
+                (GUEST_REQUESTS, Some(channel)) => {
+                    return Ok(transfer(&mut caller, channel.0, iovs, count, done, Way::Write));
+                }
+                (crate::handover::JS_STATUS_FD, _) if turns => {
+                    return Ok(transfer(&mut caller, -1, iovs, count, done, Way::Status));
+                }
+                _ => {}
             }
             let (ctx, mut mem) = wasi(&mut caller)?;
             in_tokio(p1::fd_write(ctx, &mut mem, fd, iovs, count, done))
@@ -48,8 +56,17 @@ pub(super) fn link(linker: &mut Linker<P1>, channel: (i32, i32)) -> wasmtime::Re
         MODULE,
         "fd_read",
         move |mut caller: Caller<'_, P1>, fd: i32, iovs: i32, count: i32, done: i32| -> wasmtime::Result<i32> {
-            if fd as u32 == GUEST_ANSWERS {
-                return Ok(transfer(&mut caller, channel.1, iovs, count, done, Way::Read));
+            match (fd as u32, channel) {
+                (GUEST_ANSWERS, Some(channel)) => {
+                    return Ok(transfer(&mut caller, channel.1, iovs, count, done, Way::Read));
+                }
+                (0, _) if turns => {
+                    if let Err(errno) = super::turns::js_turn_bytes(&mut caller) {
+                        return Ok(errno);
+                    }
+                    return Ok(transfer(&mut caller, -1, iovs, count, done, Way::Turn));
+                }
+                _ => {}
             }
             let (ctx, mut mem) = wasi(&mut caller)?;
             in_tokio(p1::fd_read(ctx, &mut mem, fd, iovs, count, done))
@@ -74,16 +91,21 @@ fn wasi<'a>(caller: &'a mut Caller<'_, P1>) -> wasmtime::Result<(&'a mut WasiP1C
 enum Way {
     Write,
     Read,
+    /// The guest's status of its turn, to the runner (see `turns.rs`).
+    Status,
+    /// The guest's read of its turn's bytes, which the runner holds.
+    Turn,
 }
 
 /// One `fd_write` or `fd_read` of the guest on the channel fd `fd`: its iovecs (`count` of them
-/// at `iovs`) written as one `write(2)`, or one `read(2)` into its first non-empty buffer; the
-/// bytes done stored at `done`. Returns a WASI errno (0: done).
+/// at `iovs`) written as one `write(2)`, or one `read(2)` into its first non-empty buffer (for
+/// its turn's status and bytes, the runner's own instead of a fd); the bytes done stored at
+/// `done`. Returns a WASI errno (0: done).
 fn transfer(caller: &mut Caller<'_, P1>, fd: i32, iovs: i32, count: i32, done: i32, way: Way) -> i32 {
     let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else {
         return ERRNO_BADF;
     };
-    let mem = memory.data_mut(&mut *caller);
+    let (mem, state) = memory.data_and_store_mut(&mut *caller);
     let word = |mem: &[u8], at: usize| -> Option<u32> {
         let b = mem.get(at..at.checked_add(4)?)?;
         Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -107,6 +129,17 @@ fn transfer(caller: &mut Caller<'_, P1>, fd: i32, iovs: i32, count: i32, done: i
         Way::Read => match buffers.iter().find(|&&(_, l)| l > 0) {
             Some(&(p, l)) => crate::sys::read(fd, &mut mem[p..p + l]),
             None => Ok(0),
+        },
+        Way::Status => {
+            let bytes: Vec<u8> = buffers.iter().flat_map(|&(p, l)| mem[p..p + l].iter().copied()).collect();
+            if let Some(t) = state.turn.as_mut() {
+                t.said(&bytes);
+            }
+            Ok(bytes.len())
+        }
+        Way::Turn => match (buffers.iter().find(|&&(_, l)| l > 0), state.turn.as_mut()) {
+            (Some(&(p, l)), Some(t)) => Ok(t.give(&mut mem[p..p + l])),
+            _ => Ok(0),
         },
     };
     let n = match moved {

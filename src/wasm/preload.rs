@@ -102,7 +102,7 @@ pub(super) fn load(key: &Key) -> Result<(), String> {
     } else {
         let m = sys::load_artifact(&engine, &key.path, key.id).map_err(cannot)?;
         m.initialize_copy_on_write_image().map_err(cannot)?;
-        let pre = runner::instance_pre(&engine, &m, None)?;
+        let pre = runner::instance_pre(&engine, &m, None, false)?;
         let fresh = runner::fresh(&engine, &pre).map_err(instantiated)?;
         (Guest::Module(pre), Fresh::Module(fresh.0, fresh.1), super::pages::Warm::default())
     };

@@ -86,6 +86,11 @@ pub struct RunnerConfig {
     /// for a runner run alone.
     #[serde(default)]
     pub linger: bool,
+    /// The guest serves turns (a live session's interpreter, see `turns.rs`): their frames come
+    /// on the runner's stdin, which the guest never reads itself, and the runner says each one's
+    /// end on fd 3. Each turn's clock is its supervisor's: the runner keeps no deadline of its own.
+    #[serde(default)]
+    pub turns: bool,
 }
 
 /// What of the guest the runner calls.
@@ -200,6 +205,16 @@ impl Limits {
         self.memory_peak
     }
 
+    /// Whether a memory growth was refused (since [`Limits::turn_begins`]).
+    pub(super) fn memory_limit_hit(&self) -> bool {
+        self.memory_limit_hit
+    }
+
+    /// A turn of a guest that serves turns begins: a refused growth is counted from here.
+    pub(super) fn turn_begins(&mut self) {
+        self.memory_limit_hit = false;
+    }
+
     /// Whether these limits would have let an instance be made that took `took` (one instance,
     /// or the Python component's fixed number): otherwise a run instantiates afresh, under its
     /// own limits, and fails as it always did.
@@ -250,6 +265,8 @@ impl ResourceLimiter for Limits {
 pub(super) struct State<W> {
     pub(super) wasi: W,
     pub(super) limits: Limits,
+    /// The JavaScript guest's turn, when it serves turns (see `turns.rs`).
+    pub(super) turn: Option<super::turns::TurnIo>,
 }
 
 /// How a guest's call went, as [`run`] reports it.
@@ -297,7 +314,8 @@ pub(super) fn store<W>(
     wasi: W,
     instances_max: u32,
 ) -> Result<Store<State<W>>, String> {
-    let mut store = Store::new(engine, State { wasi, limits: Limits::of(c, instances_max) });
+    let turn = c.turns.then(|| super::turns::TurnIo::new(c.fuel));
+    let mut store = Store::new(engine, State { wasi, limits: Limits::of(c, instances_max), turn });
     store.limiter(|s| &mut s.limits);
     arm(&mut store, c)?;
     Ok(store)
@@ -306,7 +324,7 @@ pub(super) fn store<W>(
 /// A store for a preloaded guest's fresh instance: no WASI of a run's, no limit (what the
 /// instance takes is recorded), no deadline while it is made.
 pub(super) fn fresh_store<W>(engine: &wasmtime::Engine, wasi: W) -> Store<State<W>> {
-    let mut store = Store::new(engine, State { wasi, limits: Limits::none() });
+    let mut store = Store::new(engine, State { wasi, limits: Limits::none(), turn: None });
     store.limiter(|s| &mut s.limits);
     // Made outside any run: a start function of the guest's own runs unmetered.
     let _ = store.set_fuel(u64::MAX);
@@ -334,7 +352,7 @@ pub(super) fn adopt<W, I>(
     }
     limits.memory_peak = took.memory_peak;
     limits.tell();
-    *store.data_mut() = State { wasi, limits };
+    *store.data_mut() = State { wasi, limits, turn: None };
     arm(&mut store, c)?;
     Ok(Some((store, instance)))
 }
@@ -532,9 +550,11 @@ fn run(c: &RunnerConfig) -> (Summary, i32) {
             Err(e) => return (load_error(one_line(&e)), 125),
         },
     };
-    let guest = loaded.as_deref();
+    // A guest that serves turns is instantiated here, with its turns' channels.
+    let guest = loaded.as_deref().filter(|_| !c.turns);
     let ran = match &c.entry {
         Entry::Start => start(&engine, c, guest, t0),
+        Entry::PythonRun { .. } if c.turns => super::component::python_turns(&engine, c, guest, t0),
         Entry::PythonRun { code, args } => super::component::run_python(&engine, c, code.as_deref(), args, guest, t0),
     };
     let ran = match ran {
@@ -604,6 +624,10 @@ fn start(
     let start =
         instance.get_typed_func::<(), ()>(&mut store, "_start").map_err(|e| format!("no _start: {}", one_line(&e)))?;
     let times = tell(Times { load, compile, instantiate: t1.elapsed(), started: Instant::now() });
+    if let Some(t) = store.data_mut().turn.as_mut() {
+        // Said at its first read of stdin, where it waits for its first turn.
+        t.ready = Some(super::turns::Account::Ready { load_ms: ms(times.load), instantiate_ms: ms(times.instantiate) });
+    }
     let result = start.call(&mut store, ()).map(|()| 0);
     returned();
     Ok(Ran::of(store, result, times))
@@ -629,12 +653,12 @@ fn instantiate_module(
     let (pre, compile) = match (&c.artifact, c.module_bytes, loaded.map(|l| &l.guest)) {
         (Some(_), _, Some(super::preload::Guest::Module(pre))) => (pre.clone(), None),
         (Some(artifact), _, _) => match crate::sys::load_artifact(engine, artifact, c.artifact_id) {
-            Ok(m) => (instance_pre(engine, &m, c.host_calls)?, None),
+            Ok(m) => (instance_pre(engine, &m, c.host_calls, c.turns)?, None),
             Err(e) => return Err(format!("cannot load {}: {}", artifact.display(), one_line(&e))),
         },
         (None, Some(size), _) => {
             let (m, took) = compile(engine, size)?;
-            (instance_pre(engine, &m, c.host_calls)?, Some(took))
+            (instance_pre(engine, &m, c.host_calls, c.turns)?, Some(took))
         }
         (None, None, _) => return Err("no artifact and no module to compile".into()),
     };
@@ -661,17 +685,19 @@ pub(super) fn fresh(
 pub(super) type Pre = wasmtime::InstancePre<State<WasiP1Ctx>>;
 
 /// Resolves `module`'s imports (WASI preview 1) in `engine`, with the jail's host-call channel
-/// (`p1calls.rs`) when the run has one. A module preloaded by a warm runner has none: a run with
-/// host calls is never a warm one.
+/// (`p1calls.rs`) when the run has one, and its turns' stdin and status (`turns`). A module
+/// preloaded by a warm runner has neither: a run with host calls is never a warm one, nor is a
+/// live session's interpreter.
 pub(super) fn instance_pre(
     engine: &wasmtime::Engine,
     module: &wasmtime::Module,
     host_calls: Option<(i32, i32)>,
+    turns: bool,
 ) -> Result<Pre, String> {
     let mut linker: Linker<State<WasiP1Ctx>> = Linker::new(engine);
     wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s| &mut s.wasi).map_err(|e| one_line(&e))?;
-    if let Some(channel) = host_calls {
-        super::p1calls::link(&mut linker, channel).map_err(|e| one_line(&e))?;
+    if host_calls.is_some() || turns {
+        super::p1calls::link(&mut linker, host_calls, turns).map_err(|e| one_line(&e))?;
     }
     linker.instantiate_pre(module).map_err(|e| format!("cannot link: {}", one_line(&e)))
 }
@@ -766,6 +792,10 @@ const EPOCH_GRACE: Duration = Duration::from_millis(100);
 /// interrupted. A fuel-metered guest's code has epoch checks: it traps at its next one, so the
 /// fuel it consumed is accounted for ([`EPOCH_GRACE`] later, it is ended as the others are).
 pub(super) fn deadline_tick(engine: &wasmtime::Engine, c: &RunnerConfig, load: Duration, compile: Option<Duration>) {
+    if c.turns {
+        // Each turn's clock is its supervisor's (its deadline ends the jail).
+        return;
+    }
     let ticker = c.fuel.map(|_| engine.clone());
     let timeout = Duration::from_millis(c.timeout_ms);
     let clock_from_stdin = c.clock_from_stdin;

@@ -55,8 +55,6 @@ pub struct StartWire {
     limits: Limits,
     /// Two fds (stdout, stderr) come with the frame.
     streams: bool,
-    /// Then one more: the caller's pipe of more stdin ([`Start::stdin_from`]).
-    stdin_from: bool,
     argv_display: Option<Vec<String>>,
     from_release: bool,
 }
@@ -165,8 +163,8 @@ pub fn read_frame(r: &mut impl Read) -> io::Result<(Msg, Vec<u8>)> {
 
 /// A run's start as a frame, and the output pipes that go with it.
 pub fn start_out(start: Start) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
-    if start.kill_on.is_some() || start.live.is_some() || start.host.is_some() {
-        return Err(io::Error::other("a run killed from outside or lending its directory runs in this process"));
+    if start.live.is_some() || start.host.is_some() {
+        return Err(io::Error::other("a run lending its directory or with host calls runs in this process"));
     }
     let mut blobs = Blobs::default();
     let stdin = blobs.add(&start.stdin);
@@ -176,14 +174,12 @@ pub fn start_out(start: Start) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
         take: x.take.map(|p| (p.sources, p.max_files, p.max_bytes)),
     });
     let streams = start.stdout_to.is_some() && start.stderr_to.is_some();
-    let stdin_from = start.stdin_from.is_some();
-    let fds: Vec<OwnedFd> = start.stdout_to.into_iter().chain(start.stderr_to).chain(start.stdin_from).collect();
+    let fds: Vec<OwnedFd> = start.stdout_to.into_iter().chain(start.stderr_to).collect();
     let wire = StartWire {
         stdin,
         files,
         limits: start.limits,
         streams,
-        stdin_from,
         argv_display: start.argv_display,
         from_release: start.from_release,
     };
@@ -198,11 +194,9 @@ pub fn start_in(wire: StartWire, bytes: &[u8], fds: Vec<OwnedFd>) -> io::Result<
         (true, Some(o)) => (Some(o), Some(fds.next().ok_or_else(|| bad("its stderr pipe did not come with it"))?)),
         _ => return Err(bad("its output pipes did not come with it")),
     };
-    let stdin_from = match (wire.stdin_from, fds.next()) {
-        (false, None) => None,
-        (true, Some(i)) => Some(i),
-        _ => return Err(bad("its pipes did not come with it as its header says")),
-    };
+    if fds.next().is_some() {
+        return Err(bad("more pipes came with it than its header says"));
+    }
     let files = match wire.files {
         None => None,
         Some(ExchangeWire { dir, put, take }) => {
@@ -226,8 +220,6 @@ pub fn start_in(wire: StartWire, bytes: &[u8], fds: Vec<OwnedFd>) -> io::Result<
         limits: wire.limits,
         stdout_to,
         stderr_to,
-        stdin_from,
-        kill_on: None,
         live: None,
         host: None,
         argv_display: wire.argv_display,
@@ -326,22 +318,27 @@ mod tests {
             let (r, w) = std::io::pipe().expect("pipe");
             (OwnedFd::from(r), OwnedFd::from(w))
         };
-        let ((_, out), (_, err), (stdin, _)) = (pipe(), pipe(), pipe());
+        let ((_, out), (_, err)) = (pipe(), pipe());
         let ino = |fd: &OwnedFd| std::fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd())).map(|m| m.ino()).ok();
-        let want = [ino(&out), ino(&err), ino(&stdin)];
-        let start = Start { stdout_to: Some(out), stderr_to: Some(err), stdin_from: Some(stdin), ..Start::default() };
+        let want = [ino(&out), ino(&err)];
+        let start = Start { stdout_to: Some(out), stderr_to: Some(err), ..Start::default() };
         let (frame, fds) = start_out(start).expect("out");
-        assert_eq!(fds.len(), 3);
+        assert_eq!(fds.len(), 2);
         let (msg, bytes) = read_frame(&mut frame.as_slice()).expect("frame");
         let Msg::Start(wire) = msg else { panic!("not a start: {msg:?}") };
         let got = start_in(*wire, &bytes, fds).expect("in");
-        let have = [got.stdout_to.as_ref(), got.stderr_to.as_ref(), got.stdin_from.as_ref()].map(|f| f.and_then(ino));
+        let have = [got.stdout_to.as_ref(), got.stderr_to.as_ref()].map(|f| f.and_then(ino));
         assert_eq!(have, want);
-        // Fewer fds than the header says: refused.
-        let (_, out) = pipe();
-        let (frame, mut fds) = start_out(Start { stdin_from: Some(out), ..Start::default() }).expect("out");
+        // Fewer fds than the header says, or more: refused.
+        let ((_, out), (_, err)) = (pipe(), pipe());
+        let (frame, mut fds) =
+            start_out(Start { stdout_to: Some(out), stderr_to: Some(err), ..Start::default() }).expect("out");
         let (Msg::Start(wire), bytes) = read_frame(&mut frame.as_slice()).expect("frame") else { panic!() };
-        fds.clear();
+        fds.pop();
+        assert!(start_in(*wire, &bytes, fds).is_err());
+        let (frame, mut fds) = start_out(Start::default()).expect("out");
+        let (Msg::Start(wire), bytes) = read_frame(&mut frame.as_slice()).expect("frame") else { panic!() };
+        fds.push(pipe().0);
         assert!(start_in(*wire, &bytes, fds).is_err());
     }
 

@@ -335,7 +335,7 @@ impl Engine {
             let _permit = permit;
             let running = Running::new(&engine);
             let t0 = Instant::now();
-            engine.refuse_for_live(&req)?;
+            engine.refuse_for_live(&req, &turn.spec.limits)?;
             let asked = req.return_files.take();
             let files = std::mem::take(&mut req.files);
             let (mut interp, mut how) = match turn.interp.take() {
@@ -347,7 +347,21 @@ impl Engine {
                         return Err(e);
                     }
                 },
-                None => (engine.live_start(&req, turn.lifetime_left, files).await?, Interpreter::Started),
+                None => match engine.live_start(&req, &turn.spec.limits, turn.lifetime_left, files).await? {
+                    live::Started::Ready(i) => (i, Interpreter::Started),
+                    live::Started::Died(report) => {
+                        drop(running);
+                        engine.metrics.run_done(
+                            &req.runtime_name,
+                            report.status.as_str(),
+                            false,
+                            t0.elapsed().as_secs_f64(),
+                        );
+                        let (mut session, returned) = turn.finish(None, asked.as_ref());
+                        session.interpreter = Some(Interpreter::Restarted);
+                        return Ok(RunResult { session: Some(session), ..RunResult::new(*report, returned.as_ref()) });
+                    }
+                },
             };
             let (report, alive) = interp.turn(&req, streams).await?;
             let taken = interp.take(workspace).await;
@@ -521,8 +535,6 @@ fn start_of(req: &RunRequest, streams: Streams, cold: bool) -> Start {
         limits: req.limits,
         stdout_to,
         stderr_to,
-        stdin_from: None,
-        kill_on: None,
         live: None,
         host: req.host.clone().map(Into::into),
         argv_display: Some(shown_argv(req)),

@@ -98,6 +98,8 @@ struct Figures {
     pids_events: Option<File>,
     /// The cgroup2 leaf's `cgroup.freeze`, open for writing.
     freeze: Option<File>,
+    /// The cgroup2 leaf's `cgroup.events` (its `frozen` line).
+    events: Option<File>,
 }
 
 impl Figures {
@@ -110,6 +112,7 @@ impl Figures {
             pids_peak: dup(&self.pids_peak).ok()?,
             pids_events: dup(&self.pids_events).ok()?,
             freeze: dup(&self.freeze).ok()?,
+            events: dup(&self.events).ok()?,
         })
     }
 }
@@ -277,6 +280,40 @@ impl Leaf {
         !self.reader && self.figures.freeze.as_ref().is_some_and(|f| f.write_at(b"1", 0).is_ok())
     }
 
+    /// Whether the run can be frozen and thawed ([`Leaf::freeze_all`]): it has a cgroup2 leaf.
+    pub fn can_freeze(&self) -> bool {
+        !self.reader && self.figures.freeze.is_some() && self.figures.events.is_some()
+    }
+
+    /// Freezes every process of the run and waits, at most `patience`, until the kernel says
+    /// they all are (`cgroup.events`: `frozen 1`; a process in an uninterruptible wait is frozen
+    /// when it leaves it). `false` when the leaf cannot be frozen, or did not freeze in time.
+    pub fn freeze_all(&self, patience: Duration) -> bool {
+        if !self.freeze() {
+            return false;
+        }
+        let Some(events) = &self.figures.events else { return false };
+        let end = Instant::now() + patience;
+        loop {
+            if field(&text_of(events), "frozen") == Some(1) {
+                return true;
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            // The kernel wakes a poller of `cgroup.events` when a line of it changes.
+            let mut p = [libc::pollfd { fd: events.as_raw_fd(), events: libc::POLLPRI, revents: 0 }];
+            let _ = crate::sys::ppoll(&mut p, Some(left.min(Duration::from_millis(5))));
+        }
+    }
+
+    /// Lets a frozen run go on (`cgroup.freeze` = 0). `false` when it cannot be written.
+    pub fn thaw(&self) -> bool {
+        use std::os::unix::fs::FileExt;
+        !self.reader && self.figures.freeze.as_ref().is_some_and(|f| f.write_at(b"0", 0).is_ok())
+    }
+
     /// The CPU time the leaves recorded so far (user, system), and nothing else: what a run had
     /// used when its jail was handed its run.
     pub fn cpu_used(&self) -> CgroupStats {
@@ -318,6 +355,7 @@ impl Leaf {
                 f.pids_events = open(fd, c"pids.events");
             }
             f.freeze = crate::sys::openat_write(fd.as_fd(), c"cgroup.freeze").ok().map(File::from);
+            f.events = open(fd, c"cgroup.events");
         }
         for l in &self.v1 {
             match l.controller {
@@ -344,7 +382,8 @@ impl Leaf {
         s.memory_peak_bytes = num(&f.memory_peak);
         s.oom_kills = count(&f.memory_events, "oom_kill");
         s.pids_peak = num(&f.pids_peak);
-        s.pids_limit_hit = count(&f.pids_events, "max") > 0;
+        s.pids_max_events = count(&f.pids_events, "max");
+        s.pids_limit_hit = s.pids_max_events > 0;
         s
     }
 
@@ -449,6 +488,7 @@ mod tests {
                 oom_kills: 2,
                 pids_peak: None,
                 pids_limit_hit: true,
+                pids_max_events: 3,
                 cpu_user_us: Some(200),
                 cpu_sys_us: Some(100),
             }

@@ -40,6 +40,13 @@ pub enum CgroupError {
          prints the commands for this host"
     )]
     Missing { controller: &'static str, key: &'static str, shape: &'static str, detail: String },
+    #[error(
+        "cgroups: a program that serves turns (a live session of a program runtime) is frozen between its turns, \
+         every thread of it, with its cgroup2 leaf's cgroup.freeze; here ({shape}) stockade has no cgroup2 \
+         hierarchy to make one in{off}. Mount cgroup2 (a hybrid host has it at /sys/fs/cgroup/unified), or use a \
+         Wasm runtime for live sessions (its guest waits in its runner between turns)"
+    )]
+    NoFreezer { shape: &'static str, off: &'static str },
     #[error("cgroups: the parent cgroup {cgroup} is not visible here (not under {mount})")]
     ParentOutside { cgroup: String, mount: String },
     #[error("cgroups: cannot {what} {}: {}", path.display(), crate::sys::describe_errno(source.raw_os_error().unwrap_or(0)))]
@@ -116,6 +123,8 @@ pub struct CgroupStats {
     pub oom_kills: u64,
     pub pids_peak: Option<u64>,
     pub pids_limit_hit: bool,
+    /// How many forks the process limit refused (`pids.events`' `max`).
+    pub pids_max_events: u64,
     /// CPU time of every process that ran in the leaf, microseconds.
     pub cpu_user_us: Option<u64>,
     pub cpu_sys_us: Option<u64>,
@@ -268,6 +277,18 @@ fn why_not_writable(dir: &Path) -> &'static str {
 }
 
 impl CgroupPlan {
+    /// `Ok` when the run's jail can be frozen whole between its turns (a cgroup2 leaf, made
+    /// with it); else why not ([`CgroupError::NoFreezer`]).
+    pub fn freezer(&self) -> Result<(), CgroupError> {
+        match (self.enabled, &self.v2_parent) {
+            (true, Some(_)) => Ok(()),
+            (enabled, _) => Err(CgroupError::NoFreezer {
+                shape: self.shape.name(),
+                off: if enabled { "" } else { " (the policy sets cgroups.enabled = false: set it true)" },
+            }),
+        }
+    }
+
     pub fn report(&self, leaf_made: bool) -> LayerReport {
         if !self.enabled {
             return LayerReport::new("cgroup", "none", "none")

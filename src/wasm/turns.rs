@@ -1,0 +1,194 @@
+//! The runner's side of a jail that serves turns (a live session's interpreter; the supervisor's
+//! side is [`crate::TurnEnd::Account`]). Each turn's frame ([`crate::handover::turn_frame`])
+//! comes on the runner's stdin, which the guest never reads: the runner reads it, gives the guest
+//! the turn, and says on its summary channel (fd 3, which the guest cannot reach: its WASI table
+//! holds no host fd) when the guest's turn returned, with the turn's figures. Never bytes of the
+//! guest's: the Python guest's turn returned when its `turn` export returns
+//! (`component::python_turns`); the JavaScript guest's when it reads its stdin again with the
+//! turn's bytes all read (its stdin is the runner's copy of the frame, see [`js_turn_bytes`]).
+//! A Wasm guest has no thread: between turns it waits in the runner, and nothing of it runs.
+
+use super::runner::State;
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+use wasmtime::Caller;
+use wasmtime_wasi::p1::WasiP1Ctx;
+
+/// What the runner says on its summary channel of a guest that serves turns, one line each
+/// (before its last line, its [`super::runner::Summary`], when it ends).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Account {
+    /// The guest is loaded and instantiated, and waits for its first turn.
+    Ready { load_ms: f64, instantiate_ms: f64 },
+    /// A turn returned: its status, and what it used of the guest's limits.
+    #[serde(rename_all = "kebab-case")]
+    Turn { status: i32, fuel_consumed: Option<u64>, memory_peak_bytes: u64, memory_limit_hit: bool, run_ms: f64 },
+}
+
+impl Account {
+    /// One line of the summary channel read back (`None`: it is not a turn's account).
+    pub fn read(line: &str) -> Option<Account> {
+        serde_json::from_str(line.trim()).ok()
+    }
+}
+
+/// Says `account` on the summary channel.
+pub(super) fn tell(account: &Account) {
+    let line = format!("{}\n", serde_json::to_string(account).unwrap_or_default());
+    let mut rest = line.as_bytes();
+    while !rest.is_empty() {
+        match crate::sys::write(super::runner::SUMMARY_FD, rest) {
+            Ok(n) if n > 0 => rest = &rest[n..],
+            _ => return,
+        }
+    }
+}
+
+/// One turn's frame, as it came: its head, its code and its stdin, its fuel (`None`: the
+/// session's).
+pub(super) struct Frame {
+    pub(super) bytes: Vec<u8>,
+    code_len: usize,
+    pub(super) fuel: Option<u64>,
+}
+
+impl Frame {
+    pub(super) fn code(&self) -> &str {
+        let head = crate::handover::TURN_HEAD_LEN;
+        std::str::from_utf8(&self.bytes[head..head + self.code_len]).unwrap_or("")
+    }
+
+    pub(super) fn stdin(&self) -> &[u8] {
+        &self.bytes[crate::handover::TURN_HEAD_LEN + self.code_len..]
+    }
+}
+
+/// The next turn's frame from the runner's stdin (blocking); `None` at its end, before a byte.
+pub(super) fn next_frame() -> Result<Option<Frame>, String> {
+    let mut head = vec![0u8; crate::handover::TURN_HEAD_LEN];
+    if !exact(&mut head)? {
+        return Ok(None);
+    }
+    let (n, k, fuel) = crate::handover::parse_turn_head(&head).ok_or("a turn's frame has no head")?;
+    let mut bytes = head;
+    bytes.resize(crate::handover::TURN_HEAD_LEN + n + k, 0);
+    if !exact(&mut bytes[crate::handover::TURN_HEAD_LEN..])? {
+        return Err("a turn's frame ended early".into());
+    }
+    if std::str::from_utf8(&bytes[crate::handover::TURN_HEAD_LEN..crate::handover::TURN_HEAD_LEN + n]).is_err() {
+        return Err("a turn's code is not UTF-8".into());
+    }
+    Ok(Some(Frame { bytes, code_len: n, fuel }))
+}
+
+/// Fills `buf` from fd 0: `false` at its end before the first byte, an error after it.
+fn exact(buf: &mut [u8]) -> Result<bool, String> {
+    let mut got = 0;
+    while got < buf.len() {
+        match crate::sys::read(0, &mut buf[got..]) {
+            Ok(0) if got == 0 => return Ok(false),
+            Ok(0) => return Err("the runner's stdin ended in a turn's frame".into()),
+            Ok(k) => got += k,
+            Err(crate::sys::Errno(libc::EINTR)) => {}
+            Err(e) => return Err(format!("cannot read a turn's frame: {e}")),
+        }
+    }
+    Ok(true)
+}
+
+/// The fuel a turn runs with: its own when it asks less than the session's, else the session's
+/// (`None`: the guest is not fuel-metered).
+pub(super) fn turn_fuel(session: Option<u64>, asked: Option<u64>) -> Option<u64> {
+    session.map(|s| asked.map_or(s, |a| a.min(s)))
+}
+
+/// The JavaScript guest's turn: the frame's bytes it has not read yet, what it said of its
+/// status, and what the turn's account needs.
+#[derive(Debug, Default)]
+pub(super) struct TurnIo {
+    pending: Vec<u8>,
+    at: usize,
+    in_turn: bool,
+    status: Vec<u8>,
+    started: Option<Instant>,
+    fuel: Option<u64>,
+    /// The session's fuel (`None`: not fuel-metered).
+    pub(super) session_fuel: Option<u64>,
+    /// Said at the guest's first read: it is ready.
+    pub(super) ready: Option<Account>,
+}
+
+impl TurnIo {
+    /// A guest's turns, fuel-metered with `session_fuel` a turn when it is.
+    pub(super) fn new(session_fuel: Option<u64>) -> TurnIo {
+        TurnIo { session_fuel, ..TurnIo::default() }
+    }
+
+    /// The guest wrote its status (its last line is the turn's).
+    pub(super) fn said(&mut self, bytes: &[u8]) {
+        self.status.extend_from_slice(bytes);
+        // Only the end is kept: a line is a few bytes.
+        if self.status.len() > 64 {
+            self.status.drain(..self.status.len() - 64);
+        }
+    }
+
+    /// Copies what is left of the turn's bytes into `buf`: how many.
+    pub(super) fn give(&mut self, buf: &mut [u8]) -> usize {
+        let n = buf.len().min(self.pending.len() - self.at);
+        buf[..n].copy_from_slice(&self.pending[self.at..self.at + n]);
+        self.at += n;
+        n
+    }
+
+    fn status(&self) -> i32 {
+        let text = String::from_utf8_lossy(&self.status);
+        text.lines().rev().find_map(|l| l.trim().parse().ok()).unwrap_or(1)
+    }
+}
+
+/// Before a read of the JavaScript guest's stdin: when the turn's bytes are all read, the
+/// guest's turn returned (said, with its figures), and the runner waits for the next turn's
+/// frame (its fuel set, its refused growths counted from zero). At the runner's end of input
+/// the guest's stdin ends. `Err`: a WASI errno for the read.
+pub(super) fn js_turn_bytes(caller: &mut Caller<'_, State<WasiP1Ctx>>) -> Result<(), i32> {
+    const ERRNO_IO: i32 = 29;
+    let Some(t) = caller.data_mut().turn.as_mut() else { return Ok(()) };
+    if t.at < t.pending.len() {
+        return Ok(());
+    }
+    if let Some(ready) = t.ready.take() {
+        tell(&ready);
+    } else if t.in_turn {
+        let (status, fuel, started) = (t.status(), t.fuel, t.started);
+        t.in_turn = false;
+        let left = caller.get_fuel().ok();
+        let limits = &caller.data().limits;
+        tell(&Account::Turn {
+            status,
+            fuel_consumed: fuel.map(|f| f.saturating_sub(left.unwrap_or(0))),
+            memory_peak_bytes: limits.memory_peak() as u64,
+            memory_limit_hit: limits.memory_limit_hit(),
+            run_ms: started.map_or(0.0, |s| s.elapsed().as_secs_f64() * 1000.0),
+        });
+    }
+    let Some(frame) = next_frame().map_err(|_| ERRNO_IO)? else { return Ok(()) };
+    let session = caller.data().turn.as_ref().and_then(|t| t.session_fuel);
+    let fuel = turn_fuel(session, frame.fuel);
+    if let Some(f) = fuel {
+        caller.set_fuel(f).map_err(|_| ERRNO_IO)?;
+    }
+    caller.data_mut().limits.turn_begins();
+    if let Some(t) = caller.data_mut().turn.as_mut() {
+        *t = TurnIo {
+            pending: frame.bytes,
+            in_turn: true,
+            started: Some(Instant::now()),
+            fuel,
+            session_fuel: session,
+            ..TurnIo::default()
+        };
+    }
+    Ok(())
+}
