@@ -141,20 +141,27 @@ fn answers_are_the_run_s_caller_s_and_a_run_with_tools_streams() {
         .join()
         .expect("the stranger's answer");
         seen.push((r.status, String::from_utf8_lossy(&r.body).into_owned()));
+        // An answer that is neither (both at once) is refused, and the call still waits.
+        let (both, socket) = (at.clone(), s.socket.clone());
+        let r = std::thread::spawn(move || {
+            request(To::Unix(&socket), "POST", &both, &[JSON], b"{\"ok\": 1, \"error\": \"x\"}".to_vec())
+        })
+        .join()
+        .expect("the answer with both");
+        seen.push((r.status, String::from_utf8_lossy(&r.body).into_owned()));
         Some((at, json!({"ok": 42})))
     });
     let events: Vec<Value> = events.into_iter().map(|(_, v)| v).collect();
-    assert_eq!(seen.len(), 1);
+    assert_eq!(seen.len(), 2);
     assert_eq!(seen[0].0, 404, "{}", seen[0].1);
     assert!(seen[0].1.contains("call-not-found"), "{}", seen[0].1);
+    assert_eq!(seen[1].0, 400, "one of ok or error: {}", seen[1].1);
     assert_eq!(answers, [204]);
     let out: String = events.iter().filter_map(|e| e["stdout"].as_str()).collect();
     assert_eq!(out, "42\n", "{events:?}");
     let run = events.iter().find_map(|e| e["call"]["run"].as_str()).expect("a call").to_string();
     let r = call(&s, "POST", &format!("/v1/runs/{run}/calls/c-1"), b"{\"ok\": 1}".to_vec());
     assert_eq!(r.status, 404, "an answered call takes no second answer");
-    let r = call(&s, "POST", &format!("/v1/runs/{run}/calls/c-1"), b"{\"ok\": 1, \"error\": \"x\"}".to_vec());
-    assert_eq!(r.status, 400, "one of ok or error");
 }
 
 /// The Wasm runner's guests call their host as the host's python3 does: the Python guest's
@@ -218,4 +225,39 @@ fn the_wasm_guests_call_their_host_too() {
     assert_eq!((status, v["error"]["field"].as_str()), (400, Some("tools")), "{v}");
     let said = v["error"]["message"].as_str().unwrap_or("");
     assert!(said.contains("python") && said.contains("javascript"), "{v}");
+}
+
+/// Answers and tool lists are bounded before they are decoded: an answer to a call that does not
+/// wait is refused before its body is read (15 MiB, four times, cost the server's memory nothing),
+/// and a list of 15 MiB of tools is refused at its seventeenth, as it is read.
+#[test]
+fn answers_and_tool_lists_are_refused_before_they_cost_the_server() {
+    if python3().is_none() {
+        eprintln!("skip: no /usr/bin/python3");
+        return;
+    }
+    let s = Server::start("", RUNTIMES, false);
+    s.wait_warm();
+    let peak = peak_rss_kib(s.pid());
+    let body = format!("{{\"ok\": \"{}\"}}", "a".repeat(15 << 20)).into_bytes();
+    for _ in 0..4 {
+        let head = format!(
+            "POST /v1/runs/r-0123456789abcdef/calls/c-1 HTTP/1.1\r\nhost: localhost\r\n\
+             content-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        assert_eq!(raw_status(&s.socket, &head, body.clone()), 404);
+    }
+    let grew = peak_rss_kib(s.pid()).saturating_sub(peak);
+    assert!(grew < 24 << 10, "answers to no call grew the server's peak by {grew} KiB");
+    let tools: Vec<Value> = (0..700_000).map(|i| json!({"name": format!("tool{i:06}")})).collect();
+    let body = json!({"runtime": "python3", "code": "print(1)", "tools": tools}).to_string();
+    assert!(body.len() > 14 << 20, "{}", body.len());
+    let peak = peak_rss_kib(s.pid());
+    let r = call(&s, "POST", "/v1/runs?stream=ndjson", body.into_bytes());
+    let v = r.json();
+    assert_eq!((r.status, v["error"]["field"].as_str()), (400, Some("tools")), "{v}");
+    assert!(v["error"]["message"].as_str().unwrap_or("").contains("more than 16 tools"), "{v}");
+    let grew = peak_rss_kib(s.pid()).saturating_sub(peak);
+    assert!(grew < 40 << 10, "a list of tools grew the server's peak by {grew} KiB");
 }

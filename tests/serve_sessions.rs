@@ -225,7 +225,11 @@ fn one_run_at_a_time_three_clocks_and_a_cap() {
     if !guests() {
         return;
     }
-    let s = Server::start("", &format!("[sessions]\nmax = 3\nidle-timeout-ms = 60000\n{RUNTIMES}"), false);
+    let s = Server::start(
+        "",
+        &format!("[sessions]\nmax = 3\nmax-per-token = 3\nidle-timeout-ms = 60000\n{RUNTIMES}"),
+        false,
+    );
     s.wait_warm();
     // Each run's own wall limit, within the session's.
     let id = open_session(&s, &json!({"runtime": "python", "limits": {"wall-timeout-ms": 1500}}));
@@ -389,4 +393,79 @@ fn a_killed_server_leaves_nothing_of_its_sessions() {
     assert!(left.iter().all(|d| !d.exists()), "the next start did not reap {left:?}");
     let (status, _) = json_call(&again, "GET", &format!("/v1/sessions/{id}"), &Value::Null);
     assert_eq!(status, 404, "a session does not outlive its server");
+}
+
+/// A file download is an answer as any other: held within the server's answers budget until its
+/// client takes it. Four clients that ask for an 8 MiB file and read nothing hold the budget (32
+/// MiB here); a fifth is told the server is busy, and once they go, a download goes through.
+#[test]
+fn file_downloads_are_held_within_the_answers_budget() {
+    if !guests() {
+        return;
+    }
+    let config = format!("[requests]\nanswers-in-flight-max-bytes = 33554432\n{RUNTIMES}");
+    let s = Server::start("", &config, false);
+    let id = open_session(&s, &json!({"runtime": "python"}));
+    let file = format!("/v1/sessions/{id}/files/big.bin");
+    assert_eq!(call(&s, "PUT", &file, vec![7u8; 8 << 20]).status, 200);
+    let head = format!("GET {file} HTTP/1.1\r\nhost: localhost\r\n\r\n");
+    let stalled: Vec<std::os::unix::net::UnixStream> = (0..4)
+        .map(|_| {
+            use std::io::Write;
+            let mut c = std::os::unix::net::UnixStream::connect(&s.socket).expect("connect");
+            c.write_all(head.as_bytes()).expect("ask");
+            c
+        })
+        .collect();
+    // Each of them has its answer under way (its head sent) before a fifth asks.
+    let heads = || {
+        stalled.iter().all(|c| {
+            let mut b = [0u8; 12];
+            let peek = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
+            rustix::net::recv(c, &mut b, peek).is_ok_and(|(n, _)| &b[..n] == b"HTTP/1.1 200")
+        })
+    };
+    assert!(wait_for(Duration::from_secs(10), heads), "the four downloads did not start");
+    let busy = call(&s, "GET", &file, Vec::new()).status == 503;
+    assert!(busy, "a fifth download went past the answers budget");
+    let r = call(&s, "GET", &file, Vec::new());
+    assert_eq!((r.status, r.json()["error"]["code"].as_str()), (503, Some("busy")));
+    drop(stalled);
+    assert!(wait_for(Duration::from_secs(5), || call(&s, "GET", &file, Vec::new()).status == 200));
+}
+
+/// The shipped shares leave room for others: one token holds at most a quarter of the sessions
+/// (8 of 32) and two live ones (of 8); past either, 429 naming the key, while another token still
+/// gets its own.
+#[test]
+fn one_token_holds_its_share_of_sessions_and_of_live_ones() {
+    if !guests() {
+        return;
+    }
+    let s = Server::start("", RUNTIMES, true);
+    let tcp = s.tcp.expect("a TCP listener");
+    let make = |token: &str, body: Value| {
+        let auth = format!("Bearer {token}");
+        let r = request(
+            To::Tcp(tcp),
+            "POST",
+            "/v1/sessions",
+            &[JSON, ("authorization", &auth)],
+            body.to_string().into_bytes(),
+        );
+        (r.status, String::from_utf8_lossy(&r.body).to_string())
+    };
+    for _ in 0..8 {
+        assert_eq!(make(TOKEN, json!({"runtime": "python"})).0, 201);
+    }
+    let (status, body) = make(TOKEN, json!({"runtime": "python"}));
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains("sessions.max-per-token"), "{body}");
+    for _ in 0..2 {
+        assert_eq!(make(OTHER_TOKEN, json!({"runtime": "python", "mode": "live"})).0, 201);
+    }
+    let (status, body) = make(OTHER_TOKEN, json!({"runtime": "javascript", "mode": "live"}));
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains("sessions.live-max-per-token"), "{body}");
+    assert_eq!(make(OTHER_TOKEN, json!({"runtime": "javascript"})).0, 201, "a workspace session is still in its share");
 }

@@ -28,7 +28,8 @@ impl<'de, T: Deserialize<'de>> Visitor<'de> for Capped<T> {
         let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(self.max).min(64));
         while let Some(item) = seq.next_element()? {
             if out.len() == self.max {
-                return Err(A::Error::custom(format!("more than {} {} (requests.{})", self.max, self.what, self.key)));
+                let key = if self.key.is_empty() { String::new() } else { format!(" (requests.{})", self.key) };
+                return Err(A::Error::custom(format!("more than {} {}{key}", self.max, self.what)));
             }
             out.push(item);
         }
@@ -56,4 +57,10 @@ pub(super) fn files<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<FileBody>, D:
 
 pub(super) fn patterns<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     capped(d, 2, "patterns", "return-patterns-max")
+}
+
+/// At most [`super::TOOLS_MAX`] tools (a fixed bound, not a server's key).
+pub(super) fn tools<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<super::ToolBody>, D::Error> {
+    let (max, what) = (super::TOOLS_MAX, "tools");
+    d.deserialize_seq(Capped { max, what, key: "", _t: std::marker::PhantomData })
 }

@@ -117,8 +117,8 @@ pub struct RunBody {
     #[serde(default, deserialize_with = "bounded::patterns")]
     pub return_files: Vec<String>,
     /// The host's tools the run may call back (host calls, answered by the client while the
-    /// run streams), each with its budgets.
-    #[serde(default)]
+    /// run streams), each with its budgets (at most 16: a longer list is refused as it is read).
+    #[serde(default, deserialize_with = "bounded::tools")]
     pub tools: Vec<ToolBody>,
 }
 

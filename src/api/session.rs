@@ -85,7 +85,7 @@ pub struct SessionRunBody {
     #[serde(default)]
     pub limits: Limits,
     /// The host's tools the run may call back (as for `/v1/runs`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::bounded::tools")]
     pub tools: Vec<super::ToolBody>,
 }
 

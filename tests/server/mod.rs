@@ -322,3 +322,38 @@ pub fn children_of(pid: u32) -> Vec<i32> {
     }
     out
 }
+
+/// Writes `head` and `body` on a new connection to `socket` (a thread writes, so that a server
+/// that answers before it reads the body is heard), and returns the answer's status.
+pub fn raw_status(socket: &Path, head: &str, body: Vec<u8>) -> u16 {
+    use std::io::{Read, Write};
+    let mut conn = std::os::unix::net::UnixStream::connect(socket).expect("connect to the socket");
+    let mut writer = conn.try_clone().expect("clone");
+    let head = head.to_string();
+    let sent = std::thread::spawn(move || {
+        let _ = writer.write_all(head.as_bytes()).and_then(|()| writer.write_all(&body));
+    });
+    conn.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    drop(conn);
+    let _ = sent.join();
+    let line = String::from_utf8_lossy(&got).lines().next().unwrap_or("").to_string();
+    line.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+/// A process's peak resident memory so far (`VmHWM`), KiB.
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}

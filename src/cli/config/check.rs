@@ -88,8 +88,9 @@ pub(super) fn check(
         spawner: s.spawner,
         sessions: SessionBounds {
             max: file.sessions.max as usize,
-            max_per_token: file.sessions.max_per_token as usize,
+            max_per_token: file.sessions.max_per_token() as usize,
             live_max: file.sessions.live_max as usize,
+            live_max_per_token: file.sessions.live_max_per_token() as usize,
             idle_timeout_ms: file.sessions.idle_timeout_ms,
             max_lifetime_ms: file.sessions.max_lifetime_ms,
             workspace_max_bytes: file.sessions.workspace_max_bytes,
@@ -200,7 +201,7 @@ fn check_sessions(s: &SessionsFile, bad: &mut dyn FnMut(&str, String)) {
         return;
     }
     for (key, v) in [
-        ("sessions.max-per-token", u64::from(s.max_per_token)),
+        ("sessions.max-per-token", u64::from(s.max_per_token())),
         ("sessions.idle-timeout-ms", s.idle_timeout_ms),
         ("sessions.max-lifetime-ms", s.max_lifetime_ms),
         ("sessions.workspace-max-bytes", s.workspace_max_bytes),
@@ -209,6 +210,19 @@ fn check_sessions(s: &SessionsFile, bad: &mut dyn FnMut(&str, String)) {
         if v == 0 {
             bad(key, "must be more than 0 (or sessions.max = 0: no sessions)".into());
         }
+    }
+    let (mine, live_mine) = (s.max_per_token(), s.live_max_per_token());
+    if mine > s.max {
+        bad("sessions.max-per-token", format!("{mine} is more than sessions.max ({})", s.max));
+    }
+    if s.live_max > 0 && live_mine > s.live_max.min(mine) {
+        bad(
+            "sessions.live-max-per-token",
+            format!("{live_mine} is more than sessions.live-max ({}) or sessions.max-per-token ({mine})", s.live_max),
+        );
+    }
+    if s.live_max > 0 && live_mine == 0 {
+        bad("sessions.live-max-per-token", "must be more than 0 (or sessions.live-max = 0: no live sessions)".into());
     }
     if s.workspace_max_bytes > 1 << 30 {
         bad("sessions.workspace-max-bytes", "at most 1 GiB (workspaces are held in the server's memory)".into());

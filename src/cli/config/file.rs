@@ -92,11 +92,14 @@ pub struct SessionsFile {
     /// Sessions open at once, all clients together (past it, 429); 0: no sessions.
     pub max: u32,
     /// Sessions open at once made with one bearer token (or on the unix socket), so that one
-    /// client cannot take them all (past it, 429).
-    pub max_per_token: u32,
+    /// client cannot take them all (past it, 429); unset, a quarter of `max` (at least 1).
+    pub max_per_token: Option<u32>,
     /// Live sessions open at once (each holds a jailed interpreter, its memory limit and its
     /// processes, for its life; past it, 429); 0: no live sessions.
     pub live_max: u32,
+    /// Live sessions open at once made with one bearer token (or on the unix socket): at most
+    /// `max-per-token` and `live-max` (past it, 429); unset, a quarter of `live-max` (at least 1).
+    pub live_max_per_token: Option<u32>,
     /// A session ends after this long without a run or a file operation (a session may ask
     /// for less, not more).
     pub idle_timeout_ms: u64,
@@ -109,12 +112,27 @@ pub struct SessionsFile {
     pub workspace_max_files: u32,
 }
 
+impl SessionsFile {
+    /// `max-per-token` as set, or its default: a quarter, so that one client cannot hold every
+    /// session from the others.
+    pub fn max_per_token(&self) -> u32 {
+        self.max_per_token.unwrap_or(self.max.div_ceil(4).max(1))
+    }
+
+    /// `live-max-per-token` as set, or its default: a quarter of `live-max`, within
+    /// `max-per-token`.
+    pub fn live_max_per_token(&self) -> u32 {
+        self.live_max_per_token.unwrap_or(self.live_max.div_ceil(4).max(1).min(self.max_per_token()))
+    }
+}
+
 impl Default for SessionsFile {
     fn default() -> Self {
         SessionsFile {
             max: 32,
-            max_per_token: 32,
+            max_per_token: None,
             live_max: 8,
+            live_max_per_token: None,
             idle_timeout_ms: 600_000,
             max_lifetime_ms: 3_600_000,
             workspace_max_bytes: 8 << 20,

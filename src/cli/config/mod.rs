@@ -151,6 +151,7 @@ pub struct SessionBounds {
     pub max: usize,
     pub max_per_token: usize,
     pub live_max: usize,
+    pub live_max_per_token: usize,
     pub idle_timeout_ms: u64,
     pub max_lifetime_ms: u64,
     pub workspace_max_bytes: u64,

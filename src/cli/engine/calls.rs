@@ -26,7 +26,8 @@ pub struct Calls {
 struct Run {
     owner: Owner,
     next: u64,
-    waiting: HashMap<String, SyncSender<Result<String, String>>>,
+    /// Each call waiting: where its answer goes, and the most bytes its tool's answer may take.
+    waiting: HashMap<String, (SyncSender<Result<String, String>>, u32)>,
 }
 
 /// A run's place among the calls: forgotten (with its calls waiting) when dropped.
@@ -55,16 +56,18 @@ impl Calls {
     /// `events` and waits for its answer ([`Calls::answer`]).
     pub fn open(self: &Arc<Self>, run: &str, owner: Owner, tools: Vec<Tool>, events: Events) -> (HostCalls, Open) {
         self.lock().insert(run.to_string(), Run { owner, next: 0, waiting: HashMap::new() });
-        let timeouts: HashMap<String, Duration> = tools.iter().map(|t| (t.name.clone(), t.timeout)).collect();
+        let budgets: HashMap<String, (Duration, u32)> =
+            tools.iter().map(|t| (t.name.clone(), (t.timeout, t.max_response_bytes))).collect();
         let (calls, run_id) = (self.clone(), run.to_string());
         let answer = move |name: &str, args: &str| -> Result<String, String> {
             let (tx, rx) = sync_channel(1);
+            let (timeout, most) = budgets.get(name).copied().unwrap_or_default();
             let id = {
                 let mut runs = calls.lock();
                 let r = runs.get_mut(&run_id).ok_or("the run is over")?;
                 r.next += 1;
                 let id = format!("c-{}", r.next);
-                r.waiting.insert(id.clone(), tx);
+                r.waiting.insert(id.clone(), (tx, most));
                 id
             };
             let args: serde_json::Value = serde_json::from_str(args).unwrap_or(serde_json::Value::Null);
@@ -75,8 +78,7 @@ impl Calls {
                 calls.forget(&run_id, &id);
                 return Err("the run's client is gone".into());
             }
-            let wait = timeouts.get(name).copied().unwrap_or_default() + GRACE;
-            let got = rx.recv_timeout(wait);
+            let got = rx.recv_timeout(timeout + GRACE);
             calls.forget(&run_id, &id);
             got.unwrap_or_else(|_| Err(format!("{name} was not answered")))
         };
@@ -90,19 +92,31 @@ impl Calls {
         }
     }
 
+    /// The most bytes the answer of call `id` of run `run` may take (its tool's
+    /// `max-response-bytes`), when it waits for one from `owner`: asked before its body is read,
+    /// so that an answer to no call costs nothing, and one to a call is read within its bound.
+    pub fn waiting(&self, run: &str, id: &str, owner: Owner) -> Result<u32, ApiError> {
+        let runs = self.lock();
+        let r = runs.get(run).filter(|r| super::sessions::same_owner(&r.owner, &owner));
+        r.and_then(|r| r.waiting.get(id)).map(|(_, most)| *most).ok_or_else(|| not_waiting(run, id))
+    }
+
     /// Answers call `id` of run `run` for `owner`: `answer` is the value (JSON text) or the
     /// tool's error. 404 `call-not-found` when no such call waits (answered, past its time, or
     /// never made); a run that is not the caller's is answered as one that does not exist.
     pub fn answer(&self, run: &str, id: &str, owner: Owner, answer: Result<String, String>) -> Result<(), ApiError> {
         let mut runs = self.lock();
-        let none = || {
-            ApiError::new(
-                ErrorCode::CallNotFound,
-                format!("no call {id} of run {run} waits for an answer (answered, past its time, or never made)"),
-            )
-        };
+        let none = || not_waiting(run, id);
         let r = runs.get_mut(run).filter(|r| super::sessions::same_owner(&r.owner, &owner)).ok_or_else(none)?;
-        let tx = r.waiting.remove(id).ok_or_else(none)?;
+        let (tx, _) = r.waiting.remove(id).ok_or_else(none)?;
         tx.try_send(answer).map_err(|_| none())
     }
+}
+
+/// 404 `call-not-found`: no such call waits.
+fn not_waiting(run: &str, id: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::CallNotFound,
+        format!("no call {id} of run {run} waits for an answer (answered, past its time, or never made)"),
+    )
 }

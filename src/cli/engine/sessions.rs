@@ -208,6 +208,17 @@ impl Sessions {
             )
             .retry_after(wait_for_first(st.open.values().filter(|s| same_owner(&s.owner, &owner)))));
         }
+        let live_of = |s: &&Session| s.spec.mode == Mode::Live && same_owner(&s.owner, &owner);
+        let mine_live = st.open.values().filter(live_of).count();
+        if spec.mode == Mode::Live && mine_live >= self.bounds.live_max_per_token {
+            return Err(ApiError::new(
+                ErrorCode::TooManySessions,
+                format!(
+                    "this token holds {mine_live} live sessions, its most (sessions.live-max-per-token): end one, or wait"
+                ),
+            )
+            .retry_after(wait_for_first(st.open.values().filter(live_of))));
+        }
         let id = format!("s-{}", random_hex(16)?);
         let now = Instant::now();
         let s = Session {
@@ -734,6 +745,7 @@ mod tests {
             max: 1,
             max_per_token: 1,
             live_max: 1,
+            live_max_per_token: 1,
             idle_timeout_ms: 1,
             max_lifetime_ms: 1,
             workspace_max_bytes: 10,

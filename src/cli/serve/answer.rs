@@ -38,14 +38,27 @@ impl Budget {
     /// Reserves the most `request`'s answer can take, or says the server is busy.
     pub fn reserve(&self, request: &RunRequest) -> Result<Reserved, ApiError> {
         let want = kib(bound(request)).max(1);
-        let busy = |why: String| ApiError::new(ErrorCode::Busy, why).retry_after(1);
         if want > self.max_kib {
-            return Err(busy(format!(
-                "this run's answer could take {} KiB, more than the server holds for all answers \
-                 (requests.answers-in-flight-max-bytes): ask for tighter output caps or fewer files back",
-                want
-            )));
+            return Err(ApiError::new(
+                ErrorCode::Busy,
+                format!(
+                    "this run's answer could take {want} KiB, more than the server holds for all answers \
+                     (requests.answers-in-flight-max-bytes): ask for tighter output caps or fewer files back"
+                ),
+            )
+            .retry_after(1));
         }
+        self.take(want)
+    }
+
+    /// Reserves `bytes` for an answer made already (a workspace's file), or says the server is
+    /// busy: every answer held for a client counts, whatever made it.
+    pub fn reserve_bytes(&self, bytes: usize) -> Result<Reserved, ApiError> {
+        self.take(kib(bytes as u64).max(1).min(self.max_kib))
+    }
+
+    fn take(&self, want: usize) -> Result<Reserved, ApiError> {
+        let busy = |why: String| ApiError::new(ErrorCode::Busy, why).retry_after(1);
         let permit = u32::try_from(want)
             .ok()
             .and_then(|n| self.kib.clone().try_acquire_many_owned(n).ok())

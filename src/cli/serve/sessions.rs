@@ -3,8 +3,8 @@
 //! the store with it.
 
 use super::http::{
-    App, admitted, check_content_type, decode, held, host_calls, read_body, read_body_within, respond, stream_param,
-    streamed, with_tools,
+    App, admitted, check_content_type, decode, held, host_calls, read_body_within, respond, stream_param, streamed,
+    with_tools,
 };
 use crate::engine::sessions::Owner;
 use axum::Extension;
@@ -168,22 +168,38 @@ fn no_content(app: &App, r: Result<(), ApiError>) -> Response {
     }
 }
 
-/// A call's answer, as sent.
+/// A call's answer, as sent: its value kept as the JSON text it came as (checked, not parsed
+/// into a tree), or why it failed.
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct CallAnswer {
-    #[serde(default)]
-    ok: Option<serde_json::Value>,
+struct CallAnswer<'a> {
+    #[serde(default, borrow)]
+    ok: Option<&'a serde_json::value::RawValue>,
     #[serde(default)]
     error: Option<String>,
 }
 
+/// The bytes an answer's frame adds to its value (`{"ok": }`, `{"error": ""}`, escapes aside).
+const ANSWER_FRAME_BYTES: u64 = 64;
+/// The most bytes of a tool's error that are read (the program gets its first KiB).
+const ERROR_MAX_BYTES: u64 = 64 << 10;
+
 async fn answered(app: &App, caller: Caller, run: &str, call: &str, req: Request) -> Result<(), ApiError> {
     check_content_type(req.headers())?;
-    let (body, _) = read_body(app, req).await?;
-    let a: CallAnswer = serde_json::from_slice(&body).map_err(|e| ApiError::field("body", e.to_string()))?;
+    // An answer to no call waiting is refused before its body is read; one to a call is read
+    // within its tool's bound, and holds its room in the in-flight budget until it is handed on.
+    let most = u64::from(app.engine.calls().waiting(run, call, caller.0)?);
+    let limit = most.max(ERROR_MAX_BYTES) + ANSWER_FRAME_BYTES;
+    let refusal = || {
+        ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("the answer is over {most} bytes, its tool's max-response-bytes"),
+        )
+    };
+    let (body, _budget) = read_body_within(app, req, Some((limit, &refusal))).await?;
+    let a: CallAnswer<'_> = serde_json::from_slice(&body).map_err(|e| ApiError::field("body", e.to_string()))?;
     let answer = match (a.ok, a.error) {
-        (Some(v), None) => Ok(v.to_string()),
+        (Some(v), None) => Ok(v.get().to_string()),
         (None, Some(why)) => Err(why),
         _ => return Err(ApiError::field("body", "exactly one of \"ok\" (the value) or \"error\" (why)")),
     };
@@ -232,9 +248,12 @@ pub async fn get_file(
     Extension(caller): Extension<Caller>,
     p: Result<Path<(String, String)>, PathRejection>,
 ) -> Response {
-    match parts(p).and_then(|(id, path)| app.engine.sessions().get_file(&id, caller.0, &path)) {
-        Ok(bytes) => {
-            let mut r = Response::new(Body::from(bytes));
+    let file = parts(p).and_then(|(id, path)| app.engine.sessions().get_file(&id, caller.0, &path));
+    // Held for its client within the answers' budget, as a run's answer is, until it is read.
+    let held = file.and_then(|bytes| Ok((app.answers.reserve_bytes(bytes.len())?, bytes)));
+    match held {
+        Ok((reserved, bytes)) => {
+            let mut r = Response::new(Body::from_stream(crate::serve::answer::Held::new(bytes, reserved)));
             r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
             r
         }
