@@ -663,3 +663,61 @@ fn a_refused_exec_is_said_and_a_flood_ends_at_its_cap() {
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     assert!(v["supervisor-cpu-ms"].as_f64().unwrap_or(0.0) < 500.0, "{v}");
 }
+
+/// Readiness tells the truth when jails park fine and every run fails as its jail starts it (a
+/// host fault seen after the park; here, a stand-in: a process limit of 1, so that the run's init
+/// cannot start its program, in jails built for each run): after three such runs it is 503 naming
+/// why, and it stays so while jails of the runtime are built fine (a jail built is no proof that
+/// runs start); the other runtime is not named.
+#[test]
+fn readiness_turns_503_when_runs_die_as_their_jails_start() {
+    if !guests() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let src = dir.path().join("waiter.c");
+    std::fs::write(
+        &src,
+        "#include <unistd.h>\nint main(void) { char b[512]; while (read(0, b, sizeof b) > 0) {} return 0; }\n",
+    )
+    .expect("source");
+    let bin = dir.path().join("waiter");
+    let built = std::process::Command::new("gcc").args(["-static", "-O2", "-o"]).arg(&bin).arg(&src).status();
+    if !built.is_ok_and(|s| s.success()) {
+        return eprintln!("skip: no gcc (with a static libc) to build the program");
+    }
+    let policies = dir.path().join("policies");
+    std::fs::create_dir(&policies).expect("policies");
+    let default =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/default.toml"))
+            .expect("default");
+    let granted = default
+        .replacen("read-only = [\"/usr\"]", &format!("read-only = [\"/usr\", \"{}\"]", dir.path().display()), 1)
+        .replacen("max-processes = 64", "max-processes = 1", 1);
+    std::fs::write(policies.join("broken.toml"), granted).expect("policy");
+    let config = format!(
+        "[policies]\ndir = \"{}\"\n[runtimes.broken]\nprogram = \"{}\"\nbootstrap = \"stdin\"\npolicy = \"broken\"\nwarm = 0\n{JS}",
+        policies.display(),
+        bin.display()
+    );
+    let s = Server::start("", &config, false);
+    s.wait_warm();
+    let ready = || get(&s.socket, "/v1/health/ready");
+    assert_eq!(ready().0, 200, "{:?}", ready().1);
+    for _ in 0..3 {
+        // Its report says so, or (the jail ended before the code came) a 500 does.
+        let r = post_run(&s.socket, &json!({"runtime": "broken", "code": ""}));
+        let v = r.json();
+        let failed =
+            v["status"].as_str() == Some("setup-failed") || v["error"]["code"].as_str() == Some("jail-setup-failed");
+        assert!(failed, "{}: {v}", r.status);
+    }
+    let (status, body) = ready();
+    assert_eq!((status, body["status"].as_str()), (503, Some("unavailable")), "{body}");
+    let why = body["unavailable"]["broken"].as_str().unwrap_or("");
+    assert!(why.contains("runs failed as their jails started them"), "{body}");
+    // Its probe jails are built fine; readiness holds to what the runs said.
+    let flipped = wait_for(Duration::from_secs(4), || ready().0 == 200);
+    assert!(!flipped, "readiness went back to 200 with every run failing: {:?}", ready().1);
+    assert_eq!(body["unavailable"].get("javascript"), None, "{body}");
+}

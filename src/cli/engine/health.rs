@@ -61,7 +61,7 @@ impl Engine {
         let mut warm = BTreeMap::new();
         for (n, p) in &self.pools {
             if let Err(why) = p.ready() {
-                failing |= p.available().is_err();
+                failing |= p.available().is_err() || p.runs_failing();
                 unavailable.insert(n.clone(), why);
             }
             warm.insert(n.clone(), Warm { ready: p.fill(), target: p.target });

@@ -402,8 +402,8 @@ impl Engine {
                 // Counted and said by the pool; the run is tried once more, in a jail of its own.
                 Ok(Gated::NotStarted(why)) => pool.died(&why),
                 other => {
-                    if matches!(other, Ok(Gated::Ran(_))) {
-                        pool.holds();
+                    if let Ok(Gated::Ran(f)) = &other {
+                        pool.ran(&f.report);
                     }
                     return finished(other).map(|r| (r, true));
                 }
@@ -418,7 +418,17 @@ impl Engine {
                 .map_err(|e| self.cold_refusal(req, e))?,
             _ => self.cold_slot(req).await?,
         };
-        finished(slot.run(start_of(req, streams, true)).await).map(|r| (r, false))
+        let ran = slot.run(start_of(req, streams, true)).await;
+        if let Target::Runtime(name) = &req.target
+            && let Some(pool) = self.pools.get(name)
+        {
+            match &ran {
+                Ok(Gated::Ran(f)) => pool.ran(&f.report),
+                Ok(Gated::NotStarted(why)) => pool.run_failed(why),
+                _ => {}
+            }
+        }
+        finished(ran).map(|r| (r, false))
     }
 
     /// A jail built for one request (its own limits, its own module).

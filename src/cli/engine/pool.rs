@@ -20,6 +20,9 @@ use tokio::sync::Notify;
 const FAILURES_UNAVAILABLE: u32 = 3;
 /// A runtime without warm jails is proven by building one (and taking it down) this often.
 const PROBE_EVERY: Duration = Duration::from_secs(60);
+/// A full pool holds (its failures are forgotten) when each of its jails has waited this long
+/// alive: a jail that dies on arrival is built, and fills the pool, every time.
+const HOLD_AFTER: Duration = Duration::from_secs(1);
 /// The longest a failing pool waits before it tries again.
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
@@ -60,6 +63,10 @@ struct Health {
     /// Failures since the last jail built.
     failures: u32,
     reason: Option<String>,
+    /// Runs in a row whose jail failed as it started them (a report of `setup-failed`): such a
+    /// host parks jails fine and every run fails. Forgotten only when a run starts.
+    run_failures: u32,
+    run_reason: Option<String>,
 }
 
 impl Pool {
@@ -120,13 +127,50 @@ impl Pool {
         }
     }
 
-    /// [`Pool::available`], and a jail of it was built: what readiness asks.
+    /// [`Pool::available`], a jail of it was built, and its runs start: what readiness asks.
     pub fn ready(&self) -> Result<(), String> {
         self.available()?;
-        match self.health().built {
+        let h = self.health();
+        if let (n, Some(why)) = (h.run_failures, &h.run_reason)
+            && n >= FAILURES_UNAVAILABLE
+        {
+            return Err(format!("its last {n} runs failed as their jails started them: {why}"));
+        }
+        match h.built {
             Some(_) => Ok(()),
             None => Err("no jail of it was built yet".into()),
         }
+    }
+
+    /// A run of the runtime is over, with `report`: one whose jail failed as it started it is a
+    /// failure of the runtime (readiness says so after [`FAILURES_UNAVAILABLE`] in a row), one
+    /// that started proves its jails hold.
+    pub fn ran(&self, report: &stockade::Report) {
+        if report.status == stockade::Status::SetupFailed {
+            self.run_failed(report.error.as_deref().unwrap_or("its jail failed as it started its run"));
+            return;
+        }
+        {
+            let mut h = self.health();
+            h.run_failures = 0;
+            h.run_reason = None;
+        }
+        self.holds();
+    }
+
+    /// A run's jail, built for it, ended as it started the run (`why`): a failure of the runtime,
+    /// as [`Pool::ran`] counts one.
+    pub fn run_failed(&self, why: &str) {
+        self.metrics.setup_failed(&self.runtime);
+        self.says.say(&format!("runtime {}: a run failed as its jail started it: {why}", self.runtime));
+        let mut h = self.health();
+        h.run_failures = h.run_failures.saturating_add(1);
+        h.run_reason = Some(why.to_string());
+    }
+
+    /// Whether readiness waits for a run to start: its last runs failed as they started.
+    pub fn runs_failing(&self) -> bool {
+        self.health().run_failures >= FAILURES_UNAVAILABLE
     }
 
     /// A waiting jail, if one is ready (the oldest first) and was built from what the host has
@@ -226,9 +270,17 @@ impl Pool {
             }
             let probe_due = self.target == 0
                 && (self.available().is_err() || self.health().built.is_none_or(|t| t.elapsed() >= PROBE_EVERY));
+            // Its runs fail as they start: a jail runs nothing, to see whether they start again
+            // (no client's run comes while readiness says no).
+            if self.runs_failing() && self.probe_run().await {
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+                continue;
+            }
             if self.fill() >= self.target && !probe_due {
-                // Full, and none of the waiting jails died since the last look: they hold.
-                if self.target > 0 {
+                // Full, and none of the waiting jails died since the last look, each alive for
+                // a while: they hold.
+                if self.target > 0 && self.waiting().iter().all(|s| s.waited() >= HOLD_AFTER) {
                     self.holds();
                     backoff = Duration::from_secs(1);
                 }
@@ -265,6 +317,32 @@ impl Pool {
             }
         }
         self.stop();
+    }
+
+    /// Runs one jail with no code (its runtime's empty run), as a run would: a waiting one, or
+    /// one built for it; and counts how it went ([`Pool::ran`]). `false` when none was there.
+    async fn probe_run(self: &Arc<Self>) -> bool {
+        let slot = match self.take() {
+            Some(slot) => slot,
+            None => {
+                let me = self.clone();
+                match tokio::task::spawn_blocking(move || me.new_slot()).await {
+                    Ok(Ok(slot)) => slot,
+                    _ => return false,
+                }
+            }
+        };
+        let stdin = match &self.config.kind {
+            Kind::Guest { python: false } | Kind::Program { framed: false, .. } => Vec::new(),
+            _ => stockade::handover::frame("", &[]),
+        };
+        let files = Some(stockade::Exchange { dir: stockade::runtime::WORK_DIR.into(), ..Default::default() });
+        let start =
+            stockade::Start { stdin, files, limits: stockade::policy::Limits::of(&self.policy), ..Default::default() };
+        if let Ok(stockade::Gated::Ran(f)) = slot.run(start).await {
+            self.ran(&f.report);
+        }
+        true
     }
 
     /// When a file the jails show from the host changed there since the recipe was made: the

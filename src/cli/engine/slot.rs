@@ -56,7 +56,7 @@ pub(super) const AFTER_ANSWER: Duration = Duration::from_millis(5);
 /// One jail released ahead of its run, waiting at its gate; where its network namespace came
 /// from.
 #[derive(Debug)]
-pub struct Slot(Held, stockade::NetJoined);
+pub struct Slot(Held, stockade::NetJoined, std::time::Instant);
 
 /// Who holds a slot's jail.
 #[derive(Debug)]
@@ -137,7 +137,7 @@ impl Slot {
             return Err(SlotError::Thread(e.to_string()));
         }
         match ready_rx.recv() {
-            Ok(Ok(net)) => Ok(Slot(Held::Thread { gate, done: Some(done) }, net)),
+            Ok(Ok(net)) => Ok(Slot(Held::Thread { gate, done: Some(done) }, net, std::time::Instant::now())),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(SlotError::Thread("it ended before the jail was built".into())),
         }
@@ -149,12 +149,17 @@ impl Slot {
         let live = jails.track();
         let (sock, net) = spawner.helper(runtime, one_run).map_err(SlotError::Helper)?;
         sock.set_nonblocking(true).map_err(|e| SlotError::Helper(format!("a helper's socket: {e}")))?;
-        Ok(Slot(Held::Helper { sock: Some(sock), live: Some(live) }, net))
+        Ok(Slot(Held::Helper { sock: Some(sock), live: Some(live) }, net, std::time::Instant::now()))
     }
 
     /// Where its jail's network namespace came from (its run's report says the same).
     pub fn net(&self) -> stockade::NetJoined {
         self.1
+    }
+
+    /// How long the jail has waited since it was built.
+    pub(super) fn waited(&self) -> std::time::Duration {
+        self.2.elapsed()
     }
 
     /// Whether the jail is still waiting; `Err`: why it is not (it died, or was cancelled).
