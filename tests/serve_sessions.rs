@@ -469,3 +469,30 @@ fn one_token_holds_its_share_of_sessions_and_of_live_ones() {
     assert!(body.contains("sessions.live-max-per-token"), "{body}");
     assert_eq!(make(OTHER_TOKEN, json!({"runtime": "javascript"})).0, 201, "a workspace session is still in its share");
 }
+
+/// A run that leaves a file nested deeper than a run may be given files (32 directories): the
+/// file is not kept, the answer names its directory and why, and the session's later runs go on.
+#[test]
+fn a_file_nested_too_deep_is_named_and_not_kept() {
+    if !guests() {
+        return;
+    }
+    let s = Server::start("", RUNTIMES, false);
+    let id = open_session(&s, &json!({"runtime": "python"}));
+    let code = "import os\np = '/'.join(['d'] * 40)\nos.makedirs(p)\nopen(p + '/f', 'w').write('x')\nopen('top.txt', 'w').write('y')";
+    let (status, v) = json_call(&s, "POST", &format!("/v1/sessions/{id}/runs"), &json!({"code": code}));
+    assert_eq!((status, v["status"].as_str()), (200, Some("ok")), "{v}");
+    let dropped = v["session"]["dropped"].as_array().cloned().unwrap_or_default();
+    let deep = vec!["d"; 32].join("/");
+    assert!(
+        dropped
+            .iter()
+            .any(|d| d["path"] == deep.as_str() && d["reason"].as_str().is_some_and(|r| r.contains("deeper than 32"))),
+        "{v}"
+    );
+    let (status, v) =
+        json_call(&s, "POST", &format!("/v1/sessions/{id}/runs"), &json!({"code": "print(open('top.txt').read())"}));
+    assert_eq!((status, v["stdout"]["text"].as_str()), (200, Some("y\n")), "{v}");
+    let (status, files) = json_call(&s, "GET", &format!("/v1/sessions/{id}/files"), &Value::Null);
+    assert_eq!((status, files["files"].as_array().map(Vec::len)), (200, Some(1)), "{files}");
+}
