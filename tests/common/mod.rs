@@ -194,3 +194,24 @@ pub fn none_left(prefix: &str) -> bool {
     };
     wait_for(Duration::from_millis(200), gone)
 }
+
+/// `bin` at a path every user can reach: itself when each directory above it lets others through
+/// (and it is theirs to run); else a link to it (a copy, across file systems) in a directory of
+/// its own, kept while the returned guard lives. A checkout in root's home (`/root`, mode 0700)
+/// keeps its build out of another uid's reach.
+pub fn runnable_by_anyone(bin: &Path) -> (PathBuf, Option<tempfile::TempDir>) {
+    use std::os::unix::fs::PermissionsExt;
+    let others_may = |p: &Path, bits: u32| std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & bits == bits);
+    let reachable = bin.ancestors().skip(1).all(|d| d.as_os_str().is_empty() || others_may(d, 0o001));
+    if reachable && others_may(bin, 0o005) {
+        return (bin.to_path_buf(), None);
+    }
+    let dir = tempfile::Builder::new().prefix("stockade-bin").tempdir().expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let there = dir.path().join(bin.file_name().unwrap_or_default());
+    if std::fs::hard_link(bin, &there).is_err() {
+        std::fs::copy(bin, &there).expect("copy the binary");
+    }
+    std::fs::set_permissions(&there, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    (there, Some(dir))
+}
