@@ -218,10 +218,7 @@ fn a_live_interpreter_calls_its_host_with_each_run_s_own_tools() {
         );
         let (v, how) = run(&s, &id, json!({"code": code[2]}));
         assert_eq!((out(&v), how.as_str()), ("this run has no host calls\n", "kept"), "{rt}: {v}");
+        // Its interpreter goes: one client's share of live sessions is two.
+        assert_eq!(json_call(&s, "DELETE", &format!("/v1/sessions/{id}"), &Value::Null).0, 204);
     }
-}
-
-fn get_text(s: &Server, path: &str) -> (u16, String) {
-    let r = call(s, "GET", path, Vec::new());
-    (r.status, String::from_utf8_lossy(&r.body).into_owned())
 }

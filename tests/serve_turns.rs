@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 use server::*;
 use std::time::{Duration, Instant};
 
-const RUNTIMES: &str = "[runtimes.python]\nguest = \"python\"\nwarm = 0\n\
+// One client here holds every live session it makes (the shipped share is two).
+const RUNTIMES: &str = "[sessions]\nlive-max-per-token = 8\n[runtimes.python]\nguest = \"python\"\nwarm = 0\n\
                         [runtimes.javascript]\nguest = \"javascript\"\nwarm = 0\n\
                         [runtimes.python3]\nprogram = \"/usr/bin/python3\"\nbootstrap = \"python\"\n\
                         policy = \"wrap-python\"\nwarm = 0\n";

@@ -34,6 +34,11 @@ pub enum ErrorCode {
     TooManySessions,
     /// A file operation the workspace cannot do (its quota, a path that is a directory).
     FileConflict,
+    /// An `Idempotency-Key` whose first answer cannot be given (too large to keep, or its
+    /// first request ended without one).
+    IdempotencyConflict,
+    /// An `Idempotency-Key` used before with another request.
+    IdempotencyMismatch,
     MethodNotAllowed,
     /// The body did not arrive in time, or came too slowly.
     BodyTimeout,
@@ -59,7 +64,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 22] = [
+    pub const ALL: [ErrorCode; 24] = [
         ErrorCode::BadRequest,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -71,6 +76,8 @@ impl ErrorCode {
         ErrorCode::SessionBusy,
         ErrorCode::TooManySessions,
         ErrorCode::FileConflict,
+        ErrorCode::IdempotencyConflict,
+        ErrorCode::IdempotencyMismatch,
         ErrorCode::MethodNotAllowed,
         ErrorCode::BodyTimeout,
         ErrorCode::PayloadTooLarge,
@@ -95,10 +102,11 @@ impl ErrorCode {
             }
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::BodyTimeout => 408,
-            ErrorCode::SessionBusy | ErrorCode::FileConflict => 409,
+            ErrorCode::SessionBusy | ErrorCode::FileConflict | ErrorCode::IdempotencyConflict => 409,
             ErrorCode::SessionEnded => 410,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
+            ErrorCode::IdempotencyMismatch => 422,
             ErrorCode::QueueFull | ErrorCode::TooManySessions => 429,
             ErrorCode::JailSetupFailed | ErrorCode::Internal => 500,
             ErrorCode::QueueTimeout | ErrorCode::Busy | ErrorCode::Draining | ErrorCode::RuntimeUnavailable => 503,
@@ -119,6 +127,8 @@ impl ErrorCode {
             ErrorCode::SessionBusy => "session-busy",
             ErrorCode::TooManySessions => "too-many-sessions",
             ErrorCode::FileConflict => "file-conflict",
+            ErrorCode::IdempotencyConflict => "idempotency-conflict",
+            ErrorCode::IdempotencyMismatch => "idempotency-mismatch",
             ErrorCode::MethodNotAllowed => "method-not-allowed",
             ErrorCode::BodyTimeout => "body-timeout",
             ErrorCode::PayloadTooLarge => "payload-too-large",

@@ -37,6 +37,10 @@ pub struct RequestCaps {
     /// Answers held in memory at once, all requests together: each run reserves the most its
     /// answer can take before it starts (past it, 503), until its client has read it.
     pub answers_in_flight_max_bytes: u64,
+    /// How long a run's answer is kept for its `Idempotency-Key` after it was given.
+    pub idempotency_window_ms: u64,
+    /// The answers kept for their keys, all together (past it, the oldest go).
+    pub idempotency_max_bytes: u64,
 }
 
 impl Default for RequestCaps {
@@ -54,6 +58,8 @@ impl Default for RequestCaps {
             return_patterns_max: 32,
             in_flight_max_bytes: 256 << 20,
             answers_in_flight_max_bytes: 1 << 30,
+            idempotency_window_ms: 600_000,
+            idempotency_max_bytes: 64 << 20,
         }
     }
 }

@@ -49,6 +49,11 @@ pub fn openapi() -> serde_json::Value {
     };
     let session_id = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^s-[0-9a-f]{32}$"}});
     let run_id = json!({"name": "run", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^r-[0-9a-f]{16}$"}});
+    let idempotency_key = json!({
+        "name": "Idempotency-Key", "in": "header", "required": false,
+        "schema": {"type": "string", "pattern": "^[!-~]{1,255}$"},
+        "description": "the same key (of the same caller, with the same path and body) within requests.idempotency-window-ms gets the first answer (with the header Idempotency-Replayed: true), never a second run; one still running is waited for; another request with the key is 422 idempotency-mismatch; not with ?stream"
+    });
     let call_id =
         json!({"name": "call", "in": "path", "required": true, "schema": {"type": "string", "pattern": "^c-[0-9]+$"}});
     schemas.insert(
@@ -89,7 +94,7 @@ pub fn openapi() -> serde_json::Value {
                     "name": "stream", "in": "query", "required": false,
                     "schema": {"type": "string", "enum": ["ndjson"]},
                     "description": "answer as NDJSON events as output happens: {\"stdout\": TEXT}, {\"stderr\": TEXT} (or stdout-base64/stderr-base64), {\"call\": HostCall} for each host call of a run with tools (answer it at /v1/runs/{run}/calls/{id}), then the last event, a LastEvent: {\"report\": RunResult} or {\"error\": ...}; a run with tools must stream"
-                }],
+                }, idempotency_key.clone()],
                 "requestBody": {"required": true, "content": {"application/json": {"schema": run}}},
                 "responses": {
                     "200": {"description": "the run happened (whatever its status)", "content": {
@@ -103,6 +108,8 @@ pub fn openapi() -> serde_json::Value {
                     "408": err("the body did not arrive in time"),
                     "413": err("the body is over requests.body-max-bytes"),
                     "415": err("not application/json"),
+                    "409": err("idempotency-conflict: this Idempotency-Key's first answer cannot be given (it was too large to keep, or its first request ended without one)"),
+                    "422": err("idempotency-mismatch: this Idempotency-Key was used with another request"),
                     "429": busy("the queue is full"),
                     "500": err("the jail could not be built, or a bug of the server's: never bad input; the message has an incident number for the server's log"),
                     "503": busy("the server is draining, the queue wait timed out, too many bodies or answers are in memory, or the runtime is unavailable")
@@ -162,7 +169,7 @@ pub fn openapi() -> serde_json::Value {
                 "parameters": [session_id.clone()],
                 "post": {
                     "summary": "Run code in the session's workspace: a fresh jail, /app holding the session's files; /app as the run leaves it is kept",
-                    "parameters": [{"name": "stream", "in": "query", "required": false, "schema": {"type": "string", "enum": ["ndjson"]}, "description": "as for /v1/runs"}],
+                    "parameters": [{"name": "stream", "in": "query", "required": false, "schema": {"type": "string", "enum": ["ndjson"]}, "description": "as for /v1/runs"}, idempotency_key],
                     "requestBody": {"required": true, "content": {"application/json": {"schema": session_run}}},
                     "responses": {
                         "200": {"description": "the run happened: its result, with `session` (the run's id, the workspace as kept, what was not kept and why)", "content": {

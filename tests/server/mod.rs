@@ -357,3 +357,9 @@ pub fn peak_rss_kib(pid: u32) -> u64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
 }
+
+/// A GET's status and text.
+pub fn get_text(s: &Server, path: &str) -> (u16, String) {
+    let r = call(s, "GET", path, Vec::new());
+    (r.status, String::from_utf8_lossy(&r.body).into_owned())
+}

@@ -30,6 +30,8 @@ pub struct App {
     pub bodies: Bodies,
     /// Bytes of answers in memory at once (`requests.answers-in-flight-max-bytes`).
     pub answers: answer::Budget,
+    /// Runs' answers kept for their `Idempotency-Key`, the same for every listener.
+    pub keys: Arc<super::idempotency::Keys>,
 }
 
 /// The bounds of a request body ([`Bounds`]): its size, its time, its rate, and the server-wide
@@ -189,8 +191,13 @@ async fn accept_run(app: &App, req: Request) -> Result<Response, ApiError> {
         .get::<sessions::Caller>()
         .map(|c| c.0)
         .ok_or_else(|| ApiError::new(ErrorCode::Internal, "the request's caller is unknown"))?;
+    let key = keyed_run(req.headers(), stream)?;
     // The body's room is held until the run is over: its decoded content is in the request.
-    let (parsed, _budget) = decode::<api::RunBody>(app, req).await?;
+    let (parsed, _budget, fingerprint) = decode_fingerprinted::<api::RunBody>(app, req).await?;
+    let guard = match claim(app, caller, key, fingerprint).await? {
+        Claimed::Run(guard) => guard,
+        Claimed::Answered(r) => return Ok(r),
+    };
     let mut request = api::check(parsed, app.engine.catalog())?;
     let run = with_tools(&request, stream)?;
     let (permit, reserved) = admitted(app, &request).await?;
@@ -205,7 +212,53 @@ async fn accept_run(app: &App, req: Request) -> Result<Response, ApiError> {
         );
     }
     let ran = engine.execute(permit, request, None).await?;
-    Ok(held(ran, reserved))
+    Ok(held(ran, reserved, guard))
+}
+
+/// The key a run's request carries (a streamed run's answer is not kept: refused with one).
+pub(super) fn keyed_run(headers: &HeaderMap, stream: bool) -> Result<Option<String>, ApiError> {
+    let key = super::idempotency::key_of(headers)?;
+    if key.is_some() && stream {
+        return Err(ApiError::field(
+            "Idempotency-Key",
+            "a streamed run's answer is not kept for its key: send it without one, or without ?stream",
+        ));
+    }
+    Ok(key)
+}
+
+/// What a run's request with a key is to do.
+pub(super) enum Claimed {
+    /// Run (keeping its answer for its key, when it has one).
+    Run(Option<super::idempotency::Guard>),
+    /// Its key's first answer, given again.
+    Answered(Response),
+}
+
+/// Claims `key` for `caller`'s request of `fingerprint`: the first runs; a second gets the
+/// first's answer (waiting for it while it runs).
+pub(super) async fn claim(
+    app: &App,
+    caller: crate::engine::sessions::Owner,
+    key: Option<String>,
+    fingerprint: [u8; 32],
+) -> Result<Claimed, ApiError> {
+    use super::idempotency::{Claim, not_kept};
+    let Some(key) = key else { return Ok(Claimed::Run(None)) };
+    let kept = match app.keys.claim(caller, key, fingerprint)? {
+        Claim::First(guard) => return Ok(Claimed::Run(Some(guard))),
+        Claim::Replay(kept) => kept.ok_or_else(|| not_kept("had an answer too large to keep: it ran once"))?,
+        Claim::Wait(mut rx) => {
+            let _ = rx.changed().await;
+            let kept = rx.borrow().clone();
+            kept.ok_or_else(|| not_kept("ended without an answer: send it again"))?
+        }
+    };
+    let mut r = Response::new(Body::from(kept.body.clone()));
+    *r.status_mut() = kept.status;
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r.headers_mut().insert(super::idempotency::REPLAYED, HeaderValue::from_static("true"));
+    Ok(Claimed::Answered(r))
 }
 
 /// A run declaring tools needs its answers streamed (its calls come as events): its run id, or
@@ -253,9 +306,18 @@ pub(super) async fn admitted(
     Ok((permit, reserved))
 }
 
-/// A run's result as a JSON answer, its room held until it is sent.
-pub(super) fn held(ran: api::RunResult, reserved: answer::Reserved) -> Response {
-    let mut r = Response::new(Body::from_stream(answer::Held::new(ran.to_json(), reserved)));
+/// A run's result as a JSON answer, its room held until it is sent; kept for its key first,
+/// when it has one (`guard`).
+pub(super) fn held(
+    ran: api::RunResult,
+    reserved: answer::Reserved,
+    guard: Option<super::idempotency::Guard>,
+) -> Response {
+    let json = ran.to_json();
+    if let Some(g) = guard {
+        g.keep(StatusCode::OK, &json);
+    }
+    let mut r = Response::new(Body::from_stream(answer::Held::new(json, reserved)));
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     r
 }
@@ -267,15 +329,30 @@ pub(super) async fn decode<T: serde::de::DeserializeOwned + Send + 'static>(
     req: Request,
 ) -> Result<(T, Option<OwnedSemaphorePermit>), ApiError> {
     let (body, budget) = read_body(app, req).await?;
+    Ok((decoded(app, body).await?, budget))
+}
+
+/// [`decode`], with the SHA-256 of the request's path and body (an idempotency key's request).
+pub(super) async fn decode_fingerprinted<T: serde::de::DeserializeOwned + Send + 'static>(
+    app: &App,
+    req: Request,
+) -> Result<(T, Option<OwnedSemaphorePermit>, [u8; 32]), ApiError> {
+    let path = req.uri().path().to_string();
+    let (body, budget) = read_body(app, req).await?;
+    let fingerprint = super::idempotency::fingerprint(&path, &body);
+    Ok((decoded(app, body).await?, budget, fingerprint))
+}
+
+/// `body` decoded into `T` (a large one off the async workers).
+async fn decoded<T: serde::de::DeserializeOwned + Send + 'static>(app: &App, body: Vec<u8>) -> Result<T, ApiError> {
     let caps = app.engine.catalog().caps.clone();
-    let decoded = if body.len() > DECODE_INLINE_MAX {
+    if body.len() > DECODE_INLINE_MAX {
         tokio::task::spawn_blocking(move || api::session::decode_as::<T>(&body, &caps))
             .await
-            .map_err(|_| ApiError::new(ErrorCode::Internal, "the request's decoder ended abnormally"))??
+            .map_err(|_| ApiError::new(ErrorCode::Internal, "the request's decoder ended abnormally"))?
     } else {
-        api::session::decode_as::<T>(&body, &caps)?
-    };
-    Ok((decoded, budget))
+        api::session::decode_as::<T>(&body, &caps)
+    }
 }
 
 /// `stream=ndjson`, or nothing; any other query parameter is an error.

@@ -10,6 +10,7 @@
 
 mod answer;
 mod http;
+mod idempotency;
 mod listen;
 mod sessions;
 
@@ -202,13 +203,24 @@ async fn serve(cfg: config::Config, engine: Arc<Engine>, check: bool, mut passed
     let conns = Arc::new(tokio::sync::Semaphore::new(bounds.max_connections));
     let bodies = http::Bodies::new(&bounds);
     let answers = answer::Budget::new(bounds.answers_in_flight_max_bytes);
+    let caps = &engine.catalog().caps;
+    let keys = Arc::new(idempotency::Keys::new(
+        std::time::Duration::from_millis(caps.idempotency_window_ms),
+        caps.idempotency_max_bytes,
+    ));
     let mut loops = Vec::new();
     for b in bound {
         let tokens = match b {
             listen::Bound::Tcp(_) => Some(Arc::from(listening.tokens.clone())),
             listen::Bound::Unix(..) => None,
         };
-        let app = http::App { engine: engine.clone(), tokens, bodies: bodies.clone(), answers: answers.clone() };
+        let app = http::App {
+            engine: engine.clone(),
+            tokens,
+            bodies: bodies.clone(),
+            answers: answers.clone(),
+            keys: keys.clone(),
+        };
         let timeouts = listen::Timeouts { header: bounds.header_timeout, write: bounds.write_timeout };
         loops.push(tokio::spawn(listen::serve(
             b,

@@ -3,8 +3,8 @@
 //! the store with it.
 
 use super::http::{
-    App, admitted, check_content_type, decode, held, host_calls, read_body_within, respond, stream_param, streamed,
-    with_tools,
+    App, Claimed, admitted, check_content_type, claim, decode, decode_fingerprinted, held, host_calls, keyed_run,
+    read_body_within, respond, stream_param, streamed, with_tools,
 };
 use crate::engine::sessions::Owner;
 use axum::Extension;
@@ -104,9 +104,15 @@ async fn accept_run(
     let id = parts(id)?;
     let stream = stream_param(req.uri().query())?;
     check_content_type(req.headers())?;
+    let key = keyed_run(req.headers(), stream)?;
     // Looked up before the body is read: a stranger's request ends here.
     app.engine.sessions().info(&id, caller.0)?;
-    let (body, _budget) = decode::<SessionRunBody>(app, req).await?;
+    let (body, _budget, fingerprint) = decode_fingerprinted::<SessionRunBody>(app, req).await?;
+    // A run asked again with its key is answered as it was: the session is not taken again.
+    let guard = match claim(app, caller.0, key, fingerprint).await? {
+        Claimed::Run(guard) => guard,
+        Claimed::Answered(r) => return Ok(r),
+    };
     // The session is this run's from here until the run is over (or refused).
     let mut turn = app.engine.sessions().begin(&id, caller.0)?;
     let (mut request, workspace) = turn.request(body, app.engine.catalog())?;
@@ -124,7 +130,7 @@ async fn accept_run(
         );
     }
     let ran = engine.run_turn(permit, turn, request, workspace, None).await?;
-    Ok(held(ran, reserved))
+    Ok(held(ran, reserved, guard))
 }
 
 /// `POST /v1/runs/{run}/calls/{call}`: a host call's answer, `{"ok": VALUE}` or `{"error":
