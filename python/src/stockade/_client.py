@@ -28,6 +28,8 @@ class _Base:
         self._base, self._uds = _wire.endpoint(socket, url)
         self._headers = _wire.headers(token)
         self._timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0) if timeout else None)
+        # The whole of a request, its answer read to its end too (httpx's own bound each read).
+        self._total = timeout
         self._retries = max(0, retries)
 
 
@@ -36,9 +38,11 @@ class Client(_Base):
 
     ``Client()`` talks to ``/run/stockade/api.sock``; ``Client(socket=PATH)`` to another unix
     socket; ``Client(url="http://127.0.0.1:8787", token=...)`` over TCP. ``timeout`` bounds each
-    request (seconds; a run's own limit is the policy's). ``retries``: how many more times a
-    request is tried when it never reached the server, or the server refused it before running
-    anything (a full queue, a draining server) — never after a run may have started.
+    request, its answer read whole (seconds; a run's own limit is the policy's). ``retries``: how
+    many more times a request is tried when it never reached the server, the server refused it
+    before running anything (a full queue, a draining server), or the connection was lost: each
+    run carries an ``Idempotency-Key``, so a run asked again is answered by the first, never run
+    twice. A request past the timeout is not asked again.
     """
 
     def __init__(
@@ -74,17 +78,31 @@ class Client(_Base):
         json_body: Any = None,
         content: Optional[bytes] = None,
         idempotent: bool = True,
+        key: Optional[str] = None,
     ) -> httpx.Response:
-        retry = _wire.Retry(self._retries, idempotent)
+        headers = {_wire.KEY_HEADER: key} if key else None
+        retry = _wire.Retry(self._retries, idempotent or key is not None)
         while True:
             try:
-                response = self._http.request(method, path, json=json_body, content=content)
+                response = self._fetch(method, path, json_body, content, headers)
                 if 200 <= response.status_code < 300:
                     return response
                 failure: Exception = _wire.error_for(response, response.content)
             except httpx.TransportError as e:
                 failure = e
             time.sleep(retry.after(failure))
+
+    def _fetch(
+        self, method: str, path: str, json_body: Any, content: Optional[bytes], headers: Optional[Dict[str, str]]
+    ) -> httpx.Response:
+        """One request, its answer read whole within the client's timeout."""
+        at = _wire.deadline(self._total)
+        with self._http.stream(method, path, json=json_body, content=content, headers=headers) as r:
+            data = bytearray()
+            for chunk in r.iter_bytes():
+                data += chunk
+                _wire.past(at)
+        return _wire.whole(r, bytes(data))
 
     def health(self) -> Dict[str, Any]:
         """``GET /v1/health``: status, running and queued runs, warm pools."""
@@ -122,7 +140,7 @@ class Client(_Base):
         )
         if tools:
             return _last(self._streamed("/v1/runs", b, tools, None))
-        return Result.from_report(self._request("POST", "/v1/runs", json_body=b, idempotent=False).json())
+        return Result.from_report(self._request("POST", "/v1/runs", json_body=b, key=_wire.new_key()).json())
 
     def run_python(self, code: str, **kw: Any) -> Result:
         """Runs Python code (CPython for WASI); the keywords of :meth:`run`."""
@@ -148,7 +166,7 @@ class Client(_Base):
             "wasm", module=module, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
             return_files=return_files,
         )
-        return Result.from_report(self._request("POST", "/v1/runs", json_body=b, idempotent=False).json())
+        return Result.from_report(self._request("POST", "/v1/runs", json_body=b, key=_wire.new_key()).json())
 
     def stream(self, runtime: str, code: str, **kw: Any) -> Iterator[Event]:
         """Runs ``code`` and yields its output as it happens (:class:`Output`), then its
@@ -249,17 +267,31 @@ class AsyncClient(_Base):
         json_body: Any = None,
         content: Optional[bytes] = None,
         idempotent: bool = True,
+        key: Optional[str] = None,
     ) -> httpx.Response:
-        retry = _wire.Retry(self._retries, idempotent)
+        headers = {_wire.KEY_HEADER: key} if key else None
+        retry = _wire.Retry(self._retries, idempotent or key is not None)
         while True:
             try:
-                response = await self._http.request(method, path, json=json_body, content=content)
+                response = await self._fetch(method, path, json_body, content, headers)
                 if 200 <= response.status_code < 300:
                     return response
                 failure: Exception = _wire.error_for(response, response.content)
             except httpx.TransportError as e:
                 failure = e
             await asyncio.sleep(retry.after(failure))
+
+    async def _fetch(
+        self, method: str, path: str, json_body: Any, content: Optional[bytes], headers: Optional[Dict[str, str]]
+    ) -> httpx.Response:
+        """See :meth:`Client._fetch`."""
+        at = _wire.deadline(self._total)
+        async with self._http.stream(method, path, json=json_body, content=content, headers=headers) as r:
+            data = bytearray()
+            async for chunk in r.aiter_bytes():
+                data += chunk
+                _wire.past(at)
+        return _wire.whole(r, bytes(data))
 
     async def health(self) -> Dict[str, Any]:
         """``GET /v1/health``."""
@@ -293,7 +325,7 @@ class AsyncClient(_Base):
             runtime, code=code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
             return_files=return_files,
         )
-        response = await self._request("POST", "/v1/runs", json_body=b, idempotent=False)
+        response = await self._request("POST", "/v1/runs", json_body=b, key=_wire.new_key())
         return Result.from_report(response.json())
 
     async def run_python(self, code: str, **kw: Any) -> Result:
@@ -320,7 +352,7 @@ class AsyncClient(_Base):
             "wasm", module=module, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
             return_files=return_files,
         )
-        response = await self._request("POST", "/v1/runs", json_body=b, idempotent=False)
+        response = await self._request("POST", "/v1/runs", json_body=b, key=_wire.new_key())
         return Result.from_report(response.json())
 
     async def stream(self, runtime: str, code: str, **kw: Any) -> AsyncIterator[Event]:
@@ -393,7 +425,7 @@ class Session:
 
     def __init__(self, client: Client, info: Dict[str, Any]) -> None:
         self._client = client
-        self.id: str = str(info["id"])
+        self.id: str = _wire.checked_id("session", info.get("id"))
         self.info: Dict[str, Any] = info
 
     def __enter__(self) -> "Session":
@@ -408,7 +440,7 @@ class Session:
         b = _wire.session_run_body(code, **kw)
         if kw.get("tools"):
             return _last(self._client._streamed(f"/v1/sessions/{self.id}/runs", b, kw["tools"], self.id))
-        r = self._client._request("POST", f"/v1/sessions/{self.id}/runs", json_body=b, idempotent=False)
+        r = self._client._request("POST", f"/v1/sessions/{self.id}/runs", json_body=b, key=_wire.new_key())
         return Result.from_report(r.json())
 
     def upload(self, path: str, data: Union[bytes, str]) -> FileInfo:
@@ -449,7 +481,7 @@ class AsyncSession:
 
     def __init__(self, client: AsyncClient, info: Dict[str, Any]) -> None:
         self._client = client
-        self.id: str = str(info["id"])
+        self.id: str = _wire.checked_id("session", info.get("id"))
         self.info: Dict[str, Any] = info
 
     async def __aenter__(self) -> "AsyncSession":
@@ -463,7 +495,7 @@ class AsyncSession:
         b = _wire.session_run_body(code, **kw)
         if kw.get("tools"):
             return await _alast(self._client._streamed(f"/v1/sessions/{self.id}/runs", b, kw["tools"], self.id))
-        r = await self._client._request("POST", f"/v1/sessions/{self.id}/runs", json_body=b, idempotent=False)
+        r = await self._client._request("POST", f"/v1/sessions/{self.id}/runs", json_body=b, key=_wire.new_key())
         return Result.from_report(r.json())
 
     async def upload(self, path: str, data: Union[bytes, str]) -> FileInfo:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+import re
+import time
+import uuid
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 import httpx
@@ -26,6 +29,9 @@ DEFAULT_SOCKET = "/run/stockade/api.sock"
 DEFAULT_TIMEOUT = 60.0
 # A refused request waits at most this long before it is tried again, whatever Retry-After says.
 MAX_RETRY_WAIT = 5.0
+
+#: The header that makes a run safe to ask for again (the server gives the first answer).
+KEY_HEADER = "Idempotency-Key"
 
 Files = Mapping[str, Union[bytes, str]]
 Limits = Union[LimitsType, Mapping[str, Optional[int]]]
@@ -112,11 +118,33 @@ def tool_of(fn: Any) -> Any:
     return Tool(fn)
 
 
+_IDS = {
+    "session": re.compile(r"s-[0-9a-f]{32}\Z"),
+    "run": re.compile(r"r-[0-9a-f]{16}\Z"),
+    "call": re.compile(r"c-[0-9]{1,20}\Z"),
+}
+
+
+def checked_id(kind: str, value: Any) -> str:
+    """An id the server sent, as API v1 writes it (``s-`` and 32 hex digits for a session), or
+    :class:`StockadeError`: an id goes into a URL's path, where anything else could take this
+    client's requests elsewhere."""
+    if not isinstance(value, str) or not _IDS[kind].match(value):
+        raise StockadeError(f"the server sent a {kind} id that is not one: {value!r}")
+    return value
+
+
+def new_key() -> str:
+    """A fresh ``Idempotency-Key`` for one run."""
+    return str(uuid.uuid4())
+
+
 def call_path(call: Any, session: Optional[str]) -> str:
-    """Where a call's answer goes."""
+    """Where a call's answer goes (its ids checked)."""
+    run, cid = checked_id("run", call.run), checked_id("call", call.id)
     if session is not None:
-        return f"/v1/sessions/{session}/runs/{call.run}/calls/{call.id}"
-    return f"/v1/runs/{call.run}/calls/{call.id}"
+        return f"/v1/sessions/{checked_id('session', session)}/runs/{run}/calls/{cid}"
+    return f"/v1/runs/{run}/calls/{cid}"
 
 
 def answer_of(fn: Any, args: Any) -> Tuple[Dict[str, Any], Any]:
@@ -178,7 +206,7 @@ def file_path(session: str, path: str) -> str:
     that nothing on the way resolves a ``..`` in it (the server decodes it and checks it)."""
     from urllib.parse import quote
 
-    return f"/v1/sessions/{session}/files/{quote(path, safe='')}"
+    return f"/v1/sessions/{checked_id('session', session)}/files/{quote(path, safe='')}"
 
 
 def retry_after(response: httpx.Response) -> Optional[float]:
@@ -230,13 +258,16 @@ def wait_for(err: StockadeError, attempt: int) -> float:
 
 def retry_delay(failure: Exception, attempt: int, retries: int, idempotent: bool) -> Optional[float]:
     """How long to wait before trying a request again after ``failure``, or ``None`` when it must
-    not be tried again. A run is not idempotent: it is retried only when the request cannot have
-    reached a run (no connection was made; the server refused it before running anything)."""
+    not be tried again. A run is idempotent only with its ``Idempotency-Key`` (the server then
+    answers a second ask with the first answer); without one it is retried only when it cannot
+    have reached a run (no connection was made; the server refused it before running anything).
+    A request past the client's timeout is never asked again: the timeout bounds it."""
     if attempt >= retries:
         return None
     if isinstance(failure, httpx.TransportError):
         never_sent = isinstance(failure, (httpx.ConnectError, httpx.ConnectTimeout))
-        return 0.1 * 2**attempt if never_sent or idempotent else None
+        timed_out = isinstance(failure, httpx.TimeoutException) and not never_sent
+        return 0.1 * 2**attempt if never_sent or (idempotent and not timed_out) else None
     if isinstance(failure, StockadeError) and refused_before_running(failure):
         return wait_for(failure, attempt)
     return None
@@ -263,6 +294,24 @@ def fail(failure: Exception) -> StockadeError:
         return unreachable(failure)
     assert isinstance(failure, StockadeError)
     return failure
+
+
+def deadline(timeout: Optional[float]) -> Optional[float]:
+    """When a request begun now must be over (``None``: no timeout)."""
+    return None if timeout is None else time.monotonic() + timeout
+
+
+def past(at: Optional[float]) -> None:
+    """Raises the client's timeout when ``at`` has passed: an answer that comes a byte at a time
+    is bounded as one that does not come."""
+    if at is not None and time.monotonic() > at:
+        raise httpx.ReadTimeout("the answer did not come whole within the client's timeout")
+
+
+def whole(streamed: httpx.Response, data: bytes) -> httpx.Response:
+    """A response read whole (``data``, decoded already), as ``httpx`` gives one."""
+    kept = [(k, v) for k, v in streamed.headers.multi_items() if k.lower() != "content-encoding"]
+    return httpx.Response(streamed.status_code, headers=kept, content=data, request=streamed.request)
 
 
 class Stream:
