@@ -1,4 +1,5 @@
 import * as http from "node:http";
+import { randomUUID } from "node:crypto";
 import { StockadeError } from "./errors.js";
 import { DEFAULT_SOCKET, DEFAULT_TIMEOUT_MS, type Endpoint, json, lines, open, request } from "./http.js";
 import type { components } from "./openapi.js";
@@ -373,8 +374,13 @@ export class Client {
     return request(this.#ep, { method, path, body: bytes, signal, idempotent });
   }
 
+  /** A run, answered whole: it carries an `Idempotency-Key` of its own, so that it is asked again
+   * (after a connection lost once it was sent) without ever running twice. */
   async #post(path: string, body: unknown, signal: AbortSignal | undefined): Promise<RunResult> {
-    return new RunResult(json<Report>(await this.#call("POST", path, body, signal, false)));
+    const bytes = encoder.encode(JSON.stringify(body));
+    const headers = { "idempotency-key": randomUUID() };
+    const call = { method: "POST", path, body: bytes, signal, idempotent: true, headers };
+    return new RunResult(json<Report>(await request(this.#ep, call)));
   }
 
   /** @internal A request of a session's. */
@@ -394,7 +400,7 @@ export class Client {
   /** A streamed run's events, its host calls answered on the way. */
   async *#streamed(path: string, body: unknown, options: SessionRunOptions, session?: string): AsyncGenerator<StreamEvent> {
     const bytes = encoder.encode(JSON.stringify(body));
-    const call = { method: "POST", path: `${path}?stream=ndjson`, body: bytes, signal: options.signal, idempotent: false };
+    const call = { method: "POST", path: `${path}?stream=ndjson`, body: bytes, signal: options.signal, idempotent: false, mayRun: true };
     const res = await open(this.#ep, call, this.#ep.timeoutMs);
     const out: Uint8Array[] = [];
     const err: Uint8Array[] = [];
@@ -419,16 +425,33 @@ export class Client {
   /** Answers a host call with its tool (a failure to deliver it is the server's to time out). */
   async #answer(call: HostCall, tools: Tools | undefined, session: string | undefined, signal: AbortSignal | undefined) {
     const answer = await answerOf(tools, call);
+    const [run, id] = [checkedId("run", call.run), checkedId("call", call.id)];
     const at =
       session === undefined
-        ? `/v1/runs/${encodeURIComponent(call.run)}/calls/${encodeURIComponent(call.id)}`
-        : `/v1/sessions/${encodeURIComponent(session)}/runs/${encodeURIComponent(call.run)}/calls/${encodeURIComponent(call.id)}`;
+        ? `/v1/runs/${run}/calls/${id}`
+        : `/v1/sessions/${checkedId("session", session)}/runs/${run}/calls/${id}`;
     try {
       await request(this.#ep, { method: "POST", path: at, body: encoder.encode(answer), signal, idempotent: false });
     } catch {
       // The server answers the call for it (a timeout error) at the tool's timeout.
     }
   }
+}
+
+/** Ids as API v1 writes them. */
+const IDS: Record<string, RegExp> = {
+  session: /^s-[0-9a-f]{32}$/,
+  run: /^r-[0-9a-f]{16}$/,
+  call: /^c-[0-9]{1,20}$/,
+};
+
+/** An id the server sent, checked before it goes into a URL's path (where anything else could
+ * take this client's requests elsewhere). */
+function checkedId(kind: string, value: unknown): string {
+  if (typeof value !== "string" || !IDS[kind]?.test(value)) {
+    throw new StockadeError(`the server sent a ${kind} id that is not one: ${JSON.stringify(value)}`);
+  }
+  return value;
 }
 
 /** The result of a streamed run (its output events dropped). */
@@ -453,7 +476,7 @@ export class Session {
 
   constructor(client: Client, info: SessionInfo) {
     this.#client = client;
-    this.id = info.id;
+    this.id = checkedId("session", info.id);
     this.info = info;
   }
 

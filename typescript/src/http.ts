@@ -29,8 +29,15 @@ export interface Call {
   body?: Uint8Array | undefined;
   contentType?: string;
   signal?: AbortSignal | undefined;
-  /** Safe to send again after a connection lost mid-way (it changes nothing twice). */
+  /** Safe to send again after a connection lost mid-way (it changes nothing twice: a read, or a
+   * run with its `Idempotency-Key`). */
   idempotent: boolean;
+  /** Headers of this call's own (a run's `Idempotency-Key`). */
+  headers?: Record<string, string>;
+  /** A call that may start a run and is not idempotent (a streamed run): never sent again once
+   * it may have reached the server, not even on a kept-alive connection that turned out closed
+   * (the server may have read it first). */
+  mayRun?: boolean;
 }
 
 /** An answer, read whole. */
@@ -40,10 +47,11 @@ export interface Answer {
   body: Buffer;
 }
 
-/** A connection error that means the request never reached the server. */
-function neverSent(e: unknown): boolean {
+/** A connection error that means the request never reached the server (a kept-alive
+ * connection found closed: almost always, unless the server read it and then closed). */
+function neverSent(e: unknown, mayRun: boolean): boolean {
   const code = (e as { code?: string } | null)?.code;
-  return code === "ECONNREFUSED" || code === "ENOENT" || code === "EACCES" || code === "ESTALE_KEEPALIVE";
+  return code === "ECONNREFUSED" || code === "ENOENT" || code === "EACCES" || (code === "ESTALE_KEEPALIVE" && !mayRun);
 }
 
 /** The error to throw for `e` when the call was cancelled: the signal's reason (an `AbortError`). */
@@ -67,7 +75,7 @@ function unreachable(e: unknown, sent: boolean): ServerUnavailable {
 /** Sends one request; resolves with the response as it starts (its body not read yet). */
 function send(ep: Endpoint, call: Call, idleTimeoutMs: number | undefined): Promise<http.IncomingMessage> {
   return new Promise((resolve, reject) => {
-    const headers: Record<string, string | number> = { ...ep.headers };
+    const headers: Record<string, string | number> = { ...ep.headers, ...call.headers };
     if (call.body) {
       headers["content-type"] = call.contentType ?? "application/json";
       headers["content-length"] = call.body.byteLength;
@@ -154,7 +162,8 @@ function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
  * never made: safe to try again. A run is not idempotent: it is tried again only then, never
  * after it may have started.
  */
-function retryDelay(failure: unknown, attempt: number, retries: number, idempotent: boolean): number | undefined {
+function retryDelay(failure: unknown, attempt: number, retries: number, call: Call): number | undefined {
+  const idempotent = call.idempotent;
   if (attempt >= retries) return undefined;
   if (failure instanceof Busy || (failure instanceof ServerUnavailable && failure.code === "draining")) {
     const after = failure.retryAfter;
@@ -162,7 +171,7 @@ function retryDelay(failure: unknown, attempt: number, retries: number, idempote
   }
   if (failure instanceof ServerUnavailable && failure.status === undefined) {
     const cause = failure.cause;
-    if (neverSent(cause) || (idempotent && (cause as { code?: string } | null)?.code !== "ETIMEDOUT_CLIENT")) {
+    if (neverSent(cause, call.mayRun ?? false) || (idempotent && (cause as { code?: string } | null)?.code !== "ETIMEDOUT_CLIENT")) {
       return 100 * 2 ** attempt;
     }
   }
@@ -187,17 +196,33 @@ export async function open(ep: Endpoint, call: Call, idleTimeoutMs?: number): Pr
       if (!(e instanceof StockadeError)) throw e;
       failure = e;
     }
-    const delay = retryDelay(failure, attempt, ep.retries, call.idempotent);
+    const delay = retryDelay(failure, attempt, ep.retries, call);
     if (delay === undefined) throw failure;
     await sleep(delay, call.signal);
   }
 }
 
-/** Sends `call` and reads its answer whole. */
+/** Sends `call` and reads its answer whole, all of it within the client's timeout (an answer
+ * that comes a byte at a time is cut as one that does not come). */
 export async function request(ep: Endpoint, call: Call): Promise<Answer> {
+  const t0 = Date.now();
   const res = await open(ep, call);
-  const body = await readAll(res, call.signal);
-  return { status: res.statusCode ?? 0, headers: res.headers, body };
+  const left = Math.max(0, ep.timeoutMs - (Date.now() - t0));
+  const late = Object.assign(new Error(`${ep.timeoutMs} ms passed`), { code: "ETIMEDOUT_CLIENT" });
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    res.destroy(late);
+  }, left);
+  try {
+    const body = await readAll(res, call.signal);
+    return { status: res.statusCode ?? 0, headers: res.headers, body };
+  } catch (e) {
+    // However the cut answer ended, it was the timeout's.
+    throw timedOut ? unreachable(late, true) : e;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** The JSON of an answer. */

@@ -17,7 +17,10 @@ export interface paths {
                     /** @description answer as NDJSON events as output happens: {"stdout": TEXT}, {"stderr": TEXT} (or stdout-base64/stderr-base64), {"call": HostCall} for each host call of a run with tools (answer it at /v1/runs/{run}/calls/{id}), then the last event, a LastEvent: {"report": RunResult} or {"error": ...}; a run with tools must stream */
                     stream?: "ndjson";
                 };
-                header?: never;
+                header?: {
+                    /** @description the same key (of the same caller, with the same path and body) within requests.idempotency-window-ms gets the first answer (with the header Idempotency-Replayed: true), never a second run; one still running is waited for; another request with the key is 422 idempotency-mismatch; not with ?stream */
+                    "Idempotency-Key"?: string;
+                };
                 path?: never;
                 cookie?: never;
             };
@@ -82,6 +85,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description idempotency-conflict: this Idempotency-Key's first answer cannot be given (it was too large to keep, or its first request ended without one) */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description the body is over requests.body-max-bytes */
                 413: {
                     headers: {
@@ -93,6 +105,15 @@ export interface paths {
                 };
                 /** @description not application/json */
                 415: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description idempotency-mismatch: this Idempotency-Key was used with another request */
+                422: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -426,7 +447,10 @@ export interface paths {
                     /** @description as for /v1/runs */
                     stream?: "ndjson";
                 };
-                header?: never;
+                header?: {
+                    /** @description the same key (of the same caller, with the same path and body) within requests.idempotency-window-ms gets the first answer (with the header Idempotency-Replayed: true), never a second run; one still running is waited for; another request with the key is 422 idempotency-mismatch; not with ?stream */
+                    "Idempotency-Key"?: string;
+                };
                 path: {
                     id: string;
                 };
@@ -1090,7 +1114,7 @@ export interface components {
             "return-files"?: string[];
             /**
              * @description The host's tools the run may call back (host calls, answered by the client while the
-             *     run streams), each with its budgets.
+             *     run streams), each with its budgets (at most 16: a longer list is refused as it is read).
              * @default []
              */
             tools?: components["schemas"]["ToolBody"][];
@@ -1612,7 +1636,7 @@ export interface components {
             run?: string | null;
         };
         /** @description A refusal's stable code. */
-        ErrorCode: "method-not-allowed" | "bad-request" | "unauthorized" | "forbidden" | "policy-not-found" | "not-found" | "session-not-found" | "call-not-found" | "session-ended" | "session-busy" | "too-many-sessions" | "file-conflict" | "body-timeout" | "payload-too-large" | "unsupported-media-type" | "queue-full" | "queue-timeout" | "busy" | "draining" | "runtime-unavailable" | "jail-setup-failed" | "internal";
+        ErrorCode: "method-not-allowed" | "bad-request" | "unauthorized" | "forbidden" | "policy-not-found" | "not-found" | "session-not-found" | "call-not-found" | "session-ended" | "session-busy" | "too-many-sessions" | "file-conflict" | "idempotency-conflict" | "idempotency-mismatch" | "body-timeout" | "payload-too-large" | "unsupported-media-type" | "queue-full" | "queue-timeout" | "busy" | "draining" | "runtime-unavailable" | "jail-setup-failed" | "internal";
         /**
          * @description The last event of a streamed run (`?stream=ndjson`): its result, or why it did not run. The
          *     events before it carry output: `{"stdout": TEXT}` (or `"stdout-base64"` for bytes that are not
