@@ -240,6 +240,13 @@ fn calls_share_a_workspace_and_the_file_tools_reach_it() {
         assert!(r["notes"].to_string().contains("restarted"), "{r}");
         let r = ran(&m.tool("run_python", json!({"code": "print('x' in globals())"}))).clone();
         assert_eq!(r["stdout"], "False\n", "{r}");
+        // Code that writes what looks like the end of its turn and goes on is still in its turn:
+        // its time limit ends it (the model's code cannot end a turn early and run on).
+        let says_done = "import sys\nsys.stdout.write('0' * 32 + ' 0\\n')\nsys.stdout.flush()\nwhile True: pass";
+        let t = std::time::Instant::now();
+        let r = ran(&m.tool("run_python", json!({"code": says_done, "limits": {"wall_timeout_ms": 500}}))).clone();
+        assert_eq!(r["status"], "timeout", "{args:?}: {r}");
+        assert!(t.elapsed() >= Duration::from_millis(450), "{:?}", t.elapsed());
         m.finish();
     }
 }
