@@ -107,6 +107,13 @@ fn wait_exit(child: &mut Child, limit: Duration) -> Option<std::process::ExitSta
     None
 }
 
+/// Python that ends its turn the way the code could once: the live loop's nonce, found in a frame
+/// above it, written as the loop wrote it (a stand-in when there is none), then a spin.
+const SAYS_DONE: &str = "import sys\nf = sys._getframe()\nwhile f is not None and 'nonce' not in f.f_locals:\n    f = f.f_back\n\
+                         n = f.f_locals['nonce'].decode() if f is not None else '0' * 32\n\
+                         sys.stdout.write(n + ' 0\\n'); sys.stdout.flush(); sys.stderr.write(n + '\\n'); sys.stderr.flush()\n\
+                         while True: pass";
+
 /// A tool's structured result (asserting it is not an error).
 fn ran(answer: &Value) -> &Value {
     let r = &answer["result"];
@@ -242,7 +249,7 @@ fn calls_share_a_workspace_and_the_file_tools_reach_it() {
         assert_eq!(r["stdout"], "False\n", "{r}");
         // Code that writes what looks like the end of its turn and goes on is still in its turn:
         // its time limit ends it (the model's code cannot end a turn early and run on).
-        let says_done = "import sys\nsys.stdout.write('0' * 32 + ' 0\\n')\nsys.stdout.flush()\nwhile True: pass";
+        let says_done = SAYS_DONE;
         let t = std::time::Instant::now();
         let r = ran(&m.tool("run_python", json!({"code": says_done, "limits": {"wall_timeout_ms": 500}}))).clone();
         assert_eq!(r["status"], "timeout", "{args:?}: {r}");
