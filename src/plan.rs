@@ -238,6 +238,19 @@ impl Plan {
         self.fs.changed_on_host(quick)
     }
 
+    /// `Ok` when a jail of this plan's policy could serve turns that end as `end` says (see
+    /// [`Job::turns`]): for [`crate::TurnEnd::Read`], seccomp's listener and a cgroup2 leaf to
+    /// freeze; else why not, naming the layer.
+    pub fn can_serve_turns(&self, end: crate::TurnEnd) -> Result<(), Error> {
+        if end == crate::TurnEnd::Read {
+            if !self.seccomp.has_filters() {
+                return Err(seccomp::SeccompError::TurnsUnavailable.into());
+            }
+            self.cgroup.freezer()?;
+        }
+        Ok(())
+    }
+
     /// The argument vector the program will get.
     pub fn argv(&self) -> &[String] {
         &self.program.argv_display

@@ -275,3 +275,30 @@ fn the_first_turn_reports_its_cpu_and_memory() {
         assert!(v["wasm-memory-peak-bytes"].as_u64().is_some_and(|b| b > 0), "{rt}: {}", brief(&v));
     }
 }
+
+/// A host program's live interpreter is frozen between its turns with its cgroup2 leaf: under a
+/// policy without cgroups the session is refused when it is made, naming why, and a workspace
+/// session of the runtime is still made.
+#[test]
+fn a_live_program_session_needs_a_cgroup_to_freeze_it() {
+    if !guests() || python3().is_none() {
+        return eprintln!("skip: needs the guests and /usr/bin/python3");
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let wrap = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/examples/wrap-python.toml"),
+    )
+    .expect("wrap-python");
+    std::fs::write(dir.path().join("nocg.toml"), format!("{wrap}\n[cgroups]\nenabled = false\nmemory-max-bytes = \"unlimited\"\npids-max = \"unlimited\"\ncpu-max-percent = \"unlimited\"\n")).expect("policy");
+    let config = format!(
+        "[policies]\ndir = \"{}\"\n[runtimes.py]\nprogram = \"/usr/bin/python3\"\nbootstrap = \"python\"\npolicy = \"nocg\"\nwarm = 0\n",
+        dir.path().display()
+    );
+    let s = Server::start("", &config, false);
+    let (status, v) = json_call(&s, "POST", "/v1/sessions", &json!({"runtime": "py", "mode": "live"}));
+    let message = v["error"]["message"].as_str().unwrap_or("");
+    assert_eq!((status, v["error"]["field"].as_str()), (400, Some("mode")), "{v}");
+    assert!(message.contains("cgroup.freeze") && message.contains("cgroups.enabled"), "{v}");
+    let (status, v) = json_call(&s, "POST", "/v1/sessions", &json!({"runtime": "py"}));
+    assert_eq!(status, 201, "{v}");
+}

@@ -303,6 +303,11 @@ pub fn apply(plan: &SeccompPlan, sync: i32) -> Result<(), (u32, Errno)> {
 }
 
 impl SeccompPlan {
+    /// Whether the plan installs any filter (the kernel has seccomp, and the policy wants it).
+    pub fn has_filters(&self) -> bool {
+        self.enabled
+    }
+
     /// Whether a listener fd will come from the child.
     pub fn has_listener(&self) -> bool {
         self.filters.iter().any(|(_, l)| *l)

@@ -136,9 +136,17 @@ impl Prepared<'_> {
             return Err(Error::Supervisor { what: "serve turns without a stdin pipe", errno: Errno(libc::EBADF) });
         };
         let mut pump = Pump::new(self.run_of(&sync, true), report);
-        if let Some(x) = start.files.as_ref().filter(|x| !x.put.is_empty())
-            && let Err(e) = self.put_files(x, create_as)
-        {
+        // A program whose code could go on in a thread is frozen between turns, or not served:
+        // a cgroup that could not be made here (best effort) gives no freezer.
+        let unfrozen = plan.turns == Some(TurnEnd::Read) && !self.leaf.as_ref().is_some_and(Leaf::can_freeze);
+        let refused = unfrozen.then(|| {
+            Error::from(plan.cgroup.freezer().err().unwrap_or(crate::layers::cgroup::CgroupError::NoFreezer {
+                shape: "this run's cgroup",
+                off: " (its cgroup2 leaf could not be made, and cgroups.best-effort let it go)",
+            }))
+        });
+        let put = start.files.as_ref().filter(|x| !x.put.is_empty()).map(|x| self.put_files(x, create_as));
+        if let Some(e) = refused.or_else(|| put.and_then(Result::err)) {
             pump.kill();
             let _ = pump.go(&mut Streams::none(), None, None, None)?;
             self.pid = 0;

@@ -13,6 +13,7 @@ mod pages;
 mod preload;
 pub mod runner;
 pub mod snapshot;
+mod stdin;
 pub mod turns;
 
 pub use pages::Pages;

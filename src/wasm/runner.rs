@@ -511,9 +511,6 @@ pub(super) fn one_line(e: &wasmtime::Error) -> String {
     said.join(": ")
 }
 
-/// When the guest's first read of its stdin returned (see [`GuestStdin`]).
-static STDIN_STARTED: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-
 /// This process's stdin as a file of its own (unbuffered, unlike `std::io::stdin`).
 pub(super) fn stdin_file() -> std::io::Result<std::fs::File> {
     use std::os::fd::AsFd;
@@ -579,7 +576,7 @@ fn summary(
 ) -> Summary {
     let (outcome, guest_exit_code, message) = end;
     // Counted from the start of the guest's run: its first byte of stdin, when it waited for it.
-    let run = match STDIN_STARTED.get() {
+    let run = match super::stdin::STDIN_STARTED.get() {
         Some(at) if clock_from_stdin => (*at).max(t.started).elapsed(),
         _ if clock_from_stdin => Duration::ZERO,
         _ => t.started.elapsed(),
@@ -718,7 +715,7 @@ pub(super) fn wasi_ctx(c: &RunnerConfig) -> Result<WasiCtxBuilder, String> {
         // The guest reads fd 0 itself (no thread between it and its input).
         match stdin_file() {
             Ok(f) => {
-                wasi.stdin(GuestStdin(wasmtime_wasi::cli::InputFile::new(f)));
+                wasi.stdin(super::stdin::GuestStdin(wasmtime_wasi::cli::InputFile::new(f)));
             }
             Err(e) => return Err(format!("cannot give the guest its stdin: {e}")),
         }
@@ -785,7 +782,7 @@ const EPOCH_GRACE: Duration = Duration::from_millis(100);
 
 /// The wall-clock limit, set as instantiation begins (`load` and `compile`: what it took before).
 /// It counts from now, or from the guest's first read of its stdin (a waiting guest's code came,
-/// see [`GuestStdin`]). The limit is a task of the runner's tokio runtime (see [`wasi_runtime`]),
+/// see `stdin.rs`). The limit is a task of the runner's tokio runtime (see [`wasi_runtime`]),
 /// whose one worker sleeps until it: no thread of its own. Then it ends the runner's process, and
 /// with it the guest, whatever the guest is doing: running its code (which has no check of its
 /// own, see [`EngineKind::Plain`]) or waiting in a host call. Its account is the runner's, as
@@ -812,7 +809,7 @@ pub(super) fn deadline_tick(engine: &wasmtime::Engine, c: &RunnerConfig, load: D
             // looked, so it looks again by the time the limit has passed since that read.
             from = loop {
                 tokio::time::sleep(timeout).await;
-                if let Some(at) = STDIN_STARTED.get() {
+                if let Some(at) = super::stdin::STDIN_STARTED.get() {
                     break *at;
                 }
             };
@@ -842,63 +839,6 @@ fn interrupted(armed: Times, clock_from_stdin: bool) {
     let end = (Outcome::Interrupted, None, Some(Trap::Interrupt.to_string()));
     let summary = summary(end, None, memory, &t, clock_from_stdin);
     finish(&summary, super::guest_end(&summary).exit_code(), None)
-}
-
-/// The guest's stdin (the runner's fd 0, read on the guest's own thread, blocking): its first
-/// read that returns, with bytes or at the end, starts the clock of a guest that waits for its
-/// code. Counted from the read itself, not from a readiness seen beside it: a guest that takes
-/// the bytes first would leave a watcher nothing to see, and its clock would not start.
-#[derive(Clone)]
-struct GuestStdin(wasmtime_wasi::cli::InputFile);
-
-impl GuestStdin {
-    fn read_returned() {
-        if STDIN_STARTED.get().is_none() {
-            let _ = STDIN_STARTED.set(Instant::now());
-        }
-    }
-}
-
-impl wasmtime_wasi::p2::InputStream for GuestStdin {
-    fn read(&mut self, size: usize) -> wasmtime_wasi::p2::StreamResult<bytes::Bytes> {
-        let read = self.0.read(size);
-        Self::read_returned();
-        read
-    }
-}
-
-#[wasmtime_wasi::async_trait]
-impl wasmtime_wasi::p2::Pollable for GuestStdin {
-    async fn ready(&mut self) {}
-}
-
-impl tokio::io::AsyncRead for GuestStdin {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let read = std::pin::Pin::new(&mut self.0).poll_read(cx, buf);
-        if read.is_ready() {
-            Self::read_returned();
-        }
-        read
-    }
-}
-
-impl wasmtime_wasi::cli::IsTerminal for GuestStdin {
-    fn is_terminal(&self) -> bool {
-        false
-    }
-}
-
-impl wasmtime_wasi::cli::StdinStream for GuestStdin {
-    fn p2_stream(&self) -> Box<dyn wasmtime_wasi::p2::InputStream> {
-        Box::new(self.clone())
-    }
-    fn async_stream(&self) -> Box<dyn tokio::io::AsyncRead + Send + Sync> {
-        Box::new(self.clone())
-    }
 }
 
 /// The tokio runtime wasmtime-wasi's host calls run their futures on (they find it entered):

@@ -76,6 +76,18 @@ impl Engine {
                 ),
             ));
         }
+        // A host program's interpreter is frozen between its turns: this host must be able to.
+        let program = matches!(self.runtimes.get(&spec.runtime).map(|r| &r.kind), Some(Kind::Program { .. }));
+        if spec.mode == Mode::Live
+            && program
+            && let Some(pool) = self.pools.get(&spec.runtime)
+            && let Err(e) = pool.recipe().plan().can_serve_turns(stockade::TurnEnd::Read)
+        {
+            return Err(ApiError::field(
+                "mode",
+                format!("runtime {} cannot keep a live interpreter on this server: {e}", spec.runtime),
+            ));
+        }
         self.sessions.create(owner, spec)
     }
 
