@@ -471,7 +471,7 @@ fn one_token_holds_its_share_of_sessions_and_of_live_ones() {
 }
 
 /// A run that leaves a file nested deeper than a run may be given files (32 directories): the
-/// file is not kept, the answer names its directory and why, and the session's later runs go on.
+/// file is not kept, the answer names it and why, and the session's later runs go on.
 #[test]
 fn a_file_nested_too_deep_is_named_and_not_kept() {
     if !guests() {
@@ -483,7 +483,7 @@ fn a_file_nested_too_deep_is_named_and_not_kept() {
     let (status, v) = json_call(&s, "POST", &format!("/v1/sessions/{id}/runs"), &json!({"code": code}));
     assert_eq!((status, v["status"].as_str()), (200, Some("ok")), "{v}");
     let dropped = v["session"]["dropped"].as_array().cloned().unwrap_or_default();
-    let deep = vec!["d"; 32].join("/");
+    let deep = format!("{}/f", vec!["d"; 40].join("/"));
     assert!(
         dropped
             .iter()
@@ -495,4 +495,12 @@ fn a_file_nested_too_deep_is_named_and_not_kept() {
     assert_eq!((status, v["stdout"]["text"].as_str()), (200, Some("y\n")), "{v}");
     let (status, files) = json_call(&s, "GET", &format!("/v1/sessions/{id}/files"), &Value::Null);
     assert_eq!((status, files["files"].as_array().map(Vec::len)), (200, Some(1)), "{files}");
+    // A live session's the same: its later runs go on.
+    let (_, made) = json_call(&s, "POST", "/v1/sessions", &json!({"runtime": "python", "mode": "live"}));
+    let id = made["id"].as_str().expect("id").to_string();
+    let (status, v) = json_call(&s, "POST", &format!("/v1/sessions/{id}/runs"), &json!({"code": code}));
+    assert_eq!((status, v["status"].as_str()), (200, Some("ok")), "{v}");
+    let (status, v) =
+        json_call(&s, "POST", &format!("/v1/sessions/{id}/runs"), &json!({"code": "print(open('top.txt').read())"}));
+    assert_eq!((status, v["stdout"]["text"].as_str()), (200, Some("y\n")), "{v}");
 }

@@ -499,16 +499,23 @@ impl Turn {
         if let Some(t) = taken {
             let mut files = BTreeMap::new();
             let mut bytes = 0u64;
+            let mut unkept = Vec::new();
             for (path, data) in t.files {
+                // A file no later run could be given (nested too deep) is not the workspace's.
+                if let Err(why) = exchange::check_relative(&path) {
+                    unkept.push(SkippedFile { reason: format!("{why}: no later run could be given it"), path });
+                    continue;
+                }
                 let kept = s.files.get(&path).filter(|old| old.bytes == data).map(|old| old.modified_unix_ms);
                 bytes += data.len() as u64;
                 files.insert(path, Stored { bytes: data, modified_unix_ms: kept.unwrap_or(now_ms) });
             }
             s.files = files;
             s.bytes = bytes;
-            out.dropped =
-                t.skipped.into_iter().map(|k| SkippedFile { reason: kept_reason(&k.reason), path: k.path }).collect();
-            out.dropped_count = t.skipped_count as u64;
+            out.dropped_count = (t.skipped_count + unkept.len()) as u64;
+            out.dropped = unkept;
+            out.dropped
+                .extend(t.skipped.into_iter().map(|k| SkippedFile { reason: kept_reason(&k.reason), path: k.path }));
         }
         s.running = None;
         s.interp = self.interp.take();

@@ -16,9 +16,6 @@ use std::path::{Component, Path, PathBuf};
 
 /// How deep a put or taken file may be below the directory.
 pub const MAX_DEPTH: usize = 32;
-
-/// Why [`take`] leaves out a directory and what is below it.
-pub const DEEPER: &str = "nested deeper than 32 directories (what is below it is not taken back)";
 /// The most directory entries looked at when taking files (a program may leave millions).
 pub const MAX_ENTRIES_SEEN: usize = 100_000;
 
@@ -326,11 +323,7 @@ fn walk(root: BorrowedFd<'_>, pick: &Pick, deadline: std::time::Instant, t: &mut
             let Ok(st) = rfs::statat(&dir, &name, AtFlags::SYMLINK_NOFOLLOW) else { continue };
             let kind = FileType::from_raw_mode(st.st_mode);
             if kind == FileType::Directory {
-                // What is below the deepest a run may be given back cannot be given back (nor
-                // put into a later run): said once, for the directory, and not walked.
-                if relp.components().count() >= MAX_DEPTH {
-                    t.skip(relp.to_string_lossy().into_owned(), DEEPER);
-                } else if let Ok(sub) = open_dir(dir.as_fd(), &name) {
+                if let Ok(sub) = open_dir(dir.as_fd(), &name) {
                     todo.push((sub, relp));
                 }
                 continue;
