@@ -136,6 +136,14 @@ def _status(e):
     return 1
 
 
+def _flush():
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except BaseException:
+            pass
+
+
 def _finish():
     t = sys.modules.get("threading")
     if t is not None and hasattr(t, "_shutdown"):
@@ -143,11 +151,7 @@ def _finish():
     a = sys.modules.get("atexit")
     if a is not None:
         a._run_exitfuncs()
-    for f in (sys.stdout, sys.stderr):
-        try:
-            f.flush()
-        except BaseException:
-            pass
+    _flush()
 
 
 # A live session's main module, made at its first turn (see `turn`).
@@ -190,11 +194,7 @@ class WitWorld(wit_world.WitWorld):
             except BaseException:
                 pass
             status = 125
-        for f in (sys.stdout, sys.stderr):
-            try:
-                f.flush()
-            except BaseException:
-                pass
+        _flush()
         return status
 
     def run(self, code, args, env):

@@ -161,14 +161,7 @@ pub(super) fn python_turns(
             Err(e) => return Ok(Ran::of(store, Err(e), times)),
         };
         let left = store.get_fuel().ok();
-        let limits = &store.data().limits;
-        tell(&Account::Turn {
-            status,
-            fuel_consumed: fuel.map(|f| f.saturating_sub(left.unwrap_or(0))),
-            memory_peak_bytes: limits.memory_peak() as u64,
-            memory_limit_hit: limits.memory_limit_hit(),
-            run_ms: ms(times.started.elapsed()),
-        });
+        tell(&Account::turn(status, fuel, left, &store.data().limits, times.started));
     }
 }
 

@@ -507,70 +507,7 @@ impl WasmPrepared<'_> {
     /// the start brings its framed code.
     pub fn run_gated(self, gate: &Gate) -> Result<Gated, Error> {
         let wasm = self.wasm;
-        Ok(match self.prepared.run_gated(gate, guest_of)? {
-            Gated::Ran(mut f) => {
-                let channels = std::mem::take(&mut f.channels);
-                wasm.settle(&mut f.report, &channels);
-                f.channels = channels;
-                Gated::Ran(f)
-            }
-            other => other,
-        })
-    }
-}
-
-impl WasmPrepared<'_> {
-    /// Releases a jail whose guest serves turns ([`GuestCode::PythonTurns`],
-    /// [`GuestCode::JsTurns`]; see [`Prepared::run_turns`]): each turn's report carries the
-    /// runner's account of it (its fuel, its guest's memory, its run time), and the end the
-    /// runner's summary.
-    pub fn run_turns(
-        self,
-        start: crate::Start,
-        next: &mut dyn FnMut(crate::Turned) -> Option<crate::Turn>,
-    ) -> Result<Gated, Error> {
-        let wasm = self.wasm;
-        let mut folded = |turned: crate::Turned| {
-            let turned = match turned {
-                crate::Turned::Returned { mut report, account } => {
-                    if let Some(turns::Account::Turn { fuel_consumed, memory_peak_bytes, run_ms, .. }) =
-                        last_account(&account)
-                    {
-                        report.fuel_consumed = fuel_consumed;
-                        report.wasm_memory_peak_bytes = Some(memory_peak_bytes);
-                        report.wasm_time =
-                            Some(WasmTime { load_ms: 0.0, compile_ms: None, instantiate_ms: 0.0, run_ms });
-                    }
-                    crate::Turned::Returned { report, account }
-                }
-                other => other,
-            };
-            next(turned)
-        };
-        Ok(match self.prepared.run_turns(start, &turn_told, &mut folded, guest_of)? {
-            Gated::Ran(mut f) => {
-                let channels = std::mem::take(&mut f.channels);
-                wasm.settle(&mut f.report, &channels);
-                f.channels = channels;
-                Gated::Ran(f)
-            }
-            other => other,
-        })
-    }
-}
-
-/// The last turn account of a runner's summary channel's bytes.
-fn last_account(bytes: &[u8]) -> Option<turns::Account> {
-    String::from_utf8_lossy(bytes).lines().rev().find_map(turns::Account::read)
-}
-
-/// What a runner's account of a turn says (`None`: it is not one, the runner is ending).
-fn turn_told(bytes: &[u8]) -> Option<crate::TurnTold> {
-    match last_account(bytes)? {
-        turns::Account::Ready { .. } => Some(crate::TurnTold { status: 0, guest: None }),
-        turns::Account::Turn { status, memory_limit_hit, .. } => {
-            Some(crate::TurnTold { status, guest: Some(GuestEnd::Exited { code: status, memory_limit_hit }) })
-        }
+        Ok(wasm.settled(self.prepared.run_gated(gate, guest_of)?))
     }
 }
 
@@ -583,6 +520,14 @@ fn guest_of(channels: &[Vec<u8>]) -> Option<GuestEnd> {
 }
 
 impl WasmPlan {
+    /// A gated run's end, its report with the runner's summary folded in.
+    fn settled(&self, mut gated: Gated) -> Gated {
+        if let Gated::Ran(f) = &mut gated {
+            self.settle(&mut f.report, &f.channels);
+        }
+        gated
+    }
+
     /// Folds the runner's summary into the report; caches a module it compiled.
     fn settle(&self, report: &mut Report, channels: &[Vec<u8>]) {
         let compiled = match said(channels.first().map_or(&[][..], Vec::as_slice)) {

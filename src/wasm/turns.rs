@@ -27,9 +27,78 @@ pub enum Account {
 }
 
 impl Account {
+    /// A turn's account: its status, the fuel it used (`fuel` at its start, `left` after it),
+    /// the guest's memory as its `limits` saw it, its time since `started`.
+    pub(super) fn turn(
+        status: i32,
+        fuel: Option<u64>,
+        left: Option<u64>,
+        limits: &super::runner::Limits,
+        started: Instant,
+    ) -> Account {
+        Account::Turn {
+            status,
+            fuel_consumed: fuel.map(|f| f.saturating_sub(left.unwrap_or(0))),
+            memory_peak_bytes: limits.memory_peak() as u64,
+            memory_limit_hit: limits.memory_limit_hit(),
+            run_ms: started.elapsed().as_secs_f64() * 1000.0,
+        }
+    }
+
     /// One line of the summary channel read back (`None`: it is not a turn's account).
     pub fn read(line: &str) -> Option<Account> {
         serde_json::from_str(line.trim()).ok()
+    }
+}
+
+impl super::WasmPrepared<'_> {
+    /// Releases a jail whose guest serves turns ([`super::GuestCode::PythonTurns`],
+    /// [`super::GuestCode::JsTurns`]; see [`crate::Prepared::run_turns`]): each turn's report carries the
+    /// runner's account of it (its fuel, its guest's memory, its run time), and the end the
+    /// runner's summary.
+    pub fn run_turns(
+        self,
+        start: crate::Start,
+        next: &mut dyn FnMut(crate::Turned) -> Option<crate::Turn>,
+    ) -> Result<crate::Gated, crate::Error> {
+        let wasm = self.wasm;
+        let mut folded = |turned: crate::Turned| {
+            let turned = match turned {
+                crate::Turned::Returned { mut report, account } => {
+                    if let Some(Account::Turn { fuel_consumed, memory_peak_bytes, run_ms, .. }) = last_account(&account)
+                    {
+                        report.fuel_consumed = fuel_consumed;
+                        report.wasm_memory_peak_bytes = Some(memory_peak_bytes);
+                        report.wasm_time = Some(crate::report::WasmTime {
+                            load_ms: 0.0,
+                            compile_ms: None,
+                            instantiate_ms: 0.0,
+                            run_ms,
+                        });
+                    }
+                    crate::Turned::Returned { report, account }
+                }
+                other => other,
+            };
+            next(turned)
+        };
+        Ok(wasm.settled(self.prepared.run_turns(start, &turn_told, &mut folded, super::guest_of)?))
+    }
+}
+
+/// The last turn account of a runner's summary channel's bytes.
+fn last_account(bytes: &[u8]) -> Option<Account> {
+    String::from_utf8_lossy(bytes).lines().rev().find_map(Account::read)
+}
+
+/// What a runner's account of a turn says (`None`: it is not one, the runner is ending).
+fn turn_told(bytes: &[u8]) -> Option<crate::TurnTold> {
+    match last_account(bytes)? {
+        Account::Ready { .. } => Some(crate::TurnTold { status: 0, guest: None }),
+        Account::Turn { status, memory_limit_hit, .. } => Some(crate::TurnTold {
+            status,
+            guest: Some(crate::report::GuestEnd::Exited { code: status, memory_limit_hit }),
+        }),
     }
 }
 
@@ -164,14 +233,8 @@ pub(super) fn js_turn_bytes(caller: &mut Caller<'_, State<WasiP1Ctx>>) -> Result
         let (status, fuel, started) = (t.status(), t.fuel, t.started);
         t.in_turn = false;
         let left = caller.get_fuel().ok();
-        let limits = &caller.data().limits;
-        tell(&Account::Turn {
-            status,
-            fuel_consumed: fuel.map(|f| f.saturating_sub(left.unwrap_or(0))),
-            memory_peak_bytes: limits.memory_peak() as u64,
-            memory_limit_hit: limits.memory_limit_hit(),
-            run_ms: started.map_or(0.0, |s| s.elapsed().as_secs_f64() * 1000.0),
-        });
+        let started = started.unwrap_or_else(Instant::now);
+        tell(&Account::turn(status, fuel, left, &caller.data().limits, started));
     }
     let Some(frame) = next_frame().map_err(|_| ERRNO_IO)? else { return Ok(()) };
     let session = caller.data().turn.as_ref().and_then(|t| t.session_fuel);
