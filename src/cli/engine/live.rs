@@ -7,14 +7,14 @@
 //! started with the session's limits and files, each run's code handed over as a turn, the
 //! session's files brought to the interpreter's directory between turns and taken back.
 
-use super::slot::{AFTER_ANSWER, SlotError, Tracker};
+use super::ending::{AFTER_ANSWER, panic_words};
+use super::slot::{SlotError, Tracker};
 use super::{Engine, Streams, internal};
 use crate::config::Kind;
 use sha2::Digest;
 use std::collections::BTreeMap;
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
-use stockade::api::session::{Mode, SessionBody, SessionInfo};
 use stockade::api::{ApiError, RunRequest, Target};
 use stockade::layers::filesystem::exchange::{Pick, PutFile, Taken};
 use stockade::policy::Limits;
@@ -61,34 +61,6 @@ impl Engine {
             Kind::Program { framed: true, .. } => Some(true),
             Kind::Program { .. } => None,
         }
-    }
-
-    /// Opens a session for `owner` (checked as [`Sessions::check`](super::sessions::Sessions::check)
-    /// does; a live one only of a runtime that can keep an interpreter).
-    pub fn open_session(&self, owner: super::sessions::Owner, body: SessionBody) -> Result<SessionInfo, ApiError> {
-        let spec = self.sessions.check(body, &self.catalog)?;
-        if spec.mode == Mode::Live && self.live_python(&spec.runtime).is_none() {
-            return Err(ApiError::field(
-                "mode",
-                format!(
-                    "runtime {} reads its code whole from stdin: it cannot keep an interpreter between runs",
-                    spec.runtime
-                ),
-            ));
-        }
-        // A host program's interpreter is frozen between its turns: this host must be able to.
-        let program = matches!(self.runtimes.get(&spec.runtime).map(|r| &r.kind), Some(Kind::Program { .. }));
-        if spec.mode == Mode::Live
-            && program
-            && let Some(pool) = self.pools.get(&spec.runtime)
-            && let Err(e) = pool.recipe().plan().can_serve_turns(stockade::TurnEnd::Read)
-        {
-            return Err(ApiError::field(
-                "mode",
-                format!("runtime {} cannot keep a live interpreter on this server: {e}", spec.runtime),
-            ));
-        }
-        self.sessions.create(owner, spec)
     }
 
     /// Starts a live interpreter of `req`'s runtime and policy under the session's `limits` for
@@ -165,7 +137,7 @@ fn spawn_jail(
             serve_turns(&recipe, start, &turns, ready, &built_tx)
         }));
         if let Err(payload) = served {
-            let why = super::slot::panic_words(payload.as_ref());
+            let why = panic_words(payload.as_ref());
             eprintln!("stockade serve: internal error: a live interpreter's thread panicked ({why})");
             let _ = built_tx.try_send(Err(SlotError::Panicked(why)));
         }

@@ -7,6 +7,7 @@
 //! [`Engine::metrics`], [`Engine::drain`].
 
 pub mod calls;
+mod ending;
 mod handoff;
 mod health;
 pub mod live;
@@ -18,7 +19,7 @@ mod spawner;
 
 pub use health::Readiness;
 
-use crate::config::{Bounds, Config, Runtime};
+use crate::config::{Bounds, Config, Kind, Runtime};
 use metrics::Metrics;
 use pool::Pool;
 use slot::{Slot, SlotError, Tracked, Tracker};
@@ -29,6 +30,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
+use stockade::api::session::{Mode, SessionBody, SessionInfo};
 use stockade::api::{ApiError, Catalog, ErrorCode, RunRequest, RunResult, Target};
 use stockade::layers::filesystem::exchange::Taken;
 use stockade::policy::Limits;
@@ -149,6 +151,34 @@ impl Engine {
                 sessions.reap();
             }
         });
+    }
+
+    /// Opens a session for `owner` (checked as [`Sessions::check`](sessions::Sessions::check)
+    /// does; a live one only of a runtime that can keep an interpreter).
+    pub fn open_session(&self, owner: sessions::Owner, body: SessionBody) -> Result<SessionInfo, ApiError> {
+        let spec = self.sessions.check(body, &self.catalog)?;
+        if spec.mode == Mode::Live && self.live_python(&spec.runtime).is_none() {
+            return Err(ApiError::field(
+                "mode",
+                format!(
+                    "runtime {} reads its code whole from stdin: it cannot keep an interpreter between runs",
+                    spec.runtime
+                ),
+            ));
+        }
+        // A host program's interpreter is frozen between its turns: this host must be able to.
+        let program = matches!(self.runtimes.get(&spec.runtime).map(|r| &r.kind), Some(Kind::Program { .. }));
+        if spec.mode == Mode::Live
+            && program
+            && let Some(pool) = self.pools.get(&spec.runtime)
+            && let Err(e) = pool.recipe().plan().can_serve_turns(stockade::TurnEnd::Read)
+        {
+            return Err(ApiError::field(
+                "mode",
+                format!("runtime {} cannot keep a live interpreter on this server: {e}", spec.runtime),
+            ));
+        }
+        self.sessions.create(owner, spec)
     }
 
     /// The sessions.

@@ -2,7 +2,8 @@
 //! whether the runtime can run at all.
 
 use super::metrics::Metrics;
-use super::slot::{AFTER_ANSWER, Slot, SlotError, Tracker};
+use super::ending::AFTER_ANSWER;
+use super::slot::{Slot, SlotError, Tracker};
 use super::spawner::Spawner;
 use crate::config::{Kind, Runtime};
 use std::collections::VecDeque;
@@ -439,6 +440,12 @@ impl Pool {
         self.wake.notify_one();
         let slots: Vec<Slot> = self.waiting().drain(..).collect();
         drop(slots);
+    }
+}
+
+impl super::spawner::RecipeSource for Pool {
+    fn recipe_now(&self) -> Result<Arc<Recipe>, String> {
+        Pool::recipe_now(self)
     }
 }
 

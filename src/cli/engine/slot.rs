@@ -3,6 +3,7 @@
 //! slot serves exactly one run and is then gone: runs never share a jail. Every jail thread is
 //! counted by its engine's [`Tracker`], which a draining engine waits on.
 
+use super::ending::{AFTER_ANSWER, inject_panic, panic_words};
 use super::handoff::{self, Msg};
 use super::spawner::{self, Spawner};
 use std::os::fd::AsFd;
@@ -48,10 +49,6 @@ impl Drop for Tracked {
         self.0.send_modify(|n| *n = n.saturating_sub(1));
     }
 }
-
-/// How long work that is not the answer (a run's clean-up, a refill) waits after the answer is
-/// sent: on a small host, the CPU the answer's last steps need.
-pub(super) const AFTER_ANSWER: Duration = Duration::from_millis(5);
 
 /// One jail released ahead of its run, waiting at its gate; where its network namespace came
 /// from.
@@ -351,27 +348,3 @@ fn said<'r>(
     }
 }
 
-/// Test builds only: a panic on the jail's thread after a run whose stdout holds
-/// `$STOCKADE_TEST_PANIC` (how `tests/serve.rs` proves that a panic ends one run, not the server).
-#[cfg(debug_assertions)]
-pub(super) fn inject_panic(gated: &Result<Gated, Error>) {
-    if let (Some(marker), Ok(Gated::Ran(f))) = (std::env::var_os("STOCKADE_TEST_PANIC"), gated)
-        && let (Some(out), Some(marker)) = (f.report.stdout.text.as_deref(), marker.to_str())
-        && !marker.is_empty()
-        && out.contains(marker)
-    {
-        panic!("injected by STOCKADE_TEST_PANIC");
-    }
-}
-
-#[cfg(not(debug_assertions))]
-pub(super) fn inject_panic(_: &Result<Gated, Error>) {}
-
-/// A panic's message, when it has one.
-pub(super) fn panic_words(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "no message".into())
-}

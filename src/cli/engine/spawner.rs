@@ -27,8 +27,7 @@
 //! built on the server's threads.
 
 use super::handoff::{self, LENGTHS, Msg};
-use super::pool::Pool;
-use super::slot::{self, AFTER_ANSWER};
+use super::ending::{AFTER_ANSWER, inject_panic, panic_words};
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer, SendAncillaryMessage,
@@ -57,12 +56,19 @@ pub struct Spawner {
     ended: std::sync::atomic::AtomicBool,
 }
 
+/// What the spawner needs of a runtime's pool: its recipe, made again first when the host
+/// changed under it (blocking). The pools give it ([`super::pool`]); the spawner holds copies of
+/// them, and imports nothing above it.
+pub trait RecipeSource {
+    fn recipe_now(&self) -> Result<Arc<Recipe>, String>;
+}
+
 impl Spawner {
     /// Forks the spawner with `pools`' recipes. This process must have one thread (before the
     /// async runtime starts): `Err` otherwise, or when the fork fails. `scrub` runs first in the
     /// spawner: it wipes what the spawner's copy of this process must not hold (a copy of the
     /// spawner runs the guests of the Wasm pools).
-    pub fn fork(pools: &BTreeMap<String, Arc<Pool>>, scrub: impl FnOnce()) -> io::Result<Spawner> {
+    pub fn fork<P: RecipeSource>(pools: &BTreeMap<String, Arc<P>>, scrub: impl FnOnce()) -> io::Result<Spawner> {
         let (ours, theirs) = socketpair(AddressFamily::UNIX, SocketType::SEQPACKET, SocketFlags::CLOEXEC, None)?;
         // The spawner closes its copy of the server's end (it must see end of file when the
         // server goes); the server keeps it.
@@ -144,7 +150,7 @@ impl Spawner {
 /// runner of each jail a helper builds is a copy of the helper instead of an exec of stockade
 /// (see [`stockade::InProcess`]). A guest that cannot be loaded is said, and its jails' runners
 /// are exec'd.
-fn preload(pools: &BTreeMap<String, Arc<Pool>>) {
+fn preload<P: RecipeSource>(pools: &BTreeMap<String, Arc<P>>) {
     for (name, pool) in pools {
         let loaded = pool.recipe_now().and_then(|r| r.preload());
         if let Err(e) = loaded {
@@ -155,7 +161,7 @@ fn preload(pools: &BTreeMap<String, Arc<Pool>>) {
 
 /// The spawner's life: a helper per request, until the server's end closes; then it waits for
 /// its helpers and exits.
-fn spawner(control: &OwnedFd, pools: &BTreeMap<String, Arc<Pool>>) -> Infallible {
+fn spawner<P: RecipeSource>(control: &OwnedFd, pools: &BTreeMap<String, Arc<P>>) -> Infallible {
     let mut helpers: Vec<Helper> = Vec::new();
     let mut nets = Nets { free: Vec::new(), can: true };
     loop {
@@ -275,8 +281,8 @@ impl Nets {
 }
 
 /// Forks the helper of one jail of `runtime`, which answers on `sock`; or says why not there.
-fn start_helper(
-    pools: &BTreeMap<String, Arc<Pool>>,
+fn start_helper<P: RecipeSource>(
+    pools: &BTreeMap<String, Arc<P>>,
     runtime: &str,
     one_run: bool,
     sock: OwnedFd,
@@ -360,13 +366,13 @@ fn helper(recipe: &Recipe, one_run: bool, sock: Option<OwnedFd>) -> Infallible {
     // the server is told, and goes on.
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let gated = waiting.run_gated(&gate);
-        slot::inject_panic(&gated);
+        inject_panic(&gated);
         gated
     }));
     let ended = match ran {
         Ok(gated) => handoff::ended_out(gated),
         Err(payload) => {
-            let why = slot::panic_words(payload.as_ref());
+            let why = panic_words(payload.as_ref());
             eprintln!("stockade serve: internal error: a jail's helper panicked ({why}); its run is lost");
             handoff::encode(&Msg::Panicked(why), &handoff::Blobs::default()).map(|frame| (frame, None))
         }

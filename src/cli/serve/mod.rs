@@ -12,6 +12,7 @@ mod answer;
 mod http;
 mod idempotency;
 mod listen;
+mod request;
 mod sessions;
 
 use crate::config;
@@ -201,7 +202,7 @@ async fn serve(cfg: config::Config, engine: Arc<Engine>, check: bool, mut passed
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let graceful = Arc::new(hyper_util::server::graceful::GracefulShutdown::new());
     let conns = Arc::new(tokio::sync::Semaphore::new(bounds.max_connections));
-    let bodies = http::Bodies::new(&bounds);
+    let bodies = request::Bodies::new(&bounds);
     let answers = answer::Budget::new(bounds.answers_in_flight_max_bytes);
     let caps = &engine.catalog().caps;
     let keys = Arc::new(idempotency::Keys::new(
@@ -214,7 +215,7 @@ async fn serve(cfg: config::Config, engine: Arc<Engine>, check: bool, mut passed
             listen::Bound::Tcp(_) => Some(Arc::from(listening.tokens.clone())),
             listen::Bound::Unix(..) => None,
         };
-        let app = http::App {
+        let app = request::App {
             engine: engine.clone(),
             tokens,
             bodies: bodies.clone(),

@@ -2,7 +2,7 @@
 //! A session is its maker's: the auth layer says who calls ([`Caller`]), and every handler asks
 //! the store with it.
 
-use super::http::{
+use super::request::{
     App, Claimed, admitted, check_content_type, claim, decode, decode_fingerprinted, held, host_calls, keyed_run,
     read_body_within, respond, stream_param, streamed, with_tools,
 };
