@@ -1,8 +1,20 @@
 //! The async-signal-safe wrappers: what the jail's child calls between `clone3` and `execveat`.
 //! Only references to data built before fork, one raw system call each, an [`Errno`] back; no
 //! allocation, panic or lock.
+//!
+//! This file holds the fd, process, signal and exec calls; two children hold the rest, and every
+//! item of theirs is re-exported here (so `sys::X` names them all): `mount.rs` the filesystem
+//! calls the child builds its root with, `confine.rs` the calls that take its privileges away
+//! (ids, capabilities, `prctl` flags, Landlock, seccomp). They import from `sys` and `std` only
+//! what they name (and `mount.rs` this file's `close`), never anything that allocates.
 
 #![allow(clippy::cast_possible_truncation)]
+
+mod confine;
+mod mount;
+
+pub use confine::*;
+pub use mount::*;
 
 use super::*;
 use std::ffi::{CStr, CString, c_char, c_int, c_long, c_uint, c_ulong};
@@ -105,87 +117,6 @@ pub fn peer_gone(fd: RawFd) -> bool {
     rc > 0 && p.revents & libc::POLLHUP != 0
 }
 
-fn opt_ptr(s: Option<&CStr>) -> *const c_char {
-    s.map_or(ptr::null(), CStr::as_ptr)
-}
-
-/// `mount(2)`.
-pub fn mount(
-    source: Option<&CStr>,
-    target: &CStr,
-    fstype: Option<&CStr>,
-    flags: c_ulong,
-    data: Option<&CStr>,
-) -> Result<(), Errno> {
-    // SAFETY: every pointer is NULL or a NUL-terminated string that outlives the call.
-    check_int(unsafe { libc::mount(opt_ptr(source), target.as_ptr(), opt_ptr(fstype), flags, opt_ptr(data).cast()) })?;
-    Ok(())
-}
-
-/// `mount_setattr(AT_FDCWD, target, recursive ? AT_RECURSIVE : 0, {set, clr})`.
-pub fn mount_setattr(target: &CStr, recursive: bool, set: u64, clr: u64) -> Result<(), Errno> {
-    let attr = MountAttr { attr_set: set, attr_clr: clr, propagation: 0, userns_fd: 0 };
-    let flags = if recursive { AT_RECURSIVE } else { 0 };
-    // SAFETY: target is NUL-terminated; attr is a valid struct of the size passed.
-    check(unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            target.as_ptr(),
-            flags,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    })?;
-    Ok(())
-}
-
-/// `mkdir(path, mode)`; an existing directory is not an error.
-pub fn mkdir(path: &CStr, mode: u32) -> Result<(), Errno> {
-    // SAFETY: path is NUL-terminated.
-    match check_int(unsafe { libc::mkdir(path.as_ptr(), mode) }) {
-        Ok(_) | Err(Errno(libc::EEXIST)) => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-/// Creates an empty regular file (a mount point for a file bind).
-pub fn create_file(path: &CStr, mode: u32) -> Result<(), Errno> {
-    let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW;
-    // SAFETY: path is NUL-terminated.
-    let fd = check_int(unsafe { libc::open(path.as_ptr(), flags, mode) })?;
-    close(fd);
-    Ok(())
-}
-
-/// `symlink(target, link)`.
-pub fn symlink(target: &CStr, link: &CStr) -> Result<(), Errno> {
-    // SAFETY: both are NUL-terminated.
-    check_int(unsafe { libc::symlink(target.as_ptr(), link.as_ptr()) })?;
-    Ok(())
-}
-
-/// `pivot_root(new_root, put_old)`.
-pub fn pivot_root(new_root: &CStr, put_old: &CStr) -> Result<(), Errno> {
-    // SAFETY: both are NUL-terminated.
-    check(unsafe { libc::syscall(libc::SYS_pivot_root, new_root.as_ptr(), put_old.as_ptr()) })?;
-    Ok(())
-}
-
-/// `umount2(target, flags)`.
-pub fn umount2(target: &CStr, flags: c_int) -> Result<(), Errno> {
-    // SAFETY: target is NUL-terminated.
-    check_int(unsafe { libc::umount2(target.as_ptr(), flags) })?;
-    Ok(())
-}
-
-/// `chdir(path)`.
-pub fn chdir(path: &CStr) -> Result<(), Errno> {
-    // SAFETY: path is NUL-terminated.
-    check_int(unsafe { libc::chdir(path.as_ptr()) })?;
-    Ok(())
-}
-
 /// `sethostname(name)`.
 pub fn sethostname(name: &[u8]) -> Result<(), Errno> {
     // SAFETY: name is a valid slice; the kernel reads name.len() bytes.
@@ -214,46 +145,10 @@ pub fn join_new_session_keyring() -> Result<(), Errno> {
     Ok(())
 }
 
-/// `prlimit64(0, resource, {value, value}, NULL)`: sets soft and hard limit.
-pub fn setrlimit(resource: c_int, soft: u64, hard: u64) -> Result<(), Errno> {
-    let lim = libc::rlimit64 { rlim_cur: soft, rlim_max: hard };
-    // SAFETY: lim is a valid struct; old limit pointer is NULL.
-    check(unsafe { libc::syscall(libc::SYS_prlimit64, 0, resource, &lim as *const _, ptr::null_mut::<u8>()) })?;
-    Ok(())
-}
-
-/// `setgroups(0, NULL)`: drops every supplementary group.
-pub fn clear_groups() -> Result<(), Errno> {
-    // SAFETY: a zero-length list with a NULL pointer.
-    check(unsafe { libc::syscall(libc::SYS_setgroups, 0, ptr::null::<libc::gid_t>()) })?;
-    Ok(())
-}
-
-/// `setresgid(gid, gid, gid)` as a raw syscall (glibc's wrapper signals every thread).
-pub fn setresgid(gid: u32) -> Result<(), Errno> {
-    // SAFETY: integer arguments only.
-    check(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) })?;
-    Ok(())
-}
-
-/// `setresuid(uid, uid, uid)` as a raw syscall (glibc's wrapper signals every thread).
-pub fn setresuid(uid: u32) -> Result<(), Errno> {
-    // SAFETY: integer arguments only.
-    check(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) })?;
-    Ok(())
-}
-
 /// `prctl(PR_SET_PDEATHSIG, sig)`.
 pub fn set_parent_death_signal(sig: c_int) -> Result<(), Errno> {
     // SAFETY: integer arguments only.
     check_int(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as c_ulong, 0, 0, 0) })?;
-    Ok(())
-}
-
-/// `prctl(PR_SET_DUMPABLE, 0)`: /proc/PID of this process becomes unreadable to its peers.
-pub fn set_not_dumpable() -> Result<(), Errno> {
-    // SAFETY: integer arguments only.
-    check_int(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0 as c_ulong, 0, 0, 0) })?;
     Ok(())
 }
 
@@ -354,24 +249,6 @@ pub fn execveat(fd: RawFd, argv: &CStrArray<'_>, envp: &CStrArray<'_>) -> Errno 
     Errno::last()
 }
 
-/// `move_mount(fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)`: attaches the detached mount
-/// `fd` (a clone the supervisor made with `open_tree`) at `target`. (Child side.)
-pub fn move_mount(fd: RawFd, target: &CStr) -> Result<(), Errno> {
-    const MOVE_MOUNT_F_EMPTY_PATH: c_uint = 0x4;
-    // SAFETY: "" and target are NUL-terminated; fd is an open mount fd.
-    check(unsafe {
-        libc::syscall(libc::SYS_move_mount, fd, c"".as_ptr(), libc::AT_FDCWD, target.as_ptr(), MOVE_MOUNT_F_EMPTY_PATH)
-    })
-    .map(drop)
-}
-
-/// `open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)`. (Child side.)
-pub fn open_path_dir(path: &CStr) -> Result<RawFd, Errno> {
-    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
-    // SAFETY: path is NUL-terminated.
-    check_int(unsafe { libc::open(path.as_ptr(), flags) })
-}
-
 /// `unshare(flags)`: new namespaces for the calling process. (Child side.)
 pub fn unshare(flags: c_int) -> Result<(), Errno> {
     // SAFETY: integer argument only.
@@ -382,22 +259,6 @@ pub fn unshare(flags: c_int) -> Result<(), Errno> {
 pub fn exit(code: i32) -> ! {
     // SAFETY: _exit never returns and touches no user-space state.
     unsafe { libc::_exit(code) }
-}
-
-/// `prctl(PR_SET_SECUREBITS, bits)`.
-pub fn set_securebits(bits: c_ulong) -> Result<(), Errno> {
-    // SAFETY: integer arguments only.
-    check_int(unsafe { libc::prctl(libc::PR_SET_SECUREBITS, bits, 0, 0, 0) })?;
-    Ok(())
-}
-
-/// `stat(path)`: (device, inode), following symlinks.
-pub fn stat_ids(path: &CStr) -> Result<(u64, u64), Errno> {
-    // SAFETY: stat is plain data; all-zero is valid.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: path is NUL-terminated; st is a valid out-pointer.
-    check_int(unsafe { libc::stat(path.as_ptr(), &mut st) })?;
-    Ok((st.st_dev, st.st_ino))
 }
 
 struct SharedCall<'a, T> {
@@ -462,99 +323,6 @@ pub fn ignore_signal(sig: c_int) -> Result<(), Errno> {
 pub fn kill(pid: i32, sig: c_int) {
     // SAFETY: integer arguments only.
     unsafe { libc::kill(pid, sig) };
-}
-
-/// `prctl(PR_CAPBSET_DROP, cap)`.
-pub fn drop_bounding_cap(cap: u32) -> Result<(), Errno> {
-    // SAFETY: integer arguments only.
-    check_int(unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as c_ulong, 0, 0, 0) })?;
-    Ok(())
-}
-
-/// `prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)`.
-pub fn clear_ambient_caps() -> Result<(), Errno> {
-    // SAFETY: integer arguments only.
-    check_int(unsafe { libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as c_ulong, 0, 0, 0) })?;
-    Ok(())
-}
-
-/// `capset`: empty effective, permitted and inheritable sets (version 3, 64 capabilities).
-pub fn clear_caps() -> Result<(), Errno> {
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: c_int,
-    }
-    #[repr(C)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
-    let header = Header { version: LINUX_CAPABILITY_VERSION_3, pid: 0 };
-    let data =
-        [Data { effective: 0, permitted: 0, inheritable: 0 }, Data { effective: 0, permitted: 0, inheritable: 0 }];
-    // SAFETY: header and the two data words are valid for the v3 layout the version names.
-    check(unsafe { libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr()) })?;
-    Ok(())
-}
-
-/// `prctl(PR_SET_NO_NEW_PRIVS, 1)`.
-pub fn set_no_new_privs() -> Result<(), Errno> {
-    // SAFETY: integer arguments only.
-    check_int(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as c_ulong, 0, 0, 0) })?;
-    Ok(())
-}
-
-/// `open(path, O_PATH | O_CLOEXEC)`.
-pub fn open_path(path: &CStr) -> Result<RawFd, Errno> {
-    // SAFETY: path is NUL-terminated.
-    check_int(unsafe { libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC) })
-}
-
-/// `landlock_add_rule(ruleset, PATH_BENEATH, {access, parent_fd})`.
-pub fn landlock_add_path_rule(ruleset: RawFd, parent: RawFd, access: u64) -> Result<(), Errno> {
-    #[repr(C, packed)]
-    struct PathBeneath {
-        allowed_access: u64,
-        parent_fd: i32,
-    }
-    let attr = PathBeneath { allowed_access: access, parent_fd: parent };
-    // SAFETY: attr is a valid landlock_path_beneath_attr (packed, as the UAPI declares it).
-    check(unsafe {
-        libc::syscall(
-            libc::SYS_landlock_add_rule,
-            ruleset,
-            LANDLOCK_RULE_PATH_BENEATH,
-            &attr as *const PathBeneath,
-            0u32,
-        )
-    })?;
-    Ok(())
-}
-
-/// `landlock_restrict_self(ruleset, 0)`.
-pub fn landlock_restrict_self(ruleset: RawFd) -> Result<(), Errno> {
-    // SAFETY: integer arguments only.
-    check(unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) })?;
-    Ok(())
-}
-
-/// `seccomp(SECCOMP_SET_MODE_FILTER, flags, prog)`: returns the listener fd when `listener`.
-pub fn seccomp_install(prog: &[SockFilter], listener: bool) -> Result<Option<RawFd>, Errno> {
-    #[repr(C)]
-    struct SockFprog {
-        len: u16,
-        filter: *const SockFilter,
-    }
-    let fprog = SockFprog { len: u16::try_from(prog.len()).unwrap_or(u16::MAX), filter: prog.as_ptr() };
-    let flags: c_ulong = if listener { libc::SECCOMP_FILTER_FLAG_NEW_LISTENER as c_ulong } else { 0 };
-    // SAFETY: fprog points at `prog`, which outlives the call; the kernel copies it.
-    let rc = check(unsafe {
-        libc::syscall(libc::SYS_seccomp, libc::SECCOMP_SET_MODE_FILTER, flags, &fprog as *const SockFprog)
-    })?;
-    Ok(listener.then_some(rc as RawFd))
 }
 
 /// Sends one fd over a unix socket (`SCM_RIGHTS`), with a one-byte payload.
