@@ -28,6 +28,21 @@ pub const HOST_CALLS_VAR: &str = "STOCKADE_HOST_CALLS";
 
 pub const MAX_EXTRA_OUTPUTS: usize = (crate::sys::FIRST_FREE_FD - 3) as usize;
 
+/// How a program that serves turns says that one returned ([`Job::turns`](crate::Job::turns)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnEnd {
+    /// Its account of each turn, a line on its first extra channel, written where its code
+    /// cannot write: the Wasm runner's, on the host side of its guest (the guest's turn
+    /// returned, or it is back in its read of stdin with the turn's bytes all read). The
+    /// program's code has no thread of its own: between turns it waits in its runner.
+    Account,
+    /// A thread of it is back in `read(2)` of its stdin with the turn's bytes all fed and read:
+    /// the supervisor sees the call through its seccomp listener (the filter sends it every
+    /// `read` of fd 0). Its jail is frozen then, every thread of it, until the next turn. Its
+    /// first extra channel carries the turn's status, which is the program's own word.
+    Read,
+}
+
 /// What to run: a program and its arguments.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Job {
@@ -65,9 +80,9 @@ pub struct Job {
     pub host_calls: bool,
     /// The program serves turns ([`Prepared::run_turns`](crate::Prepared::run_turns)), and says
     /// each one's end so. It needs a stdin pipe ([`Job::stdin_data`]) and a first extra output
-    /// (its account, or its status); [`TurnEnd::Read`](crate::TurnEnd::Read) needs seccomp and
+    /// (its account, or its status); [`TurnEnd::Read`](TurnEnd::Read) needs seccomp and
     /// a cgroup2 leaf, or the plan is refused.
-    pub turns: Option<crate::TurnEnd>,
+    pub turns: Option<TurnEnd>,
 }
 
 impl Job {
@@ -135,7 +150,7 @@ pub struct Plan {
     /// See [`Job::host_calls`].
     pub(crate) host_calls: bool,
     /// See [`Job::turns`].
-    pub(crate) turns: Option<crate::TurnEnd>,
+    pub(crate) turns: Option<TurnEnd>,
     pub(crate) dev_null: OwnedFd,
 }
 
@@ -165,7 +180,7 @@ impl Plan {
         let rlimits = rlimit::prepare(policy)?;
         let privileges = privileges::prepare();
         let landlock = landlock::prepare(policy, &fs)?;
-        let reads = job.turns == Some(crate::TurnEnd::Read);
+        let reads = job.turns == Some(TurnEnd::Read);
         let seccomp = seccomp::prepare(policy, reads)?;
         let cgroup = cgroup::prepare(&policy.cgroups, &cgroup::host::Host::current())?;
         if reads {
@@ -239,9 +254,9 @@ impl Plan {
     }
 
     /// `Ok` when a jail of this plan's policy could serve turns that end as `end` says (see
-    /// [`Job::turns`]): for [`crate::TurnEnd::Read`], seccomp's listener and a cgroup2 leaf to
+    /// [`Job::turns`]): for [`TurnEnd::Read`], seccomp's listener and a cgroup2 leaf to
     /// freeze; else why not, naming the layer.
-    pub fn can_serve_turns(&self, end: crate::TurnEnd) -> Result<(), Error> {
+    pub fn can_serve_turns(&self, end: TurnEnd) -> Result<(), Error> {
         if end == crate::TurnEnd::Read {
             if !self.seccomp.has_filters() {
                 return Err(seccomp::SeccompError::TurnsUnavailable.into());

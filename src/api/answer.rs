@@ -230,7 +230,7 @@ pub struct RunResult {
     pub files_skipped_count: Option<u64>,
     /// A run of a session: the session, this run's id, and its workspace as kept.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub session: Option<super::session::SessionRun>,
+    pub session: Option<SessionRun>,
 }
 
 /// A file given back.
@@ -293,6 +293,56 @@ impl RunResult {
 pub enum LastEvent {
     Report(Box<RunResult>),
     Error(ApiError),
+}
+
+/// What became of a live session's interpreter in a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Interpreter {
+    /// A new one ran this run (the session's first run, or the first after one was lost): no
+    /// state from before.
+    Started,
+    /// The same one as the run before: its state kept.
+    Kept,
+    /// It ended in this run (its wall limit, a memory limit, its own exit) and was taken down:
+    /// its state is gone, the workspace's files are kept, and the next run starts a new one.
+    Restarted,
+}
+
+/// What a session's workspace holds, against its quota.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct WorkspaceUse {
+    pub files: u64,
+    pub bytes: u64,
+    pub files_max: u64,
+    pub bytes_max: u64,
+}
+
+/// What a run of a session adds to its result.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct SessionRun {
+    /// The session's id.
+    pub id: String,
+    /// This run's id (`r-` and 16 hex digits).
+    pub run: String,
+    /// The workspace as the run left it, as kept for the next run.
+    pub workspace: WorkspaceUse,
+    /// What the run left in the workspace that was not kept, each with the reason (symlinks,
+    /// special files, names that are not UTF-8, files past the quota): the first 100.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<SkippedFile>,
+    /// How many entries were not kept in all.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dropped_count: u64,
+    /// A live session's run: what became of its interpreter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interpreter: Option<Interpreter>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

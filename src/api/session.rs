@@ -3,8 +3,9 @@
 //! clocks. Pure, like the rest of `api`: the service holds the sessions, these are their shapes
 //! and checks.
 
+pub use super::answer::{Interpreter, SessionRun, WorkspaceUse};
 use super::bounded;
-use super::{ApiError, ErrorCode, FileBody, RunBody, SkippedFile};
+use super::{ApiError, ErrorCode, FileBody, RunBody};
 use crate::policy::Limits;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -20,20 +21,6 @@ pub enum Mode {
     /// within the session's limits for its whole life; each run has its own wall limit and
     /// output caps. `/app` persists as in a workspace session.
     Live,
-}
-
-/// What became of a live session's interpreter in a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum Interpreter {
-    /// A new one ran this run (the session's first run, or the first after one was lost): no
-    /// state from before.
-    Started,
-    /// The same one as the run before: its state kept.
-    Kept,
-    /// It ended in this run (its wall limit, a memory limit, its own exit) and was taken down:
-    /// its state is gone, the workspace's files are kept, and the next run starts a new one.
-    Restarted,
 }
 
 /// `POST /v1/sessions`, as sent.
@@ -133,16 +120,6 @@ pub struct SessionInfo {
     pub workspace: WorkspaceUse,
 }
 
-/// What a session's workspace holds, against its quota.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub struct WorkspaceUse {
-    pub files: u64,
-    pub bytes: u64,
-    pub files_max: u64,
-    pub bytes_max: u64,
-}
-
 /// A file of a session's workspace (`GET /v1/sessions/{id}/files`).
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -161,32 +138,6 @@ pub struct FileInfo {
 pub struct FileList {
     pub files: Vec<FileInfo>,
     pub workspace: WorkspaceUse,
-}
-
-/// What a run of a session adds to its result.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub struct SessionRun {
-    /// The session's id.
-    pub id: String,
-    /// This run's id (`r-` and 16 hex digits).
-    pub run: String,
-    /// The workspace as the run left it, as kept for the next run.
-    pub workspace: WorkspaceUse,
-    /// What the run left in the workspace that was not kept, each with the reason (symlinks,
-    /// special files, names that are not UTF-8, files past the quota): the first 100.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub dropped: Vec<SkippedFile>,
-    /// How many entries were not kept in all.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub dropped_count: u64,
-    /// A live session's run: what became of its interpreter.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interpreter: Option<Interpreter>,
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// Checks a session's id as a client wrote it: `s-` and 32 lowercase hex digits.

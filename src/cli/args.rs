@@ -67,12 +67,12 @@ pub enum Command {
     /// interpreters, Prometheus metrics. See docs/api.md.
     #[cfg(feature = "serve")]
     #[command(after_help = SERVE_EXAMPLES)]
-    Serve(crate::serve::ServeArgs),
+    Serve(ServeArgs),
     /// An MCP server on stdio for LLM agents: tools run_python and run_javascript, each call a
     /// fresh jail under the operator's policy and limits (never the model's). See the README.
     #[cfg(feature = "serve")]
     #[command(after_help = MCP_EXAMPLES)]
-    Mcp(crate::mcp::McpArgs),
+    Mcp(McpArgs),
     /// Stage 2 of a Wasm run, inside the jail (not for direct use).
     #[cfg(feature = "wasm")]
     #[command(name = "__runner", hide = true)]
@@ -344,6 +344,83 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     };
     // Syntax only: the value is checked by the policy's one check of the wall-clock limit.
     Duration::try_from_secs_f64(value * scale).map_err(|e| format!("{s:?}: {e}"))
+}
+
+/// `stockade serve`'s arguments.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The server configuration (TOML; see contrib/serve.toml). Without one: the built-in
+    /// defaults (`--print-config` shows them).
+    #[arg(value_name = "CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Listen here instead of the configuration's listeners: unix:/PATH, tcp:ADDRESS:PORT, or
+    /// systemd (the sockets of a socket unit)
+    /// (repeatable).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Vec<String>,
+    /// Bearer tokens for TCP listeners, one per line (`#` comments), readable by its owner only
+    /// (instead of the configuration's server.tokens-file).
+    #[arg(long, value_name = "FILE")]
+    pub tokens_file: Option<PathBuf>,
+    /// Check the configuration, build every runtime's jail plan once, print what would be
+    /// served, and exit.
+    #[arg(long)]
+    pub check: bool,
+    /// Print the built-in configuration as a file and exit.
+    #[arg(long)]
+    pub print_config: bool,
+    /// Print the API's OpenAPI 3.1 description (docs/openapi.json) and exit.
+    #[arg(long)]
+    pub openapi: bool,
+    #[command(flatten)]
+    pub cgroups: CgroupArgs,
+}
+
+/// `stockade mcp`'s arguments: what every tool call runs under.
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// A server configuration (TOML, as for `stockade serve`): its policies, runtimes, warm pools
+    /// and request caps apply (listeners are ignored). Without one: the built-in defaults.
+    #[arg(long, value_name = "CONFIG", conflicts_with = "serve")]
+    pub config: Option<PathBuf>,
+    /// Send the runs to a running `stockade serve` on this unix socket (its warm pools, its
+    /// policies) instead of running them here.
+    #[arg(long, value_name = "SOCKET")]
+    pub serve: Option<PathBuf>,
+    /// The named policy every run uses (default: each runtime's own).
+    #[arg(long, value_name = "NAME")]
+    pub policy: Option<String>,
+    /// The wall-clock limit of every run, milliseconds (at most the policy's); a call may ask
+    /// for less.
+    #[arg(long, value_name = "MS")]
+    pub wall_timeout_ms: Option<u64>,
+    /// The memory limit of every run, bytes (at most the policy's).
+    #[arg(long, value_name = "BYTES")]
+    pub memory_max_bytes: Option<u64>,
+    /// How much of stdout (and of stderr) a call gets back, bytes (at most the policy's).
+    #[arg(long, value_name = "BYTES")]
+    pub output_max_bytes: Option<u64>,
+    /// What successive calls share: `workspace` (the default): one session per runtime for this
+    /// client's connection, so a file one call writes in /app is there for the next (and the
+    /// file tools reach it); `live`: the same, and one interpreter per runtime keeps its
+    /// variables between calls; `none`: every call a fresh /app.
+    #[arg(long, value_enum, default_value = "workspace")]
+    pub session: SessionMode,
+    /// The host's tools the model's code may call back (a TOML file: each tool a program of
+    /// yours, its budgets; see contrib/mcp-host-tools.toml). Without it the code has none. The
+    /// runs happen here (not with `--serve`: the calls are answered by this process).
+    #[arg(long, value_name = "FILE", conflicts_with = "serve")]
+    pub host_tools: Option<PathBuf>,
+    #[command(flatten)]
+    pub cgroups: CgroupArgs,
+}
+
+/// What successive tool calls share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SessionMode {
+    Workspace,
+    Live,
+    None,
 }
 
 #[cfg(test)]

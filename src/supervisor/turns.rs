@@ -29,20 +29,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// How a program that serves turns says that one returned ([`Job::turns`](crate::Job::turns)).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TurnEnd {
-    /// Its account of each turn, a line on its first extra channel, written where its code
-    /// cannot write: the Wasm runner's, on the host side of its guest (the guest's turn
-    /// returned, or it is back in its read of stdin with the turn's bytes all read). The
-    /// program's code has no thread of its own: between turns it waits in its runner.
-    Account,
-    /// A thread of it is back in `read(2)` of its stdin with the turn's bytes all fed and read:
-    /// the supervisor sees the call through its seccomp listener (the filter sends it every
-    /// `read` of fd 0). Its jail is frozen then, every thread of it, until the next turn. Its
-    /// first extra channel carries the turn's status, which is the program's own word.
-    Read,
-}
+pub use crate::plan::TurnEnd;
 
 /// One turn of a jail that serves turns.
 #[derive(Debug, Default)]

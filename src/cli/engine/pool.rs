@@ -1,8 +1,8 @@
 //! A runtime's warm jails: a [`Pool`] keeps its [`Slot`]s filled in the background, and knows
 //! whether the runtime can run at all.
 
-use super::metrics::Metrics;
 use super::ending::AFTER_ANSWER;
+use super::metrics::Metrics;
 use super::slot::{Slot, SlotError, Tracker};
 use super::spawner::Spawner;
 use crate::config::{Kind, Runtime};

@@ -8,7 +8,6 @@ use super::handoff::{self, Msg};
 use super::spawner::{self, Spawner};
 use std::os::fd::AsFd;
 use std::sync::Arc;
-use std::time::Duration;
 use stockade::runtime::Recipe;
 use stockade::{Error, Gate, Gated};
 use tokio::sync::{oneshot, watch};
@@ -347,4 +346,3 @@ fn said<'r>(
         }
     }
 }
-

@@ -26,8 +26,8 @@
 //! a helper's too (built for that run); jails built for a request's own limits or module are
 //! built on the server's threads.
 
-use super::handoff::{self, LENGTHS, Msg};
 use super::ending::{AFTER_ANSWER, inject_panic, panic_words};
+use super::handoff::{self, LENGTHS, Msg};
 use rustix::event::{PollFd, PollFlags, poll};
 use rustix::net::{
     AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer, SendAncillaryMessage,

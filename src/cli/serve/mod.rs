@@ -15,45 +15,15 @@ mod listen;
 mod request;
 mod sessions;
 
+pub use crate::args::ServeArgs;
 use crate::config;
 use crate::engine::{Engine, metrics::Metrics};
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use stockade::layers::cgroup::host::Host;
 use stockade::layers::cgroup::service::{self, Delegation};
 use stockade::report::EXIT_SETUP_FAILED;
-
-/// `stockade serve`'s arguments.
-#[derive(Debug, clap::Args)]
-pub struct ServeArgs {
-    /// The server configuration (TOML; see contrib/serve.toml). Without one: the built-in
-    /// defaults (`--print-config` shows them).
-    #[arg(value_name = "CONFIG")]
-    pub config: Option<PathBuf>,
-    /// Listen here instead of the configuration's listeners: unix:/PATH, tcp:ADDRESS:PORT, or
-    /// systemd (the sockets of a socket unit)
-    /// (repeatable).
-    #[arg(long, value_name = "ADDR")]
-    pub listen: Vec<String>,
-    /// Bearer tokens for TCP listeners, one per line (`#` comments), readable by its owner only
-    /// (instead of the configuration's server.tokens-file).
-    #[arg(long, value_name = "FILE")]
-    pub tokens_file: Option<PathBuf>,
-    /// Check the configuration, build every runtime's jail plan once, print what would be
-    /// served, and exit.
-    #[arg(long)]
-    pub check: bool,
-    /// Print the built-in configuration as a file and exit.
-    #[arg(long)]
-    pub print_config: bool,
-    /// Print the API's OpenAPI 3.1 description (docs/openapi.json) and exit.
-    #[arg(long)]
-    pub openapi: bool,
-    #[command(flatten)]
-    pub cgroups: crate::args::CgroupArgs,
-}
 
 pub(crate) fn fail(message: impl std::fmt::Display) -> ExitCode {
     // A problem of the command line's is already said as `stockade: --flag: ...`.
