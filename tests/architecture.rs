@@ -572,3 +572,30 @@ fn tests_readme_names_every_test_file() {
         named.iter().filter(|n| !n.contains('/') && !root().join("tests").join(n).exists()).collect();
     assert!(stale.is_empty(), "tests/README.md names test files that do not exist: {stale:?}");
 }
+
+#[test]
+fn no_import_circle_in_the_typescript_sdk() {
+    let dir = root().join("typescript/src");
+    let mut graph = BTreeMap::new();
+    for e in std::fs::read_dir(&dir).expect("typescript/src").flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(stem) = name.strip_suffix(".ts") else { continue };
+        let text = std::fs::read_to_string(e.path()).expect("read");
+        // `import ... from "./x.js"` and `export ... from "./x.js"`, type-only ones included.
+        let edges: BTreeSet<String> = text
+            .split("from \"./")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next()?.strip_suffix(".js").map(|s| format!("{s}.ts")))
+            .filter(|to| to != &name)
+            .collect();
+        graph.insert(format!("{stem}.ts"), edges);
+    }
+    // index.ts is the package's door: it re-exports every module, and none imports it.
+    graph.remove("index.ts");
+    let through_door: Vec<&String> = graph.iter().filter(|(_, e)| e.contains("index.ts")).map(|(f, _)| f).collect();
+    assert!(through_door.is_empty(), "typescript/src: {through_door:?} import index.ts, the package's door");
+    assert!(graph.len() >= 5, "typescript/src: found {:?}", graph.keys());
+    if let Some(c) = a_circle(&graph) {
+        panic!("typescript/src: modules import each other in a circle: {}", c.join(" -> "));
+    }
+}

@@ -76,6 +76,15 @@ fn main() -> ExitCode {
     }
 }
 
+/// A command's refusal, said once as `stockade: ...`, with the exit status of a refused set-up.
+#[cfg(feature = "serve")]
+pub(crate) fn fail(message: impl std::fmt::Display) -> ExitCode {
+    // A problem of the command line's is already said as `stockade: --flag: ...`.
+    let message = message.to_string();
+    eprintln!("stockade: {}", message.strip_prefix("stockade: ").unwrap_or(&message));
+    ExitCode::from(u8::try_from(EXIT_SETUP_FAILED).unwrap_or(1))
+}
+
 /// `FLAG: why` for a flag whose value did not parse (clap's own words for other mistakes, which
 /// come with the usage).
 fn value_error(e: &clap::Error) -> Option<String> {

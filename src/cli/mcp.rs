@@ -12,7 +12,7 @@
 mod backend;
 mod host;
 
-use crate::serve;
+use crate::engine::start;
 use backend::{Backend, here, remote_run};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -461,34 +461,34 @@ pub fn command(args: McpArgs) -> ExitCode {
     .limits();
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("stockade-mcp").build() {
         Ok(rt) => rt,
-        Err(e) => return serve::fail(format!("mcp: cannot start the async runtime: {e}")),
+        Err(e) => return crate::fail(format!("mcp: cannot start the async runtime: {e}")),
     };
     // The operator's configuration and ceiling are checked first: a mistake there stops the
     // server, said. A host that cannot build jails does not: every call says why.
     let cfg = match &args.serve {
         Some(_) => None,
-        None => match serve::front_config(args.config.as_deref(), args.policy.as_deref(), &args.cgroups) {
+        None => match start::front_config(args.config.as_deref(), args.policy.as_deref(), &args.cgroups) {
             Ok(c) => Some(c),
-            Err(e) => return serve::fail(e),
+            Err(e) => return crate::fail(e),
         },
     };
     if let Some(c) = &cfg
         && let Err(e) = check_ceiling(&c.catalog, args.policy.as_deref(), &ceiling)
     {
-        return serve::fail(e);
+        return crate::fail(e);
     }
     let host = match &args.host_tools {
         None => None,
         Some(path) => match host::load(path) {
             Ok(h) => Some(h),
-            Err(e) => return serve::fail(format!("mcp: --host-tools: {e}")),
+            Err(e) => return crate::fail(format!("mcp: --host-tools: {e}")),
         },
     };
     if let (Some(c), Some(_)) = (&cfg, &host)
         && let Some(rt) =
             ["python", "javascript"].into_iter().find(|r| c.catalog.runtimes.get(*r).is_some_and(|s| !s.host_calls))
     {
-        return serve::fail(format!(
+        return crate::fail(format!(
             "mcp: --host-tools: runtime {rt:?} of this configuration has no host calls (a Wasm guest or a program under bootstrap = \"python\" has)"
         ));
     }
@@ -496,7 +496,7 @@ pub fn command(args: McpArgs) -> ExitCode {
         let backend = match (&args.serve, cfg) {
             (Some(socket), _) => Backend::Server(socket.clone()),
             (None, None) => Backend::Unavailable("no configuration".into()),
-            (None, Some(cfg)) => match serve::start_engine(cfg).await {
+            (None, Some(cfg)) => match start::start_engine(cfg).await {
                 Ok(engine) => Backend::Here(engine),
                 Err(e) => {
                     eprintln!("stockade: mcp: no jail can be built here, every call will say why: {e}");
@@ -520,7 +520,7 @@ pub fn command(args: McpArgs) -> ExitCode {
         }
         match served {
             Ok(()) => ExitCode::SUCCESS,
-            Err(e) => serve::fail(format!("mcp: {e}")),
+            Err(e) => crate::fail(format!("mcp: {e}")),
         }
     })
 }

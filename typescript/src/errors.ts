@@ -1,5 +1,4 @@
 import type { components } from "./openapi.js";
-import type { RunResult } from "./result.js";
 
 /** The server's error codes (`docs/api.md`), as `docs/openapi.json` lists them. */
 export type ErrorCode = components["schemas"]["ErrorCode"];
@@ -87,18 +86,6 @@ export class SessionBusy extends StockadeError {
   constructor(message: string, details: ErrorDetails & { run?: string | undefined } = {}) {
     super(message, details);
     this.run = details.run;
-  }
-}
-
-/** Thrown by {@link RunResult.raiseForStatus} for a run that did not end with status `ok`. */
-export class RunFailed extends StockadeError {
-  /** The run's result. */
-  readonly result: RunResult;
-  constructor(result: RunResult) {
-    const last = result.stderr.trim().split("\n").pop() ?? "";
-    const detail = result.error ?? last;
-    super(`the run ended with ${result.status}${detail ? `: ${detail}` : ""}`, { code: result.status });
-    this.result = result;
   }
 }
 

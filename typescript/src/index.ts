@@ -39,7 +39,6 @@ export {
   type ErrorCode,
   type ErrorDetails,
   PolicyNotFound,
-  RunFailed,
   ServerUnavailable,
   SessionBusy,
   SessionEnded,
@@ -49,4 +48,12 @@ export {
 } from "./errors.js";
 export { DEFAULT_SOCKET, DEFAULT_TIMEOUT_MS } from "./http.js";
 export type { components as Schemas, paths as Paths } from "./openapi.js";
-export { type CallRecord, type Interpreter, type LayerReport, type Report, RunResult, type SessionRun } from "./result.js";
+export {
+  type CallRecord,
+  type Interpreter,
+  type LayerReport,
+  type Report,
+  RunFailed,
+  RunResult,
+  type SessionRun,
+} from "./result.js";

@@ -1,4 +1,4 @@
-import { RunFailed } from "./errors.js";
+import { StockadeError } from "./errors.js";
 import type { components } from "./openapi.js";
 
 /** A run's report as the server sends it (`docs/report.md`), with the files it gave back. */
@@ -118,5 +118,17 @@ export class RunResult {
   raiseForStatus(): this {
     if (!this.ok) throw new RunFailed(this);
     return this;
+  }
+}
+
+/** Thrown by {@link RunResult.raiseForStatus} for a run that did not end with status `ok`. */
+export class RunFailed extends StockadeError {
+  /** The run's result. */
+  readonly result: RunResult;
+  constructor(result: RunResult) {
+    const last = result.stderr.trim().split("\n").pop() ?? "";
+    const detail = result.error ?? last;
+    super(`the run ended with ${result.status}${detail ? `: ${detail}` : ""}`, { code: result.status });
+    this.result = result;
   }
 }

@@ -16,6 +16,7 @@ mod pool;
 pub mod sessions;
 mod slot;
 mod spawner;
+pub mod start;
 
 pub use health::Readiness;
 

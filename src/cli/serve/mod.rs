@@ -17,6 +17,7 @@ mod sessions;
 
 pub use crate::args::ServeArgs;
 use crate::config;
+use crate::engine::start;
 use crate::engine::{Engine, metrics::Metrics};
 
 use std::process::ExitCode;
@@ -24,13 +25,6 @@ use std::sync::Arc;
 use stockade::layers::cgroup::host::Host;
 use stockade::layers::cgroup::service::{self, Delegation};
 use stockade::report::EXIT_SETUP_FAILED;
-
-pub(crate) fn fail(message: impl std::fmt::Display) -> ExitCode {
-    // A problem of the command line's is already said as `stockade: --flag: ...`.
-    let message = message.to_string();
-    eprintln!("stockade: {}", message.strip_prefix("stockade: ").unwrap_or(&message));
-    ExitCode::from(u8::try_from(EXIT_SETUP_FAILED).unwrap_or(1))
-}
 
 pub fn command(args: ServeArgs) -> ExitCode {
     if args.openapi {
@@ -44,23 +38,23 @@ pub fn command(args: ServeArgs) -> ExitCode {
     let over = config::Overrides { listen: &args.listen, tokens_file: args.tokens_file.as_deref(), also: None };
     let mut cfg = match config::load(args.config.as_deref(), &over) {
         Ok(c) => c,
-        Err(e) => return fail(e),
+        Err(e) => return crate::fail(e),
     };
     if let Err(e) = cfg.apply_cgroups(&args.cgroups) {
-        return fail(e);
+        return crate::fail(e);
     }
-    raise_fd_limit();
+    start::raise_fd_limit();
     // Runs get their cgroups below the delegated subtree, when there is one.
     if !args.check
-        && let Err(e) = delegate(&mut cfg)
+        && let Err(e) = start::delegate(&mut cfg)
     {
-        return fail(e);
+        return crate::fail(e);
     }
     // Sockets systemd passed in: taken before any thread starts.
     let passed = if !args.check && cfg.listeners.listen.contains(&config::Listen::Systemd) {
         match listen::passed_in(!cfg.listeners.tokens.is_empty()) {
             Ok(p) => p,
-            Err(e) => return fail(format!("serve: {e}")),
+            Err(e) => return crate::fail(format!("serve: {e}")),
         }
     } else {
         Vec::new()
@@ -69,7 +63,7 @@ pub fn command(args: ServeArgs) -> ExitCode {
     // jails is a copy of this process, made while it has one thread.
     let engine = match Engine::new(&cfg, Arc::new(Metrics::new())) {
         Ok(e) => Arc::new(e),
-        Err(e) => return fail(e),
+        Err(e) => return crate::fail(e),
     };
     // Without it (a host without clone3, say), warm jails are built on the server's threads:
     // slower, as safe; the log says so.
@@ -86,61 +80,9 @@ pub fn command(args: ServeArgs) -> ExitCode {
     }
     let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("stockade-serve").build() {
         Ok(rt) => rt,
-        Err(e) => return fail(format!("serve: cannot start the async runtime: {e}")),
+        Err(e) => return crate::fail(format!("serve: cannot start the async runtime: {e}")),
     };
     rt.block_on(serve(cfg, engine, args.check, passed))
-}
-
-/// On cgroup v2, takes the delegated cgroup this process was started in (when it is one): the
-/// runs' cgroups go below it.
-fn delegate(cfg: &mut config::Config) -> Result<(), String> {
-    match service::take_delegated(&Host::current()).map_err(|e| e.to_string())? {
-        Delegation::Taken { runs, controllers } => {
-            eprintln!("stockade: cgroup v2: runs go below {runs} ({})", controllers.join(", "));
-            for policy in cfg.catalog.policies.values_mut() {
-                if policy.cgroups.parent.is_none() {
-                    policy.cgroups.parent = Some(runs.clone());
-                }
-            }
-        }
-        Delegation::NotDelegated { cgroup } => eprintln!(
-            "stockade: cgroup v2: {cgroup} is not delegated to this process (not writable, or other processes in it): runs get their cgroups as `stockade run` does"
-        ),
-        Delegation::NotV2 => {}
-    }
-    Ok(())
-}
-
-/// The configuration of `stockade serve` for another front (`stockade mcp`): a file or the
-/// built-in one (its listeners unused), with the command line's cgroup flags, and the delegated
-/// cgroup taken. `policy`: the one every run of this front uses (each runtime may run under it).
-pub(crate) fn front_config(
-    config: Option<&std::path::Path>,
-    policy: Option<&str>,
-    cgroups: &crate::args::CgroupArgs,
-) -> Result<config::Config, String> {
-    let over = config::Overrides { also: policy, ..config::Overrides::default() };
-    let mut cfg = config::load(config, &over).map_err(|e| e.to_string())?;
-    cfg.apply_cgroups(cgroups).map_err(|e| e.to_string())?;
-    raise_fd_limit();
-    delegate(&mut cfg)?;
-    Ok(cfg)
-}
-
-/// The engine for another front, its warm pools filling. `Err`: no jail can be built here.
-pub(crate) async fn start_engine(cfg: config::Config) -> Result<Arc<Engine>, String> {
-    let engine = build_engine(cfg).await?;
-    engine.fill_pools();
-    Ok(engine)
-}
-
-/// The engine, built off the async workers (it opens every runtime's grants).
-async fn build_engine(cfg: config::Config) -> Result<Arc<Engine>, String> {
-    let metrics = Arc::new(Metrics::new());
-    let engine = tokio::task::spawn_blocking(move || Engine::new(&cfg, metrics))
-        .await
-        .map_err(|_| "the engine's builder ended abnormally".to_string())??;
-    Ok(Arc::new(engine))
 }
 
 async fn serve(cfg: config::Config, engine: Arc<Engine>, check: bool, mut passed: Vec<listen::Passed>) -> ExitCode {
@@ -165,7 +107,7 @@ async fn serve(cfg: config::Config, engine: Arc<Engine>, check: bool, mut passed
                 listeners.extend(b.iter().map(listen::Bound::describe));
                 bound.extend(b);
             }
-            Err(e) => return fail(format!("serve: {e}")),
+            Err(e) => return crate::fail(format!("serve: {e}")),
         }
     }
     engine.fill_pools();
@@ -211,7 +153,7 @@ async fn serve(cfg: config::Config, engine: Arc<Engine>, check: bool, mut passed
 
     let signal = match wait_for_stop().await {
         Ok(s) => s,
-        Err(e) => return fail(format!("serve: cannot wait for signals: {e}")),
+        Err(e) => return crate::fail(format!("serve: cannot wait for signals: {e}")),
     };
     eprintln!("stockade serve: {signal}: draining (at most {} ms)", bounds.drain_timeout.as_millis());
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
@@ -248,15 +190,4 @@ async fn wait_for_stop() -> std::io::Result<&'static str> {
         }
     })?;
     Ok(rx.await.unwrap_or("signal thread ended"))
-}
-
-/// A server holds many pipes and connections: its soft fd limit goes up to the hard one (the
-/// jails set their own, from their policy).
-fn raise_fd_limit() {
-    use rustix::process::{Resource, getrlimit, setrlimit};
-    let mut l = getrlimit(Resource::Nofile);
-    if let Some(max) = l.maximum {
-        l.current = Some(max.min(1 << 20));
-        let _ = setrlimit(Resource::Nofile, l);
-    }
 }
