@@ -22,9 +22,6 @@ use crate::engine::{Engine, metrics::Metrics};
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use stockade::layers::cgroup::host::Host;
-use stockade::layers::cgroup::service::{self, Delegation};
-use stockade::report::EXIT_SETUP_FAILED;
 
 pub fn command(args: ServeArgs) -> ExitCode {
     if args.openapi {
