@@ -48,53 +48,18 @@ fn list(items: &[String]) -> String {
 
 /// Explains a policy; `host` adds what this machine would enforce.
 pub fn explain(p: &Policy, host: bool) -> Explanation {
-    let fs = &p.filesystem;
+    let sees = sees(p);
+    let cannot = cannot(p);
+    let limits = limits(p);
+    let on_this_host = if host { on_this_host(p) } else { Vec::new() };
+    Explanation { policy: p.origin.clone(), score: score(p).score, sees, cannot, limits, on_this_host }
+}
+
+/// What the program sees: its filesystem, identity, environment, stdin and hostname.
+fn sees(p: &Policy) -> Vec<String> {
     let mut sees = Vec::new();
     if p.namespaces.mount {
-        let paths = |writable: bool, optional: bool| -> Vec<String> {
-            fs.grants
-                .iter()
-                .filter(|g| g.writable == writable && g.optional == optional)
-                .map(|g| g.path.display().to_string())
-                .collect()
-        };
-        sees.push("a fresh read-only root (tmpfs) holding only:".into());
-        sees.push(format!("  read-only, executable: {}", list(&paths(false, false))));
-        let optional = paths(false, true);
-        if !optional.is_empty() {
-            sees.push(format!("  read-only where present on the host: {}", list(&optional)));
-        }
-        let exec = if fs.writable_exec { "executable" } else { "not executable (noexec)" };
-        sees.push(format!(
-            "  writable, {exec}: {} (each a copy on a tmpfs of at most {} and {} files, written back when the run \
-             ends)",
-            list(&paths(true, false)),
-            bytes(fs.writable_max_bytes),
-            fs.writable_max_files
-        ));
-        if fs.dev {
-            sees.push(format!(
-                "  /dev/shm: {}",
-                fs.shm_size_bytes.map_or_else(|| "none".into(), |t| format!("private tmpfs of {}, {exec}", bytes(t)))
-            ));
-        }
-        sees.push(format!(
-            "  /tmp: {}",
-            fs.tmp_size_bytes.map_or_else(|| "none".into(), |t| format!("private tmpfs of {}, {exec}", bytes(t)))
-        ));
-        sees.push(format!(
-            "  /proc: {}",
-            match fs.proc {
-                ProcMode::PidOnly => "its own processes only (subset=pid: no /proc/sys, /proc/kallsyms)",
-                ProcMode::Full => "its own processes and every kernel-wide file",
-                ProcMode::None => "none",
-            }
-        ));
-        sees.push(format!(
-            "  /dev: {}",
-            if fs.dev { "null, zero, full, random, urandom, and the fd/stdio links" } else { "none" }
-        ));
-        sees.push(format!("  working directory {}", fs.cwd.display()));
+        sees_filesystem(p, &mut sees);
     } else {
         sees.push("the host's whole filesystem, as the jail's user may access it (namespaces.mount = false)".into());
     }
@@ -110,7 +75,60 @@ pub fn explain(p: &Policy, host: bool) -> Explanation {
         if p.stdin == StdinMode::Inherit { "the caller's" } else { "/dev/null" },
         if p.namespaces.uts { p.hostname.as_str() } else { "the host's" }
     ));
+    sees
+}
 
+/// The lines of the jail's own filesystem (namespaces.mount): grants, writable copies, /dev/shm, /tmp, /proc, /dev.
+fn sees_filesystem(p: &Policy, sees: &mut Vec<String>) {
+    let fs = &p.filesystem;
+    let paths = |writable: bool, optional: bool| -> Vec<String> {
+        fs.grants
+            .iter()
+            .filter(|g| g.writable == writable && g.optional == optional)
+            .map(|g| g.path.display().to_string())
+            .collect()
+    };
+    sees.push("a fresh read-only root (tmpfs) holding only:".into());
+    sees.push(format!("  read-only, executable: {}", list(&paths(false, false))));
+    let optional = paths(false, true);
+    if !optional.is_empty() {
+        sees.push(format!("  read-only where present on the host: {}", list(&optional)));
+    }
+    let exec = if fs.writable_exec { "executable" } else { "not executable (noexec)" };
+    sees.push(format!(
+        "  writable, {exec}: {} (each a copy on a tmpfs of at most {} and {} files, written back when the run \
+         ends)",
+        list(&paths(true, false)),
+        bytes(fs.writable_max_bytes),
+        fs.writable_max_files
+    ));
+    if fs.dev {
+        sees.push(format!(
+            "  /dev/shm: {}",
+            fs.shm_size_bytes.map_or_else(|| "none".into(), |t| format!("private tmpfs of {}, {exec}", bytes(t)))
+        ));
+    }
+    sees.push(format!(
+        "  /tmp: {}",
+        fs.tmp_size_bytes.map_or_else(|| "none".into(), |t| format!("private tmpfs of {}, {exec}", bytes(t)))
+    ));
+    sees.push(format!(
+        "  /proc: {}",
+        match fs.proc {
+            ProcMode::PidOnly => "its own processes only (subset=pid: no /proc/sys, /proc/kallsyms)",
+            ProcMode::Full => "its own processes and every kernel-wide file",
+            ProcMode::None => "none",
+        }
+    ));
+    sees.push(format!(
+        "  /dev: {}",
+        if fs.dev { "null, zero, full, random, urandom, and the fd/stdio links" } else { "none" }
+    ));
+    sees.push(format!("  working directory {}", fs.cwd.display()));
+}
+
+/// What the program cannot do: network, exec, system call groups, host counters, namespaces, privileges.
+fn cannot(p: &Policy) -> Vec<String> {
     let mut cannot = Vec::new();
     let net = match (p.namespaces.net, p.seccomp.allow_network()) {
         (true, false) => "open any network connection: no interfaces (network namespace), network system calls denied, Landlock TCP rules".to_string(),
@@ -163,7 +181,11 @@ pub fn explain(p: &Policy, host: bool) -> Explanation {
         format!("(shares these namespaces with the host: {})", list(&shared))
     });
     cannot.push("hold any capability, gain privileges (no_new_privs, securebits locked), or run as host root".into());
+    cannot
+}
 
+/// Every limit with its unit: wall clock, cgroups, rlimits, output caps, Wasm guests.
+fn limits(p: &Policy) -> Vec<String> {
     let mut limits =
         vec![format!("wall clock: {} ms, then every process of the run is killed", p.wall_timeout.as_millis())];
     let cg = &p.cgroups;
@@ -212,43 +234,43 @@ pub fn explain(p: &Policy, host: bool) -> Explanation {
         p.wasm.table_elements_max,
         p.wasm.instances_max
     ));
+    limits
+}
 
-    let mut on_this_host = Vec::new();
-    if host {
-        on_this_host.push(format!("kernel: Linux {}", crate::host::kernel_release()));
-        let abi = crate::sys::landlock_abi();
-        let ll = &p.landlock;
-        on_this_host.push(match (abi, abi >= ll.min_abi, ll.required) {
-            (_, true, _) => format!(
-                "Landlock: kernel ABI {abi}, applied up to ABI {} (policy needs {}): enforced",
-                abi.min(6),
-                ll.min_abi
-            ),
-            (0, false, true) => "Landlock: none in this kernel: the run would be refused (landlock.required)".into(),
-            (_, false, true) => {
-                format!("Landlock: kernel ABI {abi} < landlock.min-abi {}: the run would be refused", ll.min_abi)
-            }
-            (_, false, false) => format!(
-                "Landlock: kernel ABI {abi} < landlock.min-abi {}: partial (landlock.required = false)",
-                ll.min_abi
-            ),
-        });
-        on_this_host.push(match crate::host::seccomp_actions() {
-            Some(a) if a.contains("user_notif") => "seccomp: filters with user notification: enforced".into(),
-            _ if p.seccomp.required => "seccomp: not usable here: the run would be refused (seccomp.required)".into(),
-            _ => "seccomp: not usable here: not enforced (seccomp.required = false)".into(),
-        });
-        let restrictions = crate::host::userns_restrictions();
-        if p.namespaces.user && !restrictions.is_empty() {
-            on_this_host.push(format!("user namespaces: restricted: {}", restrictions.join("; ")));
+/// What this host would enforce: kernel, Landlock, seccomp, user namespaces, cgroups (nothing is run).
+fn on_this_host(p: &Policy) -> Vec<String> {
+    let mut on_this_host = vec![format!("kernel: Linux {}", crate::host::kernel_release())];
+    let abi = crate::sys::landlock_abi();
+    let ll = &p.landlock;
+    on_this_host.push(match (abi, abi >= ll.min_abi, ll.required) {
+        (_, true, _) => format!(
+            "Landlock: kernel ABI {abi}, applied up to ABI {} (policy needs {}): enforced",
+            abi.min(6),
+            ll.min_abi
+        ),
+        (0, false, true) => "Landlock: none in this kernel: the run would be refused (landlock.required)".into(),
+        (_, false, true) => {
+            format!("Landlock: kernel ABI {abi} < landlock.min-abi {}: the run would be refused", ll.min_abi)
         }
-        on_this_host.push(match cgroup::plan(cg, &Host::current()) {
-            Ok(plan) => {
-                let r = plan.report(true);
-                format!("cgroups: {}{}", r.applied, r.reason.map(|m| format!(" — {m}")).unwrap_or_default())
-            }
-            Err(e) => format!("cgroups: the run would be refused: {e}"),
-        });
+        (_, false, false) => {
+            format!("Landlock: kernel ABI {abi} < landlock.min-abi {}: partial (landlock.required = false)", ll.min_abi)
+        }
+    });
+    on_this_host.push(match crate::host::seccomp_actions() {
+        Some(a) if a.contains("user_notif") => "seccomp: filters with user notification: enforced".into(),
+        _ if p.seccomp.required => "seccomp: not usable here: the run would be refused (seccomp.required)".into(),
+        _ => "seccomp: not usable here: not enforced (seccomp.required = false)".into(),
+    });
+    let restrictions = crate::host::userns_restrictions();
+    if p.namespaces.user && !restrictions.is_empty() {
+        on_this_host.push(format!("user namespaces: restricted: {}", restrictions.join("; ")));
     }
-    Explanation { policy: p.origin.clone(), score: score(p).score, sees, cannot, limits, on_this_host }
+    on_this_host.push(match cgroup::plan(&p.cgroups, &Host::current()) {
+        Ok(plan) => {
+            let r = plan.report(true);
+            format!("cgroups: {}{}", r.applied, r.reason.map(|m| format!(" — {m}")).unwrap_or_default())
+        }
+        Err(e) => format!("cgroups: the run would be refused: {e}"),
+    });
+    on_this_host
 }

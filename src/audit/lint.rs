@@ -52,6 +52,17 @@ fn allow_key(p: &Policy, g: SyscallGroup) -> String {
 /// Lints a validated policy.
 pub fn lint(p: &Policy) -> Vec<Warning> {
     let mut w = Vec::new();
+    lint_network_exec(p, &mut w);
+    lint_system_dirs(p, &mut w);
+    lint_limits(p, &mut w);
+    lint_best_effort(p, &mut w);
+    lint_env_output(p, &mut w);
+    lint_exposure(p, &mut w);
+    w
+}
+
+/// SL001–SL003: network access, exec after start, and re-allowed system call groups.
+fn lint_network_exec(p: &Policy, w: &mut Vec<Warning>) {
     if p.seccomp.allow_network() {
         w.push(warn(
             "SL001",
@@ -87,6 +98,10 @@ pub fn lint(p: &Policy) -> Vec<Warning> {
             format!("remove {:?} from seccomp.allow unless the program cannot run without it", g.name()),
         ));
     }
+}
+
+/// SL004: system directories granted writable.
+fn lint_system_dirs(p: &Policy, w: &mut Vec<Warning>) {
     for g in p.filesystem.grants.iter().filter(|g| g.writable && under(&g.path, SYSTEM_DIRS)) {
         w.push(warn(
             "SL004",
@@ -95,6 +110,10 @@ pub fn lint(p: &Policy) -> Vec<Warning> {
             "grant a dedicated work directory read-write instead",
         ));
     }
+}
+
+/// SL005–SL008: missing memory and process limits, a long wall clock, an address-space rlimit.
+fn lint_limits(p: &Policy, w: &mut Vec<Warning>) {
     if !p.cgroups.enabled || p.cgroups.memory_max_bytes.is_none() {
         let key = if p.cgroups.enabled { "cgroups.memory-max-bytes" } else { "cgroups.enabled" };
         w.push(warn(
@@ -133,6 +152,10 @@ pub fn lint(p: &Policy) -> Vec<Warning> {
             "remove rlimits.address-space-bytes; bound memory with cgroups.memory-max-bytes and wasm.memory-max-bytes",
         ));
     }
+}
+
+/// SL009: layers that may silently be missing on a weaker host.
+fn lint_best_effort(p: &Policy, w: &mut Vec<Warning>) {
     for (key, on, what) in [
         (
             "landlock.required",
@@ -155,6 +178,10 @@ pub fn lint(p: &Policy) -> Vec<Warning> {
             ));
         }
     }
+}
+
+/// SL010–SL011: secret-looking passed variables and uncapped output.
+fn lint_env_output(p: &Policy, w: &mut Vec<Warning>) {
     for (i, name) in p.env_pass.iter().enumerate() {
         if looks_secret(name) {
             w.push(warn(
@@ -176,6 +203,10 @@ pub fn lint(p: &Policy) -> Vec<Warning> {
             ));
         }
     }
+}
+
+/// SL012–SL016: writable-exec, shared namespaces, full /proc, visible data directories, inherited stdin.
+fn lint_exposure(p: &Policy, w: &mut Vec<Warning>) {
     if p.filesystem.writable_exec {
         w.push(warn(
             "SL012",
@@ -226,7 +257,6 @@ pub fn lint(p: &Policy) -> Vec<Warning> {
             "set process.stdin = \"null\" and pass input through a file",
         ));
     }
-    w
 }
 
 #[cfg(test)]
