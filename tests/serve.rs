@@ -82,6 +82,12 @@ fn runs_python_javascript_and_a_module_and_says_what_it_serves() {
     );
     let layers = info["runtimes"][1]["enforcement"].as_array().expect("what the host enforces");
     assert!(layers.iter().any(|l| l["layer"] == "seccomp" && l["status"] == "enforced"), "{layers:?}");
+    // The answer is the typed Info the OpenAPI schema describes, whole.
+    let typed: stockade::api::info::Info = serde_json::from_value(info.clone()).expect("an Info");
+    assert_eq!(serde_json::to_value(&typed).expect("json"), info);
+    let (_, health) = get(&s.socket, "/v1/health");
+    let typed: stockade::api::info::Health = serde_json::from_value(health.clone()).expect("a Health");
+    assert_eq!(typed.status, stockade::api::info::Readiness::Ok, "{health}");
 
     let m = request(To::Unix(&s.socket), "GET", "/metrics", &[], Vec::new());
     let text = String::from_utf8_lossy(&m.body);

@@ -155,6 +155,7 @@ pub const TOOLS_MAX: usize = 16;
 
 mod answer;
 mod bounded;
+pub mod info;
 mod openapi;
 pub mod session;
 

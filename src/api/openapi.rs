@@ -22,6 +22,8 @@ pub fn openapi() -> Value {
     generator.subschema_for::<SessionInfo>();
     generator.subschema_for::<FileInfo>();
     generator.subschema_for::<FileList>();
+    generator.subschema_for::<super::info::Health>();
+    generator.subschema_for::<super::info::Info>();
     let schemas = component_schemas(generator.take_definitions(true));
     let mut paths = Map::new();
     run_paths(&mut paths, run);
@@ -45,28 +47,12 @@ pub fn openapi() -> Value {
     })
 }
 
-/// The component schemas: the types' `definitions`, then Readiness, HostCall and CallAnswer.
+/// The component schemas: the types' `definitions`, then HostCall and CallAnswer.
 fn component_schemas(definitions: impl IntoIterator<Item = (String, Value)>) -> Map<String, Value> {
     let mut schemas = Map::new();
     for (name, schema) in definitions {
         schemas.insert(name, schema);
     }
-    schemas.insert(
-        "Readiness".into(),
-        json!({
-            "type": "object",
-            "required": ["status", "running", "queued", "warm"],
-            "properties": {
-                "status": {"type": "string", "enum": ["ok", "starting", "unavailable", "draining"]},
-                "running": {"type": "integer"},
-                "queued": {"type": "integer"},
-                "warm": {"type": "object", "additionalProperties": {"type": "object", "properties": {
-                    "ready": {"type": "integer"}, "target": {"type": "integer"}
-                }}},
-                "unavailable": {"type": "object", "additionalProperties": {"type": "string"}, "description": "each runtime that cannot run (or not yet), and why"}
-            }
-        }),
-    );
     schemas.insert(
         "HostCall".into(),
         json!({
@@ -319,8 +305,8 @@ fn service_paths(paths: &mut Map<String, Value>) {
         json!({"get": {
             "summary": "Readiness, as /v1/health/ready (no token needed)",
             "responses": {
-                "200": {"description": "every runtime can run", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Readiness"}}}},
-                "503": {"description": "starting, a runtime unavailable, or draining", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Readiness"}}}}
+                "200": {"description": "every runtime can run", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}},
+                "503": {"description": "starting, a runtime unavailable, or draining", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}}
             }
         }}),
     );
@@ -329,8 +315,8 @@ fn service_paths(paths: &mut Map<String, Value>) {
         json!({"get": {
             "summary": "Readiness: a jail of every runtime was built and none is failing (no token needed; for balancers and readiness probes)",
             "responses": {
-                "200": {"description": "every runtime can run", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Readiness"}}}},
-                "503": {"description": "starting, a runtime unavailable (named, with the reason), or draining", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Readiness"}}}}
+                "200": {"description": "every runtime can run", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}},
+                "503": {"description": "starting, a runtime unavailable (named, with the reason), or draining", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Health"}}}}
             }
         }}),
     );
@@ -350,7 +336,7 @@ fn service_paths(paths: &mut Map<String, Value>) {
         "/v1/info".into(),
         json!({"get": {
             "summary": "Version, runtimes, policies with their limits, request caps, and what this host enforces of each runtime's jail",
-            "responses": {"200": {"description": "what this server serves", "content": {"application/json": {"schema": {"type": "object"}}}}}
+            "responses": {"200": {"description": "what this server serves", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Info"}}}}}
         }}),
     );
     paths.insert(

@@ -148,7 +148,9 @@ export type SessionInfo = Schemas["SessionInfo"];
 /** A file of a session's workspace. */
 export type FileInfo = Schemas["FileInfo"];
 /** The server's readiness (`GET /v1/health`). */
-export type Health = Schemas["Readiness"];
+export type Health = Schemas["Health"];
+/** What the server serves (`GET /v1/info`): its runtimes, policies with their limits, caps. */
+export type Info = Schemas["Info"];
 
 const encoder = new TextEncoder();
 
@@ -304,7 +306,7 @@ export class Client {
   }
 
   /** `GET /v1/info`: version, runtimes, policies with their limits, what the host enforces. */
-  async info(options: CallOptions = {}): Promise<Record<string, unknown>> {
+  async info(options: CallOptions = {}): Promise<Info> {
     return json(await request(this.#ep, { method: "GET", path: "/v1/info", signal: options.signal, idempotent: true }));
   }
 

@@ -21,6 +21,7 @@ export {
   type Files,
   type Health,
   type HostCall,
+  type Info,
   type Limits,
   type Output,
   type RunOptions,

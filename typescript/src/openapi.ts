@@ -867,7 +867,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["Readiness"];
+                        "application/json": components["schemas"]["Health"];
                     };
                 };
                 /** @description starting, a runtime unavailable, or draining */
@@ -876,7 +876,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["Readiness"];
+                        "application/json": components["schemas"]["Health"];
                     };
                 };
             };
@@ -912,7 +912,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["Readiness"];
+                        "application/json": components["schemas"]["Health"];
                     };
                 };
                 /** @description starting, a runtime unavailable (named, with the reason), or draining */
@@ -921,7 +921,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["Readiness"];
+                        "application/json": components["schemas"]["Health"];
                     };
                 };
             };
@@ -997,7 +997,7 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": Record<string, never>;
+                        "application/json": components["schemas"]["Info"];
                     };
                 };
             };
@@ -1782,21 +1782,180 @@ export interface components {
             files: components["schemas"]["FileInfo"][];
             workspace: components["schemas"]["WorkspaceUse"];
         };
-        Readiness: {
-            /** @enum {string} */
-            status: "ok" | "starting" | "unavailable" | "draining";
+        /** @description The server's health (`/v1/health/ready`'s body, 200 when `status` is `ok`, else 503). */
+        Health: {
+            status: components["schemas"]["Readiness"];
+            /**
+             * Format: uint
+             * @description Runs in progress.
+             */
             running: number;
+            /**
+             * Format: uint
+             * @description Runs waiting for a slot.
+             */
             queued: number;
+            /** @description Warm jails waiting and wanted, by runtime. */
             warm: {
-                [key: string]: {
-                    ready?: number;
-                    target?: number;
-                };
+                [key: string]: components["schemas"]["Warm"];
             };
-            /** @description each runtime that cannot run (or not yet), and why */
+            /** @description Each runtime that cannot run (or not yet), and why. */
             unavailable?: {
                 [key: string]: string;
             };
+        };
+        /** @description Whether the server can run every runtime. */
+        Readiness: "ok" | "starting" | "unavailable" | "draining";
+        /** @description A runtime's warm jails: waiting, and wanted. */
+        Warm: {
+            /** Format: uint */
+            ready: number;
+            /** Format: uint */
+            target: number;
+        };
+        /** @description `GET /v1/info`: what this server serves. */
+        Info: {
+            /** @description stockade's version. */
+            version: string;
+            /** @description The API's version (`v1`). */
+            api: string;
+            runtimes: components["schemas"]["RuntimeInfo"][];
+            /** @description Whether requests may send their own Wasm modules (runtime `wasm`). */
+            "wasm-modules": boolean;
+            /** @description Every named policy a request may ask for. */
+            policies: components["schemas"]["PolicyInfo"][];
+            /**
+             * Format: uint
+             * @description Runs at once.
+             */
+            concurrency: number;
+            /**
+             * Format: uint
+             * @description Runs that may wait behind them.
+             */
+            queue: number;
+            /** @description Where the warm jails are built: `spawner` (a process of their own) or `threads`. */
+            "jails-built-by": string;
+            requests: components["schemas"]["RequestsInfo"];
+            sessions: components["schemas"]["SessionsInfo"];
+            /** Format: uint64 */
+            "uptime-s": number;
+        };
+        /** @description A runtime the server serves. */
+        RuntimeInfo: {
+            name: string;
+            /** @description `wasm-guest` (stockade's embedded runner) or `program` (a program of the host's). */
+            kind: string;
+            /** @description What runs: a guest's language, or a program's path and how it takes its code. */
+            runs: components["schemas"]["RuntimeRuns"];
+            /** @description Its own policy (a request may name another the runtime allows). */
+            policy: string;
+            available: boolean;
+            /** @description Why not, when it is not. */
+            "unavailable-because"?: string | null;
+            warm: components["schemas"]["Warm"];
+            /** @description What this host enforces of its jail, layer by layer (as its last warm jail reported). */
+            enforcement?: components["schemas"]["LayerReport"][] | null;
+        };
+        /** @description What a runtime runs. */
+        RuntimeRuns: {
+            guest: string;
+        } | {
+            program: string;
+            bootstrap: string;
+        };
+        /** @description A named policy and the limits it gives a run. */
+        PolicyInfo: {
+            name: string;
+            /** @description Where it came from: a file, or the built-in default. */
+            source: string;
+            limits: components["schemas"]["PolicyLimits"];
+        };
+        /** @description A policy's limits as a request names them, and its CPU share. */
+        PolicyLimits: {
+            /**
+             * Format: uint64
+             * @description The wall-clock limit, milliseconds (from the hand-over, for a jail built ahead).
+             */
+            "wall-timeout-ms"?: number | null;
+            /**
+             * Format: uint64
+             * @description The run's cgroup memory limit, bytes (needs a jail built for the run).
+             */
+            "memory-max-bytes"?: number | null;
+            /**
+             * Format: uint64
+             * @description The run's cgroup process and thread limit (needs a jail built for the run).
+             */
+            "pids-max"?: number | null;
+            /**
+             * Format: uint64
+             * @description Output kept (or streamed) of stdout, bytes; past it the policy's `output.over-cap`.
+             */
+            "stdout-max-bytes"?: number | null;
+            /**
+             * Format: uint64
+             * @description The same for stderr.
+             */
+            "stderr-max-bytes"?: number | null;
+            /**
+             * Format: uint64
+             * @description A Wasm guest's linear memory, bytes (needs a jail built for the run).
+             */
+            "wasm-memory-max-bytes"?: number | null;
+            /**
+             * Format: uint64
+             * @description A Wasm guest's fuel, about one unit per instruction (needs a jail built for the run).
+             */
+            fuel?: number | null;
+            /**
+             * Format: uint64
+             * @description The CPU a run may use, in percent of one CPU.
+             */
+            "cpu-max-percent"?: number | null;
+        };
+        /** @description The caps of every request. */
+        RequestsInfo: {
+            /** Format: uint64 */
+            "body-max-bytes": number;
+            /** Format: uint64 */
+            "code-max-bytes": number;
+            /** Format: uint64 */
+            "stdin-max-bytes": number;
+            /** Format: uint32 */
+            "argv-max-count": number;
+            /** Format: uint32 */
+            "files-max-count": number;
+            /** Format: uint64 */
+            "files-max-bytes": number;
+            /** Format: uint32 */
+            "return-files-max-count": number;
+            /** Format: uint64 */
+            "return-files-max-bytes": number;
+        };
+        /** @description The sessions the server keeps. */
+        SessionsInfo: {
+            /**
+             * Format: uint
+             * @description Sessions at most, and open now.
+             */
+            max: number;
+            /** Format: uint */
+            open: number;
+            /** @description `workspace`, and `live` when live sessions are on. */
+            modes: string[];
+            /** Format: uint */
+            "max-per-token": number;
+            /** Format: uint */
+            "live-max": number;
+            /** Format: uint64 */
+            "idle-timeout-ms": number;
+            /** Format: uint64 */
+            "max-lifetime-ms": number;
+            /** Format: uint64 */
+            "workspace-max-bytes": number;
+            /** Format: uint64 */
+            "workspace-max-files": number;
         };
         /** @description A host call of a streaming run, as its `call` event says it */
         HostCall: {

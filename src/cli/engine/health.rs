@@ -4,52 +4,10 @@
 
 use super::Engine;
 use crate::config::Kind;
-use serde::Serialize;
-use serde_json::{Value, json};
 use std::collections::BTreeMap;
+pub use stockade::api::info::{Health, Readiness};
+use stockade::api::info::{Info, PolicyInfo, PolicyLimits, RequestsInfo, RuntimeInfo, RuntimeRuns, SessionsInfo, Warm};
 use stockade::policy::Limits;
-
-/// Whether the engine can run every runtime.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Readiness {
-    /// A jail of every runtime was built, and none is failing.
-    Ok,
-    /// A runtime's first jail is not built yet.
-    Starting,
-    /// A runtime's last jails failed.
-    Unavailable,
-    /// The engine is shutting down.
-    Draining,
-}
-
-/// The engine's health (`/v1/health/ready`'s body).
-#[derive(Debug, Clone, Serialize)]
-pub struct Health {
-    pub status: Readiness,
-    pub running: usize,
-    pub queued: usize,
-    /// Warm jails waiting and wanted, by runtime.
-    pub warm: BTreeMap<String, Warm>,
-    /// Each runtime that cannot run (or not yet), and why.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub unavailable: BTreeMap<String, String>,
-}
-
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct Warm {
-    pub ready: usize,
-    pub target: usize,
-}
-
-/// A policy's limits as `/v1/info` shows them: the request's keys, and its CPU share.
-#[derive(Debug, Serialize)]
-struct InfoLimits {
-    #[serde(flatten)]
-    limits: Limits,
-    #[serde(rename = "cpu-max-percent")]
-    cpu_max_percent: Option<u64>,
-}
 
 impl Engine {
     /// Ok while every runtime can run (a jail of each was built, and its last ones did not fail);
@@ -76,78 +34,84 @@ impl Engine {
     }
 
     /// What this engine serves (`GET /v1/info`).
-    pub fn info(&self) -> Value {
-        let runtimes: Vec<Value> = self
-            .runtimes
-            .values()
-            .map(|rt| {
-                let (kind, what) = match &rt.kind {
-                    Kind::Guest { python: true } => ("wasm-guest", json!({"guest": "python"})),
-                    Kind::Guest { python: false } => ("wasm-guest", json!({"guest": "javascript"})),
-                    Kind::Program { path, framed, .. } => {
-                        ("program", json!({"program": path, "bootstrap": if *framed { "python" } else { "stdin" }}))
-                    }
-                };
-                let pool = self.pools.get(&rt.name);
-                let available = pool.map_or(Err("it has no policy".to_string()), |p| p.available());
-                json!({
-                    "name": rt.name,
-                    "kind": kind,
-                    "runs": what,
-                    "policy": rt.policy,
-                    "available": available.is_ok(),
-                    "unavailable-because": available.err(),
-                    "warm": { "target": rt.warm, "ready": pool.map_or(0, |p| p.fill()) },
-                    // As its warm jails report it: where the last one built got its network
-                    // namespace (a spawner shares or lends one made ahead).
-                    "enforcement": pool.map(|p| p.recipe().plan().layers_in(p.net().unwrap_or(stockade::NetJoined::Own))),
-                })
-            })
-            .collect();
-        let policies: Vec<Value> = self
+    pub fn info(&self) -> Info {
+        let runtimes = self.runtimes.values().map(|rt| self.runtime_info(rt)).collect();
+        let policies = self
             .catalog
             .policies
             .iter()
-            .map(|(name, p)| {
-                let limits = InfoLimits {
+            .map(|(name, p)| PolicyInfo {
+                name: name.clone(),
+                source: p.origin.clone(),
+                limits: PolicyLimits {
                     limits: Limits::of(p),
                     cpu_max_percent: p.cgroups.cpu_max_us.map(|(q, per)| q * 100 / per.max(1)),
-                };
-                json!({ "name": name, "source": p.origin, "limits": limits })
+                },
             })
             .collect();
         let r = &self.catalog.caps;
-        json!({
-            "version": env!("CARGO_PKG_VERSION"),
-            "api": "v1",
-            "runtimes": runtimes,
-            "wasm-modules": self.catalog.wasm_modules,
-            "policies": policies,
-            "concurrency": self.bounds.concurrency,
-            "queue": self.bounds.queue,
-            "jails-built-by": if self.spawned() { "spawner" } else { "threads" },
-            "requests": {
-                "body-max-bytes": r.body_max_bytes,
-                "code-max-bytes": r.code_max_bytes,
-                "stdin-max-bytes": r.stdin_max_bytes,
-                "argv-max-count": r.argv_max_count,
-                "files-max-count": r.files_max_count,
-                "files-max-bytes": r.files_max_bytes,
-                "return-files-max-count": r.return_files_max_count,
-                "return-files-max-bytes": r.return_files_max_bytes,
+        let s = &self.bounds.sessions;
+        Info {
+            version: env!("CARGO_PKG_VERSION").into(),
+            api: "v1".into(),
+            runtimes,
+            wasm_modules: self.catalog.wasm_modules,
+            policies,
+            concurrency: self.bounds.concurrency,
+            queue: self.bounds.queue,
+            jails_built_by: if self.spawned() { "spawner" } else { "threads" }.into(),
+            requests: RequestsInfo {
+                body_max_bytes: r.body_max_bytes,
+                code_max_bytes: r.code_max_bytes,
+                stdin_max_bytes: r.stdin_max_bytes,
+                argv_max_count: r.argv_max_count,
+                files_max_count: r.files_max_count,
+                files_max_bytes: r.files_max_bytes,
+                return_files_max_count: r.return_files_max_count,
+                return_files_max_bytes: r.return_files_max_bytes,
             },
-            "sessions": {
-                "max": self.bounds.sessions.max,
-                "open": self.sessions.open(),
-                "modes": if self.bounds.sessions.live_max > 0 { vec!["workspace", "live"] } else { vec!["workspace"] },
-                "max-per-token": self.bounds.sessions.max_per_token,
-                "live-max": self.bounds.sessions.live_max,
-                "idle-timeout-ms": self.bounds.sessions.idle_timeout_ms,
-                "max-lifetime-ms": self.bounds.sessions.max_lifetime_ms,
-                "workspace-max-bytes": self.bounds.sessions.workspace_max_bytes,
-                "workspace-max-files": self.bounds.sessions.workspace_max_files,
+            sessions: SessionsInfo {
+                max: s.max,
+                open: self.sessions.open(),
+                modes: if s.live_max > 0 { vec!["workspace".into(), "live".into()] } else { vec!["workspace".into()] },
+                max_per_token: s.max_per_token,
+                live_max: s.live_max,
+                idle_timeout_ms: s.idle_timeout_ms,
+                max_lifetime_ms: s.max_lifetime_ms,
+                workspace_max_bytes: s.workspace_max_bytes,
+                workspace_max_files: s.workspace_max_files,
             },
-            "uptime-s": self.uptime_s(),
-        })
+            uptime_s: self.uptime_s(),
+        }
+    }
+
+    /// A runtime as `/v1/info` shows it.
+    fn runtime_info(&self, rt: &crate::config::Runtime) -> RuntimeInfo {
+        let (kind, runs) = match &rt.kind {
+            Kind::Guest { python } => {
+                ("wasm-guest", RuntimeRuns::Guest { guest: if *python { "python" } else { "javascript" }.into() })
+            }
+            Kind::Program { path, framed, .. } => (
+                "program",
+                RuntimeRuns::Program {
+                    program: path.clone(),
+                    bootstrap: if *framed { "python" } else { "stdin" }.into(),
+                },
+            ),
+        };
+        let pool = self.pools.get(&rt.name);
+        let available = pool.map_or(Err("it has no policy".to_string()), |p| p.available());
+        RuntimeInfo {
+            name: rt.name.clone(),
+            kind: kind.into(),
+            runs,
+            policy: rt.policy.clone(),
+            available: available.is_ok(),
+            unavailable_because: available.err(),
+            warm: Warm { target: rt.warm, ready: pool.map_or(0, |p| p.fill()) },
+            // As its warm jails report it: where the last one built got its network namespace
+            // (a spawner shares or lends one made ahead).
+            enforcement: pool.map(|p| p.recipe().plan().layers_in(p.net().unwrap_or(stockade::NetJoined::Own))),
+        }
     }
 }
