@@ -117,15 +117,7 @@ pub fn no_child_left() -> bool {
 /// How many threads this process has now (`num_threads` of `/proc/self/stat`: one read, where
 /// [`threads`] reads a file per thread; asked before each jail a helper builds).
 pub fn thread_count() -> std::io::Result<usize> {
-    let stat = std::fs::read_to_string("/proc/self/stat")?;
-    num_threads(&stat)
-        .ok_or_else(|| std::io::Error::other(format!("cannot read the thread count in /proc/self/stat: {stat}")))
-}
-
-/// `num_threads` of a `/proc/<pid>/stat` line: the 20th field, the 18th after the command's
-/// closing parenthesis (the command may hold any byte, a parenthesis and spaces too).
-fn num_threads(stat: &str) -> Option<usize> {
-    stat.rsplit_once(") ")?.1.split(' ').nth(17)?.parse().ok()
+    sys::thread_count()
 }
 
 /// The names of this process's threads now (the entries of `/proc/self/task`).
@@ -213,26 +205,6 @@ pub fn reap(pidfd: std::os::fd::BorrowedFd<'_>) -> std::io::Result<Option<i32>> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The thread count of a process with one thread, whatever its command is called, and of
-    /// this one with a thread of its own started.
-    #[test]
-    fn threads_are_counted_from_the_stat_line() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let odd = dir.path().join("a) b c) 1 2 3");
-        std::os::unix::fs::symlink("/bin/sleep", &odd).expect("symlink");
-        let mut child = std::process::Command::new(&odd).arg("5").spawn().expect("sleep");
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).expect("stat");
-        let _ = child.kill();
-        let _ = child.wait();
-        assert!(stat.contains("(a) b c) 1 2 3)"), "{stat}");
-        assert_eq!(num_threads(&stat), Some(1), "{stat}");
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let other = std::thread::spawn(move || rx.recv());
-        assert!(thread_count().expect("count") >= 2);
-        drop(tx);
-        let _ = other.join();
-    }
 
     /// A namespace made ahead is seen to hold a socket while one is bound in it, and none after.
     #[test]

@@ -148,10 +148,24 @@ struct Moved {
 /// What [`move_code_to_huge_pages`] moved, for [`map_code_back`].
 static MOVED: std::sync::Mutex<Vec<Moved>> = std::sync::Mutex::new(Vec::new());
 
+/// How many threads this process has now (`num_threads` of `/proc/self/stat`: one read, where
+/// [`threads`] reads a file per thread; asked before each jail a helper builds).
+pub fn thread_count() -> std::io::Result<usize> {
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    num_threads(&stat)
+        .ok_or_else(|| std::io::Error::other(format!("cannot read the thread count in /proc/self/stat: {stat}")))
+}
+
+/// `num_threads` of a `/proc/<pid>/stat` line: the 20th field, the 18th after the command's
+/// closing parenthesis (the command may hold any byte, a parenthesis and spaces too).
+fn num_threads(stat: &str) -> Option<usize> {
+    stat.rsplit_once(") ")?.1.split(' ').nth(17)?.parse().ok()
+}
+
 /// Whether this process has one thread (`Err` in words otherwise): no other thread can be running
 /// code while it is swapped, nor mapping or unmapping anything.
 fn one_thread(what: &str) -> std::io::Result<()> {
-    match crate::helper::thread_count()? {
+    match thread_count()? {
         1 => Ok(()),
         n => Err(std::io::Error::other(format!("cannot {what}: this process has {n} threads"))),
     }
@@ -415,7 +429,27 @@ impl<'a> Mapping<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::Mapping;
+    use super::{Mapping, num_threads, thread_count};
+
+    /// The thread count of a process with one thread, whatever its command is called, and of
+    /// this one with a thread of its own started.
+    #[test]
+    fn threads_are_counted_from_the_stat_line() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let odd = dir.path().join("a) b c) 1 2 3");
+        std::os::unix::fs::symlink("/bin/sleep", &odd).expect("symlink");
+        let mut child = std::process::Command::new(&odd).arg("5").spawn().expect("sleep");
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).expect("stat");
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(stat.contains("(a) b c) 1 2 3)"), "{stat}");
+        assert_eq!(num_threads(&stat), Some(1), "{stat}");
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || rx.recv());
+        assert!(thread_count().expect("count") >= 2);
+        drop(tx);
+        let _ = other.join();
+    }
 
     #[test]
     fn a_mapping_line_is_read_and_a_foreign_one_is_not() {

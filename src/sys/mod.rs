@@ -32,7 +32,7 @@ mod runner;
 pub use child::*;
 #[cfg(feature = "wasm")]
 pub use code::Mapping;
-pub use code::{map_code_back, move_code_to_huge_pages};
+pub use code::{map_code_back, move_code_to_huge_pages, thread_count};
 pub use parent::*;
 #[cfg(feature = "wasm")]
 pub use runner::*;
