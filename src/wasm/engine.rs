@@ -1,6 +1,8 @@
 //! One engine configuration per kind of run, shared by the precompiler and the runner: an
 //! artifact only loads into an engine configured exactly as the one that made it, so the
 //! artifact's name carries a key derived from the wasmtime version and this configuration.
+//!
+//! Imports: no file of `src/wasm/`.
 
 use wasmtime::{Config, Engine, OptLevel};
 
@@ -11,7 +13,7 @@ pub const WASM_STACK_BYTES: usize = 1 << 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EngineKind {
     /// Nothing: the wall-clock limit is the runner's own deadline, which ends the runner's
-    /// process (see `runner::deadline_tick`). No check runs in the guest's code (epoch checks at
+    /// process (see `deadline::deadline_tick`). No check runs in the guest's code (epoch checks at
     /// every loop and call cost a CPU-bound Python loop 1.27x).
     Plain,
     /// Fuel metering (`wasm.fuel`) and epoch interruption: such a run traps at its deadline

@@ -9,6 +9,8 @@
 //! The directory and its files must belong to the installing user and not be writable by anyone
 //! else: an artifact is native code that `Module::deserialize_file` trusts. Inside a jail the
 //! directory is only ever bound read-only.
+//!
+//! Imports: engine.rs; never any other file of `src/wasm/`.
 
 use super::engine::{self, EngineKind};
 use sha2::{Digest, Sha256};

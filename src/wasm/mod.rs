@@ -4,19 +4,32 @@
 //! The supervisor side ([`prepare`]) turns a [`WasmJob`] into an ordinary [`Plan`] whose program
 //! is this very binary run as `stockade __runner CONFIG` (stage 2, see `runner.rs`), with the
 //! artifact and the runner bound read-only, the workspace writable, and a report channel on fd 3.
+//!
+//! Imports: only the files of `src/wasm/`, its children. Each of them imports only files of a
+//! layer below its own (and this one), from the bottom: engine, stdin, shared; guests, limits;
+//! pages, turns, exit; store, snapshot, deadline; p1calls, component; preload; module, python;
+//! runner.
 
 mod component;
+mod deadline;
 pub mod engine;
+mod exit;
 pub mod guests;
+mod limits;
+mod module;
 mod p1calls;
 mod pages;
 mod preload;
+mod python;
 pub mod runner;
+mod shared;
 pub mod snapshot;
 mod stdin;
+mod store;
 pub mod turns;
 
 pub use pages::Pages;
+pub use shared::RUNNER_ARG_MAX;
 
 use crate::error::Error;
 use crate::plan::{Job, Plan};
@@ -25,7 +38,7 @@ use crate::report::{GuestEnd, Report, WasmTime};
 use crate::supervisor::{Gate, Gated, Output, Prepared};
 use engine::EngineKind;
 use guests::GuestError;
-use runner::{Entry, Outcome, Preopen, RunnerConfig, Summary};
+use shared::{Entry, Outcome, Preopen, RunnerConfig, Summary, pieces};
 use std::path::{Path, PathBuf};
 
 /// What to run in the runner.
@@ -211,25 +224,6 @@ fn managed_artifact(
         Err(why) if !job.compile_guests => Err(GuestError::NotPrecompiled { name: name.into(), path: artifact, why }),
         Err(_) => guests::ensure_artifact(&source()?, &artifact, kind),
     }
-}
-
-/// The longest piece of the runner's configuration in one argument: the kernel refuses an
-/// exec with an argument over 128 KiB (`MAX_ARG_STRLEN`), and a guest's arguments can be more.
-pub const RUNNER_ARG_MAX: usize = 96 * 1024;
-
-/// `text` in pieces of at most [`RUNNER_ARG_MAX`] bytes, each ending on a character boundary.
-pub(crate) fn pieces(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while !rest.is_empty() {
-        let mut end = rest.len().min(RUNNER_ARG_MAX);
-        while !rest.is_char_boundary(end) {
-            end -= 1;
-        }
-        out.push(rest[..end].to_string());
-        rest = &rest[end..];
-    }
-    out
 }
 
 /// Whether a managed guest (Python, else QuickJS) is installed in `dir` with an artifact for
@@ -608,7 +602,7 @@ enum Said {
 fn said(bytes: &[u8]) -> Said {
     let text = String::from_utf8_lossy(bytes);
     let last = text.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("");
-    if last == runner::COMPILE_MARKER {
+    if last == shared::COMPILE_MARKER {
         return Said::Compiling;
     }
     serde_json::from_str::<Summary>(last).map_or(Said::Nothing, |s| Said::Summary(Box::new(s)))

@@ -5,9 +5,20 @@
 //! channel fds as they are (the frames are the guest's; the supervisor reads and bounds them, see
 //! `supervisor/calls.rs`); on every other fd they are WASI's own. The guest gains no fd of the
 //! host's, no syscall and no path: only the two pipes the supervisor set up before it started.
+//!
+//! Here too: a command module's imports resolved against WASI preview 1 with these shadows
+//! ([`instance_pre`]), a preloaded module's fresh instance ([`fresh`]), and the JavaScript guest's
+//! read of its turn's bytes ([`js_turn_bytes`]).
+//!
+//! Imports: shared.rs, store.rs, turns.rs; never component.rs, preload.rs or the runner's files
+//! above them.
 
-use super::runner::State;
+use super::shared::one_line;
+use super::store::{Instanced, State, fresh_store};
+use super::turns::{Account, TurnIo, next_frame, tell, turn_fuel};
+use std::time::Instant;
 use wasmtime::{AsContextMut, Caller, Extern, Linker};
+use wasmtime_wasi::WasiCtxBuilder;
 use wasmtime_wasi::p1::WasiP1Ctx;
 use wasmtime_wasi::p1::wasi_snapshot_preview1::{self as p1, WasiSnapshotPreview1};
 use wasmtime_wasi::runtime::in_tokio;
@@ -26,6 +37,37 @@ const ERRNO_IO: i32 = 29;
 const ERRNO_PIPE: i32 = 64;
 
 type P1 = State<WasiP1Ctx>;
+
+/// A command module's imports resolved against WASI preview 1.
+pub(super) type Pre = wasmtime::InstancePre<State<WasiP1Ctx>>;
+
+/// Resolves `module`'s imports (WASI preview 1) in `engine`, with the jail's host-call channel
+/// (`p1calls.rs`) when the run has one, and its turns' stdin and status (`turns`). A module
+/// preloaded by a warm runner has neither: a run with host calls is never a warm one, nor is a
+/// live session's interpreter.
+pub(super) fn instance_pre(
+    engine: &wasmtime::Engine,
+    module: &wasmtime::Module,
+    host_calls: Option<(i32, i32)>,
+    turns: bool,
+) -> Result<Pre, String> {
+    let mut linker: Linker<State<WasiP1Ctx>> = Linker::new(engine);
+    wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s| &mut s.wasi).map_err(|e| one_line(&e))?;
+    if host_calls.is_some() || turns {
+        link(&mut linker, host_calls, turns).map_err(|e| one_line(&e))?;
+    }
+    linker.instantiate_pre(module).map_err(|e| format!("cannot link: {}", one_line(&e)))
+}
+
+/// A preloaded module's fresh instance, in a store of its own (see `preload.rs`).
+pub(super) fn fresh(
+    engine: &wasmtime::Engine,
+    pre: &Pre,
+) -> wasmtime::Result<Instanced<WasiP1Ctx, wasmtime::Instance>> {
+    let mut store = fresh_store(engine, WasiCtxBuilder::new().build_p1());
+    let instance = pre.instantiate(&mut store)?;
+    Ok((store, instance))
+}
 
 /// Shadows `fd_write` and `fd_read` in `linker` (which has WASI preview 1) so that the guest's
 /// two channel fds are the jail's `channel` (requests, answers), when it has one; and, for a
@@ -61,7 +103,7 @@ pub(super) fn link(linker: &mut Linker<P1>, channel: Option<(i32, i32)>, turns: 
                     return Ok(transfer(&mut caller, channel.1, iovs, count, done, Way::Read));
                 }
                 (0, _) if turns => {
-                    if let Err(errno) = super::turns::js_turn_bytes(&mut caller) {
+                    if let Err(errno) = js_turn_bytes(&mut caller) {
                         return Ok(errno);
                     }
                     return Ok(transfer(&mut caller, -1, iovs, count, done, Way::Turn));
@@ -156,4 +198,43 @@ fn transfer(caller: &mut Caller<'_, P1>, fd: i32, iovs: i32, count: i32, done: i
         }
         _ => ERRNO_FAULT,
     }
+}
+
+/// Before a read of the JavaScript guest's stdin: when the turn's bytes are all read, the
+/// guest's turn returned (said, with its figures), and the runner waits for the next turn's
+/// frame (its fuel set, its refused growths counted from zero). At the runner's end of input
+/// the guest's stdin ends. `Err`: a WASI errno for the read.
+pub(super) fn js_turn_bytes(caller: &mut Caller<'_, State<WasiP1Ctx>>) -> Result<(), i32> {
+    const ERRNO_IO: i32 = 29;
+    let Some(t) = caller.data_mut().turn.as_mut() else { return Ok(()) };
+    if t.at < t.pending.len() {
+        return Ok(());
+    }
+    if let Some(ready) = t.ready.take() {
+        tell(&ready);
+    } else if t.in_turn {
+        let (status, fuel, started) = (t.status(), t.fuel, t.started);
+        t.in_turn = false;
+        let left = caller.get_fuel().ok();
+        let started = started.unwrap_or_else(Instant::now);
+        tell(&Account::turn(status, fuel, left, &caller.data().limits, started));
+    }
+    let Some(frame) = next_frame().map_err(|_| ERRNO_IO)? else { return Ok(()) };
+    let session = caller.data().turn.as_ref().and_then(|t| t.session_fuel);
+    let fuel = turn_fuel(session, frame.fuel);
+    if let Some(f) = fuel {
+        caller.set_fuel(f).map_err(|_| ERRNO_IO)?;
+    }
+    caller.data_mut().limits.turn_begins();
+    if let Some(t) = caller.data_mut().turn.as_mut() {
+        *t = TurnIo {
+            pending: frame.bytes,
+            in_turn: true,
+            started: Some(Instant::now()),
+            fuel,
+            session_fuel: session,
+            ..TurnIo::default()
+        };
+    }
+    Ok(())
 }

@@ -22,6 +22,8 @@
 //! pages it wrote (a line `N` each) and those it only read (`r N`) are listed beside the
 //! component, with the component's checksum and the memory's size. A list of another component,
 //! or for a memory of another size, is not used.
+//!
+//! Imports: guests.rs; never any other file of `src/wasm/`.
 
 use crate::sys::Mapping;
 use std::os::unix::fs::FileExt;

@@ -13,11 +13,15 @@
 //! run pays for instantiating the guest, and no run sees another's: each copy is private to its
 //! process, and dies with it. The runner first gives the copy its own WASI, limits, fuel and
 //! deadline, and instantiates afresh instead when the run's limits would not have admitted the
-//! instance (see [`super::runner::Limits::admits`]). A Python runner first faults in, as its own,
+//! instance (see [`super::limits::Limits::admits`]). A Python runner first faults in, as its own,
 //! the pages of that instance's memory a run writes, and maps those it reads (see `pages.rs`).
+//!
+//! Imports: engine.rs, pages.rs, snapshot.rs, shared.rs, limits.rs, store.rs, p1calls.rs,
+//! component.rs; never module.rs, python.rs or runner.rs.
 
 use super::engine::{self, EngineKind};
-use super::runner::{self, State};
+use super::shared::one_line;
+use super::store::State;
 use crate::sys;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
@@ -37,7 +41,7 @@ pub(super) struct Key {
 /// A guest loaded into its engine, its imports resolved (WASI's).
 pub(super) enum Guest {
     Component(super::component::Pre),
-    Module(super::runner::Pre),
+    Module(super::p1calls::Pre),
 }
 
 pub(super) struct Loaded {
@@ -87,8 +91,7 @@ pub(super) fn load(key: &Key) -> Result<(), String> {
     let low = hold_low_numbers()?;
     let engine = engine::engine(key.kind).map_err(|e| e.to_string())?;
     let cannot = |e: wasmtime::Error| format!("cannot load {}: {e:#}", key.path.display());
-    let instantiated =
-        |e: wasmtime::Error| format!("cannot instantiate {}: {}", key.path.display(), runner::one_line(&e));
+    let instantiated = |e: wasmtime::Error| format!("cannot instantiate {}: {}", key.path.display(), one_line(&e));
     let (guest, fresh, warm_pages) = if key.component {
         let c = sys::load_component(&engine, &key.path, key.id).map_err(cannot)?;
         c.initialize_copy_on_write_image().map_err(cannot)?;
@@ -102,8 +105,8 @@ pub(super) fn load(key: &Key) -> Result<(), String> {
     } else {
         let m = sys::load_artifact(&engine, &key.path, key.id).map_err(cannot)?;
         m.initialize_copy_on_write_image().map_err(cannot)?;
-        let pre = runner::instance_pre(&engine, &m, None, false)?;
-        let fresh = runner::fresh(&engine, &pre).map_err(instantiated)?;
+        let pre = super::p1calls::instance_pre(&engine, &m, None, false)?;
+        let fresh = super::p1calls::fresh(&engine, &pre).map_err(instantiated)?;
         (Guest::Module(pre), Fresh::Module(fresh.0, fresh.1), super::pages::Warm::default())
     };
     drop(low);

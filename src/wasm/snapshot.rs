@@ -11,6 +11,9 @@
 //! allocator's addresses are drawn while the snapshot is made, so each install has its own
 //! (and every run of that install shares it). `python314.json` beside it records the inputs
 //! and the component's SHA-256, which `stockade guest verify` checks.
+//!
+//! Imports: guests.rs, pages.rs, shared.rs, mod.rs; never runner.rs, preload.rs or any of the
+//! runner's files above shared.rs.
 
 use super::guests::{GuestError, check_owner, sha256_bytes, sha256_file};
 use sha2::{Digest, Sha256};
@@ -158,7 +161,7 @@ sys.exit(0 if ok else 1)
 /// then read bytecode instead of compiling source in each run. `artifact`: the guest's
 /// precompiled artifact without fuel metering.
 pub fn compile_stdlib(dir: &Path, runner: &Path, artifact: &Path) -> Result<(), GuestError> {
-    use super::runner::{Entry, Preopen, RunnerConfig};
+    use super::shared::{Entry, Preopen, RunnerConfig};
     use std::os::unix::fs::MetadataExt;
     let lib = stdlib_path(dir);
     let meta = std::fs::metadata(artifact).map_err(io(artifact))?;
@@ -248,7 +251,7 @@ fn learned_pages(dir: &Path, runner: &Path, scratch: &Path) -> Result<(String, s
 /// stdin; its output. `Err` in words when it cannot be run.
 fn run_runner(
     runner: &Path,
-    config: &super::runner::RunnerConfig,
+    config: &super::shared::RunnerConfig,
     stdin: &[u8],
 ) -> Result<std::process::Output, String> {
     use std::io::Write;
@@ -256,7 +259,7 @@ fn run_runner(
     let json = serde_json::to_string(config).map_err(|e| format!("cannot write its configuration: {e}"))?;
     let mut child = Command::new(runner)
         .arg("__runner")
-        .args(super::pieces(&json))
+        .args(super::shared::pieces(&json))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -1,5 +1,8 @@
 //! The guest's stdin in the runner: the runner's fd 0, read on the guest's own thread, and the
-//! time of its first read (where the clock of a guest waiting for its code starts).
+//! time of its first read (where the clock of a guest waiting for its code starts); and the
+//! runner's fd 0 as a file of its own ([`stdin_file`]).
+//!
+//! Imports: no file of `src/wasm/`.
 
 use std::time::Instant;
 
@@ -61,4 +64,10 @@ impl wasmtime_wasi::cli::StdinStream for GuestStdin {
     fn async_stream(&self) -> Box<dyn tokio::io::AsyncRead + Send + Sync> {
         Box::new(self.clone())
     }
+}
+
+/// This process's stdin as a file of its own (unbuffered, unlike `std::io::stdin`).
+pub(super) fn stdin_file() -> std::io::Result<std::fs::File> {
+    use std::os::fd::AsFd;
+    Ok(std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?))
 }

@@ -4,18 +4,18 @@
 //! the turn, and says on its summary channel (fd 3, which the guest cannot reach: its WASI table
 //! holds no host fd) when the guest's turn returned, with the turn's figures. Never bytes of the
 //! guest's: the Python guest's turn returned when its `turn` export returns
-//! (`component::python_turns`); the JavaScript guest's when it reads its stdin again with the
-//! turn's bytes all read (its stdin is the runner's copy of the frame, see [`js_turn_bytes`]).
-//! A Wasm guest has no thread: between turns it waits in the runner, and nothing of it runs.
+//! (`python::python_turns`); the JavaScript guest's when it reads its stdin again with the
+//! turn's bytes all read (its stdin is the runner's copy of the frame, see
+//! `p1calls::js_turn_bytes`). A Wasm guest has no thread: between turns it waits in the runner,
+//! and nothing of it runs.
+//!
+//! Imports: shared.rs, limits.rs, mod.rs; never store.rs, p1calls.rs or any file above them.
 
-use super::runner::State;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
-use wasmtime::Caller;
-use wasmtime_wasi::p1::WasiP1Ctx;
 
 /// What the runner says on its summary channel of a guest that serves turns, one line each
-/// (before its last line, its [`super::runner::Summary`], when it ends).
+/// (before its last line, its [`super::shared::Summary`], when it ends).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Account {
@@ -33,7 +33,7 @@ impl Account {
         status: i32,
         fuel: Option<u64>,
         left: Option<u64>,
-        limits: &super::runner::Limits,
+        limits: &super::limits::Limits,
         started: Instant,
     ) -> Account {
         Account::Turn {
@@ -107,7 +107,7 @@ pub(super) fn tell(account: &Account) {
     let line = format!("{}\n", serde_json::to_string(account).unwrap_or_default());
     let mut rest = line.as_bytes();
     while !rest.is_empty() {
-        match crate::sys::write(super::runner::SUMMARY_FD, rest) {
+        match crate::sys::write(super::shared::SUMMARY_FD, rest) {
             Ok(n) if n > 0 => rest = &rest[n..],
             _ => return,
         }
@@ -176,12 +176,12 @@ pub(super) fn turn_fuel(session: Option<u64>, asked: Option<u64>) -> Option<u64>
 /// status, and what the turn's account needs.
 #[derive(Debug, Default)]
 pub(super) struct TurnIo {
-    pending: Vec<u8>,
-    at: usize,
-    in_turn: bool,
-    status: Vec<u8>,
-    started: Option<Instant>,
-    fuel: Option<u64>,
+    pub(super) pending: Vec<u8>,
+    pub(super) at: usize,
+    pub(super) in_turn: bool,
+    pub(super) status: Vec<u8>,
+    pub(super) started: Option<Instant>,
+    pub(super) fuel: Option<u64>,
     /// The session's fuel (`None`: not fuel-metered).
     pub(super) session_fuel: Option<u64>,
     /// Said at the guest's first read: it is ready.
@@ -211,47 +211,8 @@ impl TurnIo {
         n
     }
 
-    fn status(&self) -> i32 {
+    pub(super) fn status(&self) -> i32 {
         let text = String::from_utf8_lossy(&self.status);
         text.lines().rev().find_map(|l| l.trim().parse().ok()).unwrap_or(1)
     }
-}
-
-/// Before a read of the JavaScript guest's stdin: when the turn's bytes are all read, the
-/// guest's turn returned (said, with its figures), and the runner waits for the next turn's
-/// frame (its fuel set, its refused growths counted from zero). At the runner's end of input
-/// the guest's stdin ends. `Err`: a WASI errno for the read.
-pub(super) fn js_turn_bytes(caller: &mut Caller<'_, State<WasiP1Ctx>>) -> Result<(), i32> {
-    const ERRNO_IO: i32 = 29;
-    let Some(t) = caller.data_mut().turn.as_mut() else { return Ok(()) };
-    if t.at < t.pending.len() {
-        return Ok(());
-    }
-    if let Some(ready) = t.ready.take() {
-        tell(&ready);
-    } else if t.in_turn {
-        let (status, fuel, started) = (t.status(), t.fuel, t.started);
-        t.in_turn = false;
-        let left = caller.get_fuel().ok();
-        let started = started.unwrap_or_else(Instant::now);
-        tell(&Account::turn(status, fuel, left, &caller.data().limits, started));
-    }
-    let Some(frame) = next_frame().map_err(|_| ERRNO_IO)? else { return Ok(()) };
-    let session = caller.data().turn.as_ref().and_then(|t| t.session_fuel);
-    let fuel = turn_fuel(session, frame.fuel);
-    if let Some(f) = fuel {
-        caller.set_fuel(f).map_err(|_| ERRNO_IO)?;
-    }
-    caller.data_mut().limits.turn_begins();
-    if let Some(t) = caller.data_mut().turn.as_mut() {
-        *t = TurnIo {
-            pending: frame.bytes,
-            in_turn: true,
-            started: Some(Instant::now()),
-            fuel,
-            session_fuel: session,
-            ..TurnIo::default()
-        };
-    }
-    Ok(())
 }
