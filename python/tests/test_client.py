@@ -4,6 +4,7 @@ streaming, files both ways, sync and async, timeouts and output caps."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import subprocess
@@ -26,9 +27,16 @@ from stockade import (
     Result,
     RunFailed,
     ServerUnavailable,
+    SessionBusy,
+    SessionEnded,
+    SessionNotFound,
     StockadeError,
     Unauthorized,
 )
+from stockade import _wire
+
+OPENAPI = json.loads((Path(__file__).resolve().parents[2] / "docs" / "openapi.json").read_text())
+SCHEMAS = OPENAPI["components"]["schemas"]
 
 # (module (import "wasi_snapshot_preview1" "proc_exit" (func (param i32)))
 #         (memory (export "memory") 1) (func (export "_start") i32.const 7 call 0))
@@ -184,6 +192,61 @@ def test_bad_requests_name_their_field(server) -> None:
         assert isinstance(e.value, StockadeError) and "no-such-policy" in str(e.value)
 
 
+def test_every_error_code_has_its_status_and_its_class() -> None:
+    # Every code docs/openapi.json lists (a new one fails here until the table has it), and no other.
+    codes = {v for alt in SCHEMAS["ErrorCode"]["oneOf"] for v in alt.get("enum", [alt.get("const")])}
+    assert codes and codes == set(_wire.ERROR_STATUS), codes ^ set(_wire.ERROR_STATUS)
+    # A stream's error event gets its code's status and the class of an HTTP refusal with it.
+    cases = {
+        "bad-request": (BadRequest, 400),
+        "payload-too-large": (BadRequest, 413),
+        "forbidden": (Unauthorized, 403),
+        "policy-not-found": (PolicyNotFound, 404),
+        "session-not-found": (SessionNotFound, 404),
+        "session-ended": (SessionEnded, 410),
+        "session-busy": (SessionBusy, 409),
+        "queue-full": (Busy, 429),
+        "queue-timeout": (Busy, 503),
+        "draining": (ServerUnavailable, 503),
+        "internal": (ServerUnavailable, 500),
+    }
+    for code, (cls, status) in cases.items():
+        e = _wire.stream_error({"code": code, "message": "m", "field": "f", "run": "r-0123456789abcdef"})
+        assert (type(e), e.status, e.code, e.field, e.message) == (cls, status, code, "f", "m"), code
+    assert _wire.stream_error({"code": "session-busy", "message": "m", "run": "r-1"}).run == "r-1"
+    # A code this client does not know: the error as it came, no status.
+    e = _wire.stream_error({"code": "a-new-code", "message": "m"})
+    assert (type(e), e.status, e.code) == (StockadeError, None, "a-new-code")
+    with pytest.raises(BadRequest) as raised:
+        _wire.event(b'{"error": {"code": "bad-request", "message": "no", "field": "limits.fuel"}}\n')
+    assert (raised.value.status, raised.value.field) == (400, "limits.fuel")
+
+
+def test_the_answer_types_are_the_schemas() -> None:
+    # Each TypedDict has its schema's keys, the required ones required (RuntimeRuns is a union).
+    typed = {
+        "Health": stockade.Health,
+        "Warm": stockade.Warm,
+        "Info": stockade.Info,
+        "RuntimeInfo": stockade.RuntimeInfo,
+        "PolicyInfo": stockade.PolicyInfo,
+        "PolicyLimits": stockade.PolicyLimits,
+        "Limits": stockade.RunLimits,
+        "LayerReport": stockade.LayerReport,
+        "RequestsInfo": stockade.RequestsInfo,
+        "SessionsInfo": stockade.SessionsInfo,
+        "SessionInfo": stockade.SessionInfo,
+        "WorkspaceUse": stockade.WorkspaceUse,
+    }
+    for name, t in typed.items():
+        schema = SCHEMAS[name]
+        assert set(t.__required_keys__) == set(schema.get("required", [])), name
+        assert set(t.__required_keys__) | set(t.__optional_keys__) == set(schema["properties"]), name
+    runs = {k for alt in SCHEMAS["RuntimeRuns"]["anyOf"] for k in alt["properties"]}
+    assert set(stockade.RuntimeRuns.__optional_keys__) == runs
+    assert set(stockade._types.__all__) <= set(stockade.__all__)
+
+
 def test_tcp_needs_the_token(server) -> None:
     with Client(url=server.url, token=server.token) as c:
         assert c.run_js("console.log(1 + 1)").stdout == "2\n"
@@ -209,6 +272,19 @@ def test_info_and_health(server) -> None:
         assert info["api"] == "v1"
         h = c.health()
         assert h["status"] == "ok" and set(h["warm"]) == expected
+        # The answers have the keys their types say.
+        keys = lambda t: (set(t.__required_keys__), set(t.__required_keys__) | set(t.__optional_keys__))  # noqa: E731
+        for value, t in [
+            (info, stockade.Info),
+            (info["runtimes"][0], stockade.RuntimeInfo),
+            (info["policies"][0], stockade.PolicyInfo),
+            (info["requests"], stockade.RequestsInfo),
+            (info["sessions"], stockade.SessionsInfo),
+            (h, stockade.Health),
+            (h["warm"]["python"], stockade.Warm),
+        ]:
+            required, known = keys(t)
+            assert required <= set(value) <= known, (t.__name__, set(value))
 
 
 def test_streaming_gives_output_as_it_happens(server) -> None:

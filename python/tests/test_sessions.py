@@ -5,9 +5,11 @@ an ended and a foreign session; sync and async."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 
+import httpx
 import pytest
 
 from stockade import (
@@ -125,5 +127,34 @@ def test_an_async_live_session(server) -> None:
                 await s.run("var n = 1")
                 r = await s.run("n += 1; console.log(n)")
                 assert r.stdout == "2\n" and r.interpreter == "kept", r
+
+    asyncio.run(main())
+
+
+def test_an_error_inside_a_stream_is_raised_as_its_class(server) -> None:
+    # A live session's interpreter holds its memory limit for its life: a run asking another is
+    # refused inside the run, which streams (it has a tool), so the refusal is the stream's last
+    # event, not an HTTP status. It is raised as the HTTP refusal would be.
+    tools = {"t": lambda a: a}
+    with Client(socket=server.socket) as client, client.session("python", mode="live") as s:
+        with httpx.Client(transport=httpx.HTTPTransport(uds=server.socket), base_url="http://localhost") as raw:
+            body = {"code": "1", "limits": {"memory-max-bytes": 50_000_000}, "tools": [{"name": "t"}]}
+            r = raw.post(f"/v1/sessions/{s.id}/runs", params={"stream": "ndjson"}, json=body)
+            last = json.loads(r.text.strip().splitlines()[-1])
+            assert r.status_code == 200 and last["error"]["code"] == "bad-request", r.text
+        with pytest.raises(BadRequest) as e:
+            s.run("print(1)", limits={"memory_max_bytes": 50_000_000}, tools=tools)
+        assert (e.value.status, e.value.code, e.value.field) == (400, "bad-request", "limits.memory-max-bytes")
+        assert "live session" in e.value.message, e.value
+        # Nothing ran; the session goes on.
+        r2 = s.run("print(2)", tools=tools)
+        assert r2.stdout == "2\n", r2
+
+    async def main() -> None:
+        async with AsyncClient(socket=server.socket) as client:
+            async with await client.session("python", mode="live") as s:
+                with pytest.raises(BadRequest) as e:
+                    await s.run("print(1)", limits={"memory_max_bytes": 50_000_000}, tools=tools)
+                assert (e.value.status, e.value.field) == (400, "limits.memory-max-bytes")
 
     asyncio.run(main())

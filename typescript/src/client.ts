@@ -1,6 +1,6 @@
 import * as http from "node:http";
 import { randomUUID } from "node:crypto";
-import { StockadeError } from "./errors.js";
+import { StockadeError, streamError } from "./errors.js";
 import { DEFAULT_SOCKET, DEFAULT_TIMEOUT_MS, type Endpoint, json, lines, open, request } from "./http.js";
 import type { components } from "./openapi.js";
 import { type Report, RunResult } from "./result.js";
@@ -234,7 +234,8 @@ async function answerOf(tools: Tools | undefined, call: HostCall): Promise<strin
   }
 }
 
-/** One NDJSON line of a streamed run: output, a host call, the report, or nothing. */
+/** One NDJSON line of a streamed run: output, a host call, the report, or nothing; an error event
+ * is thrown as its error ({@link streamError}: `BadRequest` for `bad-request`...). */
 function eventOf(line: string): Output | { call: HostCall } | { report: Report } | undefined {
   let ev: Record<string, unknown>;
   try {
@@ -255,10 +256,8 @@ function eventOf(line: string): Output | { call: HostCall } | { report: Report }
   }
   if (ev.call && typeof ev.call === "object") return { call: ev.call as HostCall };
   if (ev.report && typeof ev.report === "object") return { report: ev.report as Report };
-  if (ev.error && typeof ev.error === "object") {
-    const err = ev.error as { message?: string; code?: string; field?: string };
-    throw new StockadeError(err.message ?? "the run failed", { code: err.code, field: err.field });
-  }
+  // Why the run did not run: thrown as the HTTP refusal with its code would be.
+  if (ev.error !== undefined) throw streamError(ev.error);
   return undefined;
 }
 
@@ -339,7 +338,8 @@ export class Client {
   /**
    * Runs `code` and yields its output as it happens, then its result (whose `stdout` and
    * `stderr` hold what was streamed, up to the caps). `tools` as for {@link run}: their calls
-   * are answered here, not yielded.
+   * are answered here, not yielded. An error the server sends in the stream is thrown as an HTTP
+   * refusal with its code would be ({@link BadRequest} for `bad-request`...).
    */
   async *stream(runtime: string, code: string, options: RunOptions = {}): AsyncGenerator<StreamEvent> {
     yield* this.#streamed("/v1/runs", runBody(runtime, code, options), options);

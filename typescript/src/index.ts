@@ -37,6 +37,7 @@ export {
 export {
   BadRequest,
   Busy,
+  ERROR_STATUS,
   type ErrorCode,
   type ErrorDetails,
   PolicyNotFound,

@@ -2,11 +2,14 @@
 // ways, limits, streaming, the typed errors, TCP with a token, cancellation with AbortSignal,
 // retries only where safe, and the README's quick start verbatim.
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { test } from "node:test";
 import {
   BadRequest,
   Busy,
   Client,
+  ERROR_STATUS,
   PolicyNotFound,
   RunFailed,
   RunResult,
@@ -14,7 +17,7 @@ import {
   StockadeError,
   Unauthorized,
 } from "stockade";
-import { EXIT_7_WASM, Server, sharedServer } from "./server.mjs";
+import { EXIT_7_WASM, ROOT, Server, sharedServer } from "./server.mjs";
 
 const ctx = sharedServer();
 
@@ -73,6 +76,19 @@ test("bad requests name their field; a missing policy is its own error", async (
   });
   await assert.rejects(ctx.client.runPython("1", { files: { "../escape": "x" } }), (e) => e instanceof BadRequest && e.field === "files[0].path");
   await assert.rejects(ctx.client.runPython("1", { policy: "no-such-policy" }), (e) => e instanceof PolicyNotFound && e.status === 404);
+});
+
+test("every error code of the API has its HTTP status", () => {
+  // Every code docs/openapi.json lists (a new one fails here until the table has it), and no other.
+  const schemas = JSON.parse(readFileSync(join(ROOT, "docs", "openapi.json"), "utf8")).components.schemas;
+  const codes = schemas.ErrorCode.oneOf.flatMap((alt) => alt.enum ?? [alt.const]);
+  assert.ok(codes.length > 0 && codes.every((c) => typeof c === "string"));
+  assert.deepEqual(Object.keys(ERROR_STATUS).sort(), [...new Set(codes)].sort());
+  for (const [code, status] of Object.entries(ERROR_STATUS)) {
+    assert.ok(Number.isInteger(status) && status >= 400 && status < 600, `${code}: ${status}`);
+  }
+  assert.deepEqual([ERROR_STATUS["bad-request"], ERROR_STATUS["session-ended"], ERROR_STATUS.draining], [400, 410, 503]);
+  assert.ok(Object.isFrozen(ERROR_STATUS));
 });
 
 test("TCP needs the token", async () => {

@@ -35,6 +35,22 @@ export function rawGet(socketPath, path) {
   });
 }
 
+/** A POST of JSON on a unix socket, by hand (node:http alone): its status and its body's text. */
+export function rawPost(socketPath, path, body) {
+  return new Promise((resolve, reject) => {
+    const data = Buffer.from(JSON.stringify(body));
+    const headers = { "content-type": "application/json", "content-length": data.length };
+    http
+      .request({ socketPath, path, method: "POST", headers }, (res) => {
+        const chunks = [];
+        res.on("data", (c) => chunks.push(c));
+        res.on("end", () => resolve({ status: res.statusCode, text: Buffer.concat(chunks).toString() }));
+      })
+      .on("error", reject)
+      .end(data);
+  });
+}
+
 /** One running `stockade serve`; `socket`, `url` (TCP) and `token` reach it. */
 export class Server {
   static async start({ server = "", rest = "" } = {}) {

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { BadRequest, Client, Session, SessionBusy, SessionEnded, SessionNotFound, Unauthorized } from "stockade";
-import { sharedServer } from "./server.mjs";
+import { rawPost, sharedServer } from "./server.mjs";
 
 const ctx = sharedServer();
 
@@ -52,6 +52,27 @@ test("a live session keeps its variables; disposing of it ends it", async () => 
   await js.run("globalThis.n = 20");
   assert.equal((await js.run("console.log(n + 1)")).stdout, "21\n");
   await js.close();
+});
+
+test("an error inside a stream is thrown as its class", async () => {
+  // A live session's interpreter holds its memory limit for its life: a run asking another is
+  // refused inside the run, which streams (it has a tool), so the refusal is the stream's last
+  // event, not an HTTP status. It is thrown as the HTTP refusal would be.
+  const s = await ctx.client.session("python", { mode: "live" });
+  const body = { code: "1", limits: { "memory-max-bytes": 50_000_000 }, tools: [{ name: "t" }] };
+  const raw = await rawPost(ctx.server.socket, `/v1/sessions/${s.id}/runs?stream=ndjson`, body);
+  assert.equal(raw.status, 200, raw.text);
+  assert.equal(JSON.parse(raw.text.trim().split("\n").at(-1)).error.code, "bad-request", raw.text);
+  const tools = { t: (a) => a };
+  await assert.rejects(s.run("print(1)", { limits: { memoryMaxBytes: 50_000_000 }, tools }), (e) => {
+    assert.ok(e instanceof BadRequest, `${e.name}: ${e.message}`);
+    assert.deepEqual([e.status, e.code, e.field], [400, "bad-request", "limits.memory-max-bytes"]);
+    assert.match(e.message, /live session/);
+    return true;
+  });
+  // Nothing ran; the session goes on.
+  assert.equal((await s.run("print(2)", { tools })).stdout, "2\n");
+  await s.close();
 });
 
 test("one run at a time, and a session is its token's", async () => {

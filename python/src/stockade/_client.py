@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+from typing import Any, AsyncIterator, Dict, Iterable, Iterator, List, Optional, Sequence, Union, cast
 
 import httpx
 
 from . import _wire
-from ._types import FileInfo, HostCall, Output, Result, SessionEnded, SessionNotFound, StockadeError
+from ._types import (
+    FileInfo,
+    Health,
+    HostCall,
+    Info,
+    Mode,
+    Output,
+    Result,
+    SessionEnded,
+    SessionInfo,
+    SessionNotFound,
+    StockadeError,
+)
 
 __all__ = ["Client", "AsyncClient", "Session", "AsyncSession"]
 
@@ -104,13 +116,15 @@ class Client(_Base):
                 _wire.past(at)
         return _wire.whole(r, bytes(data))
 
-    def health(self) -> Dict[str, Any]:
-        """``GET /v1/health``: status, running and queued runs, warm pools."""
-        return dict(self._request("GET", "/v1/health").json())
+    def health(self) -> Health:
+        """``GET /v1/health``: status, running and queued runs, warm pools (a :class:`Health`, a
+        plain dict with the server's keys)."""
+        return cast(Health, dict(self._request("GET", "/v1/health").json()))
 
-    def info(self) -> Dict[str, Any]:
-        """``GET /v1/info``: version, runtimes, policies with their limits, what the host enforces."""
-        return dict(self._request("GET", "/v1/info").json())
+    def info(self) -> Info:
+        """``GET /v1/info``: version, runtimes, policies with their limits, what the host enforces
+        (an :class:`Info`, a plain dict with the server's keys)."""
+        return cast(Info, dict(self._request("GET", "/v1/info").json()))
 
     def run(
         self,
@@ -142,13 +156,41 @@ class Client(_Base):
             return _last(self._streamed("/v1/runs", b, tools, None))
         return Result.from_report(self._request("POST", "/v1/runs", json_body=b, key=_wire.new_key()).json())
 
-    def run_python(self, code: str, **kw: Any) -> Result:
+    def run_python(
+        self,
+        code: str,
+        *,
+        argv: Optional[Sequence[str]] = None,
+        stdin: Union[str, bytes, None] = None,
+        files: Optional[_wire.Files] = None,
+        limits: Optional[_wire.Limits] = None,
+        policy: Optional[str] = None,
+        return_files: Union[str, Iterable[str], None] = None,
+        tools: Optional[_wire.Tools] = None,
+    ) -> Result:
         """Runs Python code (CPython for WASI); the keywords of :meth:`run`."""
-        return self.run("python", code, **kw)
+        return self.run(
+            "python", code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
+            return_files=return_files, tools=tools,
+        )
 
-    def run_js(self, code: str, **kw: Any) -> Result:
+    def run_js(
+        self,
+        code: str,
+        *,
+        argv: Optional[Sequence[str]] = None,
+        stdin: Union[str, bytes, None] = None,
+        files: Optional[_wire.Files] = None,
+        limits: Optional[_wire.Limits] = None,
+        policy: Optional[str] = None,
+        return_files: Union[str, Iterable[str], None] = None,
+        tools: Optional[_wire.Tools] = None,
+    ) -> Result:
         """Runs JavaScript (QuickJS); the keywords of :meth:`run`."""
-        return self.run("javascript", code, **kw)
+        return self.run(
+            "javascript", code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
+            return_files=return_files, tools=tools,
+        )
 
     def run_wasm(
         self,
@@ -168,12 +210,29 @@ class Client(_Base):
         )
         return Result.from_report(self._request("POST", "/v1/runs", json_body=b, key=_wire.new_key()).json())
 
-    def stream(self, runtime: str, code: str, **kw: Any) -> Iterator[Event]:
+    def stream(
+        self,
+        runtime: str,
+        code: str,
+        *,
+        argv: Optional[Sequence[str]] = None,
+        stdin: Union[str, bytes, None] = None,
+        files: Optional[_wire.Files] = None,
+        limits: Optional[_wire.Limits] = None,
+        policy: Optional[str] = None,
+        return_files: Union[str, Iterable[str], None] = None,
+        tools: Optional[_wire.Tools] = None,
+    ) -> Iterator[Event]:
         """Runs ``code`` and yields its output as it happens (:class:`Output`), then its
         :class:`Result` (whose ``stdout``/``stderr`` hold what was streamed, up to the caps);
-        ``tools`` as for :meth:`run` (their calls are answered here, not yielded)."""
-        b = _wire.body(runtime, code=code, **kw)
-        yield from self._streamed("/v1/runs", b, kw.get("tools"), None)
+        ``tools`` as for :meth:`run` (their calls are answered here, not yielded). An error the
+        server sends in the stream is raised as an HTTP refusal with its code would be
+        (:class:`BadRequest` for ``bad-request``...)."""
+        b = _wire.body(
+            runtime, code=code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
+            return_files=return_files, tools=tools,
+        )
+        yield from self._streamed("/v1/runs", b, tools, None)
 
     def _streamed(self, path: str, b: Dict[str, Any], tools: Optional[_wire.Tools], session: Optional[str]) -> Iterator[Event]:
         retry = _wire.Retry(self._retries, False)
@@ -211,22 +270,63 @@ class Client(_Base):
         except httpx.TransportError:
             pass  # the server answers the call for it (a timeout error) at the tool's timeout
 
-    def session(self, runtime: str = "python", **kw: Any) -> "Session":
+    def session(
+        self,
+        runtime: str = "python",
+        *,
+        mode: Mode = "workspace",
+        policy: Optional[str] = None,
+        limits: Optional[_wire.Limits] = None,
+        idle_timeout_ms: Optional[int] = None,
+        max_lifetime_ms: Optional[int] = None,
+    ) -> "Session":
         """Opens a session (``POST /v1/sessions``): runs of ``runtime`` that share a workspace
         (``/app``) between them. Keywords: ``mode`` (``"workspace"``: each run a fresh
         interpreter; ``"live"``: one interpreter keeps its variables between runs), ``policy``,
         ``limits`` (for every run), ``idle_timeout_ms``, ``max_lifetime_ms``. Use it with
         ``with``: leaving the block ends the session (``DELETE``)."""
-        info = self._request("POST", "/v1/sessions", json_body=_wire.session_body(runtime, **kw), idempotent=False)
-        return Session(self, dict(info.json()))
+        body = _wire.session_body(
+            runtime, mode=mode, policy=policy, limits=limits, idle_timeout_ms=idle_timeout_ms,
+            max_lifetime_ms=max_lifetime_ms,
+        )
+        info = self._request("POST", "/v1/sessions", json_body=body, idempotent=False)
+        return Session(self, cast(SessionInfo, dict(info.json())))
 
-    def stream_python(self, code: str, **kw: Any) -> Iterator[Event]:
+    def stream_python(
+        self,
+        code: str,
+        *,
+        argv: Optional[Sequence[str]] = None,
+        stdin: Union[str, bytes, None] = None,
+        files: Optional[_wire.Files] = None,
+        limits: Optional[_wire.Limits] = None,
+        policy: Optional[str] = None,
+        return_files: Union[str, Iterable[str], None] = None,
+        tools: Optional[_wire.Tools] = None,
+    ) -> Iterator[Event]:
         """:meth:`stream` for Python code."""
-        return self.stream("python", code, **kw)
+        return self.stream(
+            "python", code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
+            return_files=return_files, tools=tools,
+        )
 
-    def stream_js(self, code: str, **kw: Any) -> Iterator[Event]:
+    def stream_js(
+        self,
+        code: str,
+        *,
+        argv: Optional[Sequence[str]] = None,
+        stdin: Union[str, bytes, None] = None,
+        files: Optional[_wire.Files] = None,
+        limits: Optional[_wire.Limits] = None,
+        policy: Optional[str] = None,
+        return_files: Union[str, Iterable[str], None] = None,
+        tools: Optional[_wire.Tools] = None,
+    ) -> Iterator[Event]:
         """:meth:`stream` for JavaScript."""
-        return self.stream("javascript", code, **kw)
+        return self.stream(
+            "javascript", code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
+            return_files=return_files, tools=tools,
+        )
 
 
 class AsyncClient(_Base):
@@ -293,13 +393,13 @@ class AsyncClient(_Base):
                 _wire.past(at)
         return _wire.whole(r, bytes(data))
 
-    async def health(self) -> Dict[str, Any]:
-        """``GET /v1/health``."""
-        return dict((await self._request("GET", "/v1/health")).json())
+    async def health(self) -> Health:
+        """See :meth:`Client.health`."""
+        return cast(Health, dict((await self._request("GET", "/v1/health")).json()))
 
-    async def info(self) -> Dict[str, Any]:
-        """``GET /v1/info``."""
-        return dict((await self._request("GET", "/v1/info")).json())
+    async def info(self) -> Info:
+        """See :meth:`Client.info`."""
+        return cast(Info, dict((await self._request("GET", "/v1/info")).json()))
 
     async def run(
         self,
@@ -328,13 +428,41 @@ class AsyncClient(_Base):
         response = await self._request("POST", "/v1/runs", json_body=b, key=_wire.new_key())
         return Result.from_report(response.json())
 
-    async def run_python(self, code: str, **kw: Any) -> Result:
+    async def run_python(
+        self,
+        code: str,
+        *,
+        argv: Optional[Sequence[str]] = None,
+        stdin: Union[str, bytes, None] = None,
+        files: Optional[_wire.Files] = None,
+        limits: Optional[_wire.Limits] = None,
+        policy: Optional[str] = None,
+        return_files: Union[str, Iterable[str], None] = None,
+        tools: Optional[_wire.Tools] = None,
+    ) -> Result:
         """See :meth:`Client.run_python`."""
-        return await self.run("python", code, **kw)
+        return await self.run(
+            "python", code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
+            return_files=return_files, tools=tools,
+        )
 
-    async def run_js(self, code: str, **kw: Any) -> Result:
+    async def run_js(
+        self,
+        code: str,
+        *,
+        argv: Optional[Sequence[str]] = None,
+        stdin: Union[str, bytes, None] = None,
+        files: Optional[_wire.Files] = None,
+        limits: Optional[_wire.Limits] = None,
+        policy: Optional[str] = None,
+        return_files: Union[str, Iterable[str], None] = None,
+        tools: Optional[_wire.Tools] = None,
+    ) -> Result:
         """See :meth:`Client.run_js`."""
-        return await self.run("javascript", code, **kw)
+        return await self.run(
+            "javascript", code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
+            return_files=return_files, tools=tools,
+        )
 
     async def run_wasm(
         self,
@@ -355,10 +483,25 @@ class AsyncClient(_Base):
         response = await self._request("POST", "/v1/runs", json_body=b, key=_wire.new_key())
         return Result.from_report(response.json())
 
-    async def stream(self, runtime: str, code: str, **kw: Any) -> AsyncIterator[Event]:
+    async def stream(
+        self,
+        runtime: str,
+        code: str,
+        *,
+        argv: Optional[Sequence[str]] = None,
+        stdin: Union[str, bytes, None] = None,
+        files: Optional[_wire.Files] = None,
+        limits: Optional[_wire.Limits] = None,
+        policy: Optional[str] = None,
+        return_files: Union[str, Iterable[str], None] = None,
+        tools: Optional[_wire.Tools] = None,
+    ) -> AsyncIterator[Event]:
         """See :meth:`Client.stream`."""
-        b = _wire.body(runtime, code=code, **kw)
-        async for ev in self._streamed("/v1/runs", b, kw.get("tools"), None):
+        b = _wire.body(
+            runtime, code=code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
+            return_files=return_files, tools=tools,
+        )
+        async for ev in self._streamed("/v1/runs", b, tools, None):
             yield ev
 
     async def _streamed(
@@ -401,19 +544,59 @@ class AsyncClient(_Base):
         except httpx.TransportError:
             pass  # the server answers the call for it (a timeout error) at the tool's timeout
 
-    async def session(self, runtime: str = "python", **kw: Any) -> "AsyncSession":
+    async def session(
+        self,
+        runtime: str = "python",
+        *,
+        mode: Mode = "workspace",
+        policy: Optional[str] = None,
+        limits: Optional[_wire.Limits] = None,
+        idle_timeout_ms: Optional[int] = None,
+        max_lifetime_ms: Optional[int] = None,
+    ) -> "AsyncSession":
         """See :meth:`Client.session` (``async with await client.session() as s``)."""
-        body = _wire.session_body(runtime, **kw)
+        body = _wire.session_body(
+            runtime, mode=mode, policy=policy, limits=limits, idle_timeout_ms=idle_timeout_ms,
+            max_lifetime_ms=max_lifetime_ms,
+        )
         info = await self._request("POST", "/v1/sessions", json_body=body, idempotent=False)
-        return AsyncSession(self, dict(info.json()))
+        return AsyncSession(self, cast(SessionInfo, dict(info.json())))
 
-    def stream_python(self, code: str, **kw: Any) -> AsyncIterator[Event]:
+    def stream_python(
+        self,
+        code: str,
+        *,
+        argv: Optional[Sequence[str]] = None,
+        stdin: Union[str, bytes, None] = None,
+        files: Optional[_wire.Files] = None,
+        limits: Optional[_wire.Limits] = None,
+        policy: Optional[str] = None,
+        return_files: Union[str, Iterable[str], None] = None,
+        tools: Optional[_wire.Tools] = None,
+    ) -> AsyncIterator[Event]:
         """See :meth:`Client.stream_python`."""
-        return self.stream("python", code, **kw)
+        return self.stream(
+            "python", code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
+            return_files=return_files, tools=tools,
+        )
 
-    def stream_js(self, code: str, **kw: Any) -> AsyncIterator[Event]:
+    def stream_js(
+        self,
+        code: str,
+        *,
+        argv: Optional[Sequence[str]] = None,
+        stdin: Union[str, bytes, None] = None,
+        files: Optional[_wire.Files] = None,
+        limits: Optional[_wire.Limits] = None,
+        policy: Optional[str] = None,
+        return_files: Union[str, Iterable[str], None] = None,
+        tools: Optional[_wire.Tools] = None,
+    ) -> AsyncIterator[Event]:
         """See :meth:`Client.stream_js`."""
-        return self.stream("javascript", code, **kw)
+        return self.stream(
+            "javascript", code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
+            return_files=return_files, tools=tools,
+        )
 
 
 class Session:
@@ -423,10 +606,10 @@ class Session:
     keeps its state (``Result.interpreter`` says whether it did). ``id`` is the server's id;
     ``info`` what the server said when it was made."""
 
-    def __init__(self, client: Client, info: Dict[str, Any]) -> None:
+    def __init__(self, client: Client, info: SessionInfo) -> None:
         self._client = client
         self.id: str = _wire.checked_id("session", info.get("id"))
-        self.info: Dict[str, Any] = info
+        self.info: SessionInfo = info
 
     def __enter__(self) -> "Session":
         return self
@@ -434,12 +617,26 @@ class Session:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def run(self, code: str, **kw: Any) -> Result:
-        """Runs ``code`` in the session: :meth:`Client.run`'s keywords but ``policy``
-        (``limits`` may only tighten the session's). ``result.session`` says what was kept."""
-        b = _wire.session_run_body(code, **kw)
-        if kw.get("tools"):
-            return _last(self._client._streamed(f"/v1/sessions/{self.id}/runs", b, kw["tools"], self.id))
+    def run(
+        self,
+        code: str,
+        *,
+        argv: Optional[Sequence[str]] = None,
+        stdin: Union[str, bytes, None] = None,
+        files: Optional[_wire.Files] = None,
+        limits: Optional[_wire.Limits] = None,
+        return_files: Union[str, Iterable[str], None] = None,
+        tools: Optional[_wire.Tools] = None,
+    ) -> Result:
+        """Runs ``code`` in the session: :meth:`Client.run`'s keywords but ``policy`` (a session's
+        runs have the session's; ``limits`` may only tighten the session's). ``result.session``
+        says what was kept."""
+        b = _wire.session_run_body(
+            code, argv=argv, stdin=stdin, files=files, limits=limits, return_files=return_files,
+            tools=tools,
+        )
+        if tools:
+            return _last(self._client._streamed(f"/v1/sessions/{self.id}/runs", b, tools, self.id))
         r = self._client._request("POST", f"/v1/sessions/{self.id}/runs", json_body=b, key=_wire.new_key())
         return Result.from_report(r.json())
 
@@ -463,9 +660,9 @@ class Session:
         r = self._client._request("GET", f"/v1/sessions/{self.id}/files")
         return [FileInfo.from_json(f) for f in r.json()["files"]]
 
-    def refresh(self) -> Dict[str, Any]:
+    def refresh(self) -> SessionInfo:
         """``GET /v1/sessions/{id}``: the session as the server sees it now."""
-        self.info = dict(self._client._request("GET", f"/v1/sessions/{self.id}").json())
+        self.info = cast(SessionInfo, dict(self._client._request("GET", f"/v1/sessions/{self.id}").json()))
         return self.info
 
     def close(self) -> None:
@@ -479,10 +676,10 @@ class Session:
 class AsyncSession:
     """:class:`Session` for an :class:`AsyncClient`: the same methods, awaited."""
 
-    def __init__(self, client: AsyncClient, info: Dict[str, Any]) -> None:
+    def __init__(self, client: AsyncClient, info: SessionInfo) -> None:
         self._client = client
         self.id: str = _wire.checked_id("session", info.get("id"))
-        self.info: Dict[str, Any] = info
+        self.info: SessionInfo = info
 
     async def __aenter__(self) -> "AsyncSession":
         return self
@@ -490,11 +687,24 @@ class AsyncSession:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def run(self, code: str, **kw: Any) -> Result:
+    async def run(
+        self,
+        code: str,
+        *,
+        argv: Optional[Sequence[str]] = None,
+        stdin: Union[str, bytes, None] = None,
+        files: Optional[_wire.Files] = None,
+        limits: Optional[_wire.Limits] = None,
+        return_files: Union[str, Iterable[str], None] = None,
+        tools: Optional[_wire.Tools] = None,
+    ) -> Result:
         """See :meth:`Session.run`."""
-        b = _wire.session_run_body(code, **kw)
-        if kw.get("tools"):
-            return await _alast(self._client._streamed(f"/v1/sessions/{self.id}/runs", b, kw["tools"], self.id))
+        b = _wire.session_run_body(
+            code, argv=argv, stdin=stdin, files=files, limits=limits, return_files=return_files,
+            tools=tools,
+        )
+        if tools:
+            return await _alast(self._client._streamed(f"/v1/sessions/{self.id}/runs", b, tools, self.id))
         r = await self._client._request("POST", f"/v1/sessions/{self.id}/runs", json_body=b, key=_wire.new_key())
         return Result.from_report(r.json())
 
@@ -517,9 +727,9 @@ class AsyncSession:
         r = await self._client._request("GET", f"/v1/sessions/{self.id}/files")
         return [FileInfo.from_json(f) for f in r.json()["files"]]
 
-    async def refresh(self) -> Dict[str, Any]:
+    async def refresh(self) -> SessionInfo:
         """See :meth:`Session.refresh`."""
-        self.info = dict((await self._client._request("GET", f"/v1/sessions/{self.id}")).json())
+        self.info = cast(SessionInfo, dict((await self._client._request("GET", f"/v1/sessions/{self.id}")).json()))
         return self.info
 
     async def close(self) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Literal, Mapping, Optional, TypedDict
 
 __all__ = [
     "Limits",
@@ -23,6 +23,21 @@ __all__ = [
     "FileInfo",
     "Tool",
     "HostCall",
+    "Readiness",
+    "Mode",
+    "Warm",
+    "Health",
+    "RunLimits",
+    "PolicyLimits",
+    "PolicyInfo",
+    "LayerReport",
+    "RuntimeRuns",
+    "RuntimeInfo",
+    "RequestsInfo",
+    "SessionsInfo",
+    "Info",
+    "WorkspaceUse",
+    "SessionInfo",
 ]
 
 
@@ -72,16 +87,32 @@ class Busy(StockadeError):
     Nothing ran. ``retry_after`` is the server's ``Retry-After``, seconds.
     """
 
-    def __init__(self, message: str, *, retry_after: Optional[float] = None, **kw: Any) -> None:
-        super().__init__(message, **kw)
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: Optional[float] = None,
+        code: Optional[str] = None,
+        field: Optional[str] = None,
+        status: Optional[int] = None,
+    ) -> None:
+        super().__init__(message, code=code, field=field, status=status)
         self.retry_after = retry_after
 
 
 class ServerUnavailable(StockadeError):
     """The server could not be reached, is shutting down (503 ``draining``), or failed (5xx)."""
 
-    def __init__(self, message: str, *, retry_after: Optional[float] = None, **kw: Any) -> None:
-        super().__init__(message, **kw)
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: Optional[float] = None,
+        code: Optional[str] = None,
+        field: Optional[str] = None,
+        status: Optional[int] = None,
+    ) -> None:
+        super().__init__(message, code=code, field=field, status=status)
         self.retry_after = retry_after
 
 
@@ -97,8 +128,16 @@ class SessionEnded(SessionNotFound):
 class SessionBusy(StockadeError):
     """The session is running a run (409 ``session-busy``): ``run`` is its id. Nothing ran."""
 
-    def __init__(self, message: str, *, run: Optional[str] = None, **kw: Any) -> None:
-        super().__init__(message, **kw)
+    def __init__(
+        self,
+        message: str,
+        *,
+        run: Optional[str] = None,
+        code: Optional[str] = None,
+        field: Optional[str] = None,
+        status: Optional[int] = None,
+    ) -> None:
+        super().__init__(message, code=code, field=field, status=status)
         self.run = run
 
 
@@ -332,3 +371,223 @@ class Result:
             report=report,
             session=report.get("session"),
         )
+
+
+# The server's answers as JSON (``docs/openapi.json``'s schemas), typed: they stay plain dicts,
+# their keys the server's (kebab-case), so ``client.health()["status"]`` is what it says. Keys a
+# schema does not require may be missing; the functional ``TypedDict`` form spells kebab-case keys.
+
+#: Whether the server can run every runtime (``Health``'s ``status``).
+Readiness = Literal["ok", "starting", "unavailable", "draining"]
+
+#: How a session's runs share their state: ``workspace`` (each run a fresh interpreter, ``/app``
+#: kept) or ``live`` (one interpreter keeps its state between runs).
+Mode = Literal["workspace", "live"]
+
+
+class Warm(TypedDict):
+    """A runtime's warm jails: waiting (``ready``), and wanted (``target``)."""
+
+    ready: int
+    target: int
+
+
+class _HealthOptional(TypedDict, total=False):
+    #: Each runtime that cannot run (or not yet), and why.
+    unavailable: Dict[str, str]
+
+
+class Health(_HealthOptional):
+    """``GET /v1/health``: ``status``, the runs in progress (``running``) and waiting for a slot
+    (``queued``), the warm jails by runtime (``warm``), and why each runtime that cannot run cannot
+    (``unavailable``, when one cannot)."""
+
+    status: Readiness
+    running: int
+    queued: int
+    warm: Dict[str, Warm]
+
+
+_RunLimits = TypedDict(
+    "_RunLimits",
+    {
+        "wall-timeout-ms": Optional[int],
+        "memory-max-bytes": Optional[int],
+        "pids-max": Optional[int],
+        "stdout-max-bytes": Optional[int],
+        "stderr-max-bytes": Optional[int],
+        "wasm-memory-max-bytes": Optional[int],
+        "fuel": Optional[int],
+    },
+    total=False,
+)
+
+
+class RunLimits(_RunLimits):
+    """A run's limits as the server writes them (schema ``Limits``; :class:`Limits` is the same in
+    Python's spelling, and ``Limits.from_json`` reads one): ``None``, or missing, where none is set."""
+
+
+_PolicyLimits = TypedDict("_PolicyLimits", {"cpu-max-percent": Optional[int]}, total=False)
+
+
+class PolicyLimits(RunLimits, _PolicyLimits):
+    """A policy's limits as a request names them (:class:`RunLimits`), and its CPU share
+    (``cpu-max-percent``, in percent of one CPU)."""
+
+
+class PolicyInfo(TypedDict):
+    """A named policy (``info()["policies"]``): where it came from (a file, or the built-in
+    default), and the limits it gives a run."""
+
+    name: str
+    source: str
+    limits: PolicyLimits
+
+
+class _LayerReportOptional(TypedDict, total=False):
+    reason: Optional[str]
+
+
+class LayerReport(_LayerReportOptional):
+    """One isolation layer: what the policy asked, what the kernel applied, and the verdict
+    (``status``); ``reason`` says why a layer did not hold."""
+
+    layer: str
+    asked: str
+    applied: str
+    status: Literal["enforced", "partial", "not-enforced"]
+
+
+class RuntimeRuns(TypedDict, total=False):
+    """What a runtime runs: a Wasm guest (``{"guest": "python"}``), or a program of the host's given
+    its code on stdin (``{"program": PATH, "bootstrap": "stdin"}``, or ``"python"`` for stockade's
+    Python bootstrap, which can keep an interpreter)."""
+
+    guest: str
+    program: str
+    bootstrap: str
+
+
+_RuntimeInfoOptional = TypedDict(
+    "_RuntimeInfoOptional",
+    {"unavailable-because": Optional[str], "enforcement": Optional[List[LayerReport]]},
+    total=False,
+)
+
+
+class RuntimeInfo(_RuntimeInfoOptional):
+    """A runtime the server serves (``info()["runtimes"]``): its ``kind`` (``wasm-guest``, or
+    ``program`` for a program of the host's), what it ``runs``, its own ``policy``, whether it is
+    ``available`` (``unavailable-because`` says why not), its warm jails, and what this host
+    enforces of its jail (``enforcement``, as its last warm jail reported)."""
+
+    name: str
+    kind: str
+    runs: RuntimeRuns
+    policy: str
+    available: bool
+    warm: Warm
+
+
+_RequestsInfo = TypedDict(
+    "_RequestsInfo",
+    {
+        "body-max-bytes": int,
+        "code-max-bytes": int,
+        "stdin-max-bytes": int,
+        "argv-max-count": int,
+        "files-max-count": int,
+        "files-max-bytes": int,
+        "return-files-max-count": int,
+        "return-files-max-bytes": int,
+    },
+)
+
+
+class RequestsInfo(_RequestsInfo):
+    """The caps of every request (``info()["requests"]``)."""
+
+
+_SessionsInfo = TypedDict(
+    "_SessionsInfo",
+    {
+        "max": int,
+        "open": int,
+        "modes": List[str],
+        "max-per-token": int,
+        "live-max": int,
+        "idle-timeout-ms": int,
+        "max-lifetime-ms": int,
+        "workspace-max-bytes": int,
+        "workspace-max-files": int,
+    },
+)
+
+
+class SessionsInfo(_SessionsInfo):
+    """The sessions the server keeps (``info()["sessions"]``): at most ``max`` (``open`` now),
+    the ``modes`` it makes (``workspace``, and ``live`` when live sessions are on), their clocks
+    and workspace quotas."""
+
+
+_Info = TypedDict(
+    "_Info",
+    {
+        "version": str,
+        "api": str,
+        "runtimes": List[RuntimeInfo],
+        "wasm-modules": bool,
+        "policies": List[PolicyInfo],
+        "concurrency": int,
+        "queue": int,
+        "jails-built-by": str,
+        "requests": RequestsInfo,
+        "sessions": SessionsInfo,
+        "uptime-s": int,
+    },
+)
+
+
+class Info(_Info):
+    """``GET /v1/info``: stockade's ``version``, the ``api`` (``v1``), the ``runtimes`` and the
+    ``policies`` a request may name (with their limits), whether a request may send its own Wasm
+    module (``wasm-modules``), runs at once (``concurrency``) and waiting (``queue``), where warm
+    jails are built (``jails-built-by``: ``spawner`` or ``threads``), the caps of every request,
+    the sessions, and the server's uptime (``uptime-s``)."""
+
+
+_WorkspaceUse = TypedDict("_WorkspaceUse", {"files": int, "bytes": int, "files-max": int, "bytes-max": int})
+
+
+class WorkspaceUse(_WorkspaceUse):
+    """What a session's workspace holds (``files``, ``bytes``), against its quota."""
+
+
+_SessionInfo = TypedDict(
+    "_SessionInfo",
+    {
+        "id": str,
+        "runtime": str,
+        "mode": Mode,
+        "policy": str,
+        "limits": RunLimits,
+        "idle-timeout-ms": int,
+        "max-lifetime-ms": int,
+        "created-unix-ms": int,
+        "expires-unix-ms": int,
+        "runs": int,
+        "workspace": WorkspaceUse,
+    },
+)
+
+
+class _SessionInfoOptional(TypedDict, total=False):
+    running: Optional[str]
+
+
+class SessionInfo(_SessionInfo, _SessionInfoOptional):
+    """A session as the server answers it (``Session.info``, ``Session.refresh()``): its ``id``,
+    runtime, mode and policy, every run's ``limits``, its clocks (``expires-unix-ms``: when it ends
+    if nothing else happens), its ``runs`` so far, the run in progress (``running``), and what its
+    workspace holds."""

@@ -14,7 +14,9 @@ import httpx
 from ._types import (
     BadRequest,
     Busy,
+    HostCall,
     Limits as LimitsType,
+    Mode,
     Output,
     PolicyNotFound,
     ServerUnavailable,
@@ -68,7 +70,7 @@ def body(
     limits: Optional[Limits] = None,
     policy: Optional[str] = None,
     return_files: Union[str, Iterable[str], None] = None,
-    tools: Optional[Mapping[str, Any]] = None,
+    tools: Optional[Tools] = None,
 ) -> Dict[str, Any]:
     """The JSON of ``POST /v1/runs``. ``limits``: a :class:`Limits`, or a mapping whose keys may be
     written ``wall_timeout_ms`` or ``wall-timeout-ms`` (an unknown one raises ``TypeError``);
@@ -173,7 +175,7 @@ def failed(e: BaseException) -> Dict[str, Any]:
 def session_body(
     runtime: str,
     *,
-    mode: str = "workspace",
+    mode: Mode = "workspace",
     policy: Optional[str] = None,
     limits: Optional[Limits] = None,
     idle_timeout_ms: Optional[int] = None,
@@ -192,11 +194,21 @@ def session_body(
     return b
 
 
-def session_run_body(code: str, **kw: Any) -> Dict[str, Any]:
-    """The JSON of ``POST /v1/sessions/{id}/runs``: :func:`body`'s, without runtime and policy."""
-    if "policy" in kw:
-        raise TypeError("a session's runs have the session's policy")
-    b = body("", code=code, **kw)
+def session_run_body(
+    code: str,
+    *,
+    argv: Optional[Sequence[str]] = None,
+    stdin: Union[str, bytes, None] = None,
+    files: Optional[Files] = None,
+    limits: Optional[Limits] = None,
+    return_files: Union[str, Iterable[str], None] = None,
+    tools: Optional[Tools] = None,
+) -> Dict[str, Any]:
+    """The JSON of ``POST /v1/sessions/{id}/runs``: :func:`body`'s, without runtime and policy (a
+    session's runs have the session's policy)."""
+    b = body(
+        "", code=code, argv=argv, stdin=stdin, files=files, limits=limits, return_files=return_files, tools=tools
+    )
     del b["runtime"]
     return b
 
@@ -217,16 +229,51 @@ def retry_after(response: httpx.Response) -> Optional[float]:
         return None
 
 
-def error_for(response: httpx.Response, content: bytes) -> StockadeError:
-    """The exception for a non-200 answer (its JSON error, or the status alone)."""
-    status = response.status_code
-    code, message, field, run = None, f"HTTP {status}", None, None
-    try:
-        err = json.loads(content)["error"]
-        code, message, field, run = err.get("code"), err.get("message", message), err.get("field"), err.get("run")
-    except (ValueError, KeyError, TypeError):
-        pass
+#: Each error code of API v1 and the HTTP status the server answers it with (``docs/api.md``;
+#: ``docs/openapi.json``'s ``ErrorCode`` lists the codes). An error event of a stream has no status
+#: of its own: it is given its code's, and so the class an HTTP refusal with that code would have.
+ERROR_STATUS: Dict[str, int] = {
+    "bad-request": 400,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "policy-not-found": 404,
+    "not-found": 404,
+    "session-not-found": 404,
+    "call-not-found": 404,
+    "method-not-allowed": 405,
+    "body-timeout": 408,
+    "session-busy": 409,
+    "file-conflict": 409,
+    "idempotency-conflict": 409,
+    "session-ended": 410,
+    "payload-too-large": 413,
+    "unsupported-media-type": 415,
+    "idempotency-mismatch": 422,
+    "queue-full": 429,
+    "too-many-sessions": 429,
+    "jail-setup-failed": 500,
+    "internal": 500,
+    "queue-timeout": 503,
+    "busy": 503,
+    "draining": 503,
+    "runtime-unavailable": 503,
+}
+
+
+def error_of(
+    status: Optional[int],
+    code: Optional[str],
+    message: str,
+    *,
+    field: Optional[str] = None,
+    run: Optional[str] = None,
+    retry_after: Optional[float] = None,
+) -> StockadeError:
+    """The exception for a refusal with HTTP ``status`` and error ``code``: its class is picked
+    from both (``None``, a status never had: a plain :class:`StockadeError`)."""
     kw: Dict[str, Any] = {"code": code, "field": field, "status": status}
+    if status is None:
+        return StockadeError(message, **kw)
     if status in (401, 403):
         return Unauthorized(message, **kw)
     if status == 404 and code == "policy-not-found":
@@ -238,12 +285,44 @@ def error_for(response: httpx.Response, content: bytes) -> StockadeError:
     if status == 409 and code == "session-busy":
         return SessionBusy(message, run=run, **kw)
     if status == 429 or (status == 503 and code in ("queue-timeout", "busy")):
-        return Busy(message, retry_after=retry_after(response), **kw)
+        return Busy(message, retry_after=retry_after, **kw)
     if status >= 500:
-        return ServerUnavailable(message, retry_after=retry_after(response), **kw)
+        return ServerUnavailable(message, retry_after=retry_after, **kw)
     if 400 <= status < 500:
         return BadRequest(message, **kw)
     return StockadeError(message, **kw)
+
+
+def _text(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) else None
+
+
+def error_for(response: httpx.Response, content: bytes) -> StockadeError:
+    """The exception for a non-200 answer (its JSON error, or the status alone)."""
+    status = response.status_code
+    code, message, field, run = None, f"HTTP {status}", None, None
+    try:
+        err = json.loads(content)["error"]
+        code, message, field, run = err.get("code"), err.get("message", message), err.get("field"), err.get("run")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return error_of(status, code, message, field=field, run=run, retry_after=retry_after(response))
+
+
+def stream_error(err: Any) -> StockadeError:
+    """The exception for a stream's error event (``{"error": {"code", "message", "field"}}``): the
+    class and the ``status`` of an HTTP refusal with its code (:data:`ERROR_STATUS`)."""
+    if not isinstance(err, Mapping):
+        err = {}
+    code = _text(err.get("code"))
+    message = _text(err.get("message")) or "the run failed"
+    return error_of(
+        ERROR_STATUS.get(code) if code is not None else None,
+        code,
+        message,
+        field=_text(err.get("field")),
+        run=_text(err.get("run")),
+    )
 
 
 def refused_before_running(err: StockadeError) -> bool:
@@ -252,7 +331,7 @@ def refused_before_running(err: StockadeError) -> bool:
 
 
 def wait_for(err: StockadeError, attempt: int) -> float:
-    after = getattr(err, "retry_after", None)
+    after: Optional[float] = getattr(err, "retry_after", None)
     return min(MAX_RETRY_WAIT, after if after is not None else 0.1 * (2**attempt))
 
 
@@ -320,8 +399,9 @@ class Stream:
     def __init__(self) -> None:
         self.out: Dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
 
-    def feed(self, line: str) -> Union[Output, "Dict[str, Any]", None]:
-        """An :class:`Output`, the final report (the run's result is :meth:`result`), or ``None``."""
+    def feed(self, line: str) -> Union[Output, HostCall, Dict[str, Any], None]:
+        """An :class:`Output`, a :class:`HostCall`, the final report (the run's result is
+        :meth:`result`), or ``None``; an error event is raised (:func:`stream_error`)."""
         ev = event(line.encode("utf-8"))
         if isinstance(ev, Output):
             self.out[ev.stream] += ev.data
@@ -341,8 +421,9 @@ def unreachable(e: httpx.TransportError) -> ServerUnavailable:
     return ServerUnavailable(f"the connection was lost after the request was sent (the run may have happened): {e}")
 
 
-def event(line: bytes) -> Union[Output, Dict[str, Any], None]:
-    """One NDJSON line of a streamed run: output, the final report (a dict), or ``None``."""
+def event(line: bytes) -> Union[Output, HostCall, Dict[str, Any], None]:
+    """One NDJSON line of a streamed run: output, a host call, the final report (a dict), or
+    ``None``; an error event is raised as its exception (:func:`stream_error`)."""
     line = line.strip()
     if not line:
         return None
@@ -356,13 +437,10 @@ def event(line: bytes) -> Union[Output, Dict[str, Any], None]:
         if f"{name}-base64" in ev:
             return Output(name, base64.b64decode(ev[f"{name}-base64"]))
     if "call" in ev:
-        from ._types import HostCall
-
         c = ev["call"]
         return HostCall(run=str(c["run"]), id=str(c["id"]), name=str(c["name"]), args=c.get("args"))
     if "report" in ev:
         return dict(ev["report"])
     if "error" in ev:
-        err = ev["error"] or {}
-        raise StockadeError(str(err.get("message", "the run failed")), code=err.get("code"), field=err.get("field"))
+        raise stream_error(ev["error"])
     return None
