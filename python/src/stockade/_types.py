@@ -81,39 +81,32 @@ class PolicyNotFound(StockadeError):
     """The request named a policy the server does not have (404)."""
 
 
-class Busy(StockadeError):
+class _Retryable(StockadeError):
+    """A refusal that says when trying again may work: ``retry_after``, seconds (the server's
+    ``Retry-After``; ``None`` when it sent none)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: Optional[float] = None,
+        code: Optional[str] = None,
+        field: Optional[str] = None,
+        status: Optional[int] = None,
+    ) -> None:
+        super().__init__(message, code=code, field=field, status=status)
+        self.retry_after = retry_after
+
+
+class Busy(_Retryable):
     """Every run slot and the queue are taken (429 ``queue-full``; 503 ``queue-timeout``, ``busy``).
 
     Nothing ran. ``retry_after`` is the server's ``Retry-After``, seconds.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        retry_after: Optional[float] = None,
-        code: Optional[str] = None,
-        field: Optional[str] = None,
-        status: Optional[int] = None,
-    ) -> None:
-        super().__init__(message, code=code, field=field, status=status)
-        self.retry_after = retry_after
 
-
-class ServerUnavailable(StockadeError):
+class ServerUnavailable(_Retryable):
     """The server could not be reached, is shutting down (503 ``draining``), or failed (5xx)."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        retry_after: Optional[float] = None,
-        code: Optional[str] = None,
-        field: Optional[str] = None,
-        status: Optional[int] = None,
-    ) -> None:
-        super().__init__(message, code=code, field=field, status=status)
-        self.retry_after = retry_after
 
 
 class SessionNotFound(StockadeError):
