@@ -3,7 +3,7 @@
 componentize-py imports this module while it builds the guest, runs CPython's start-up and
 this module's top level, and snapshots the heap: every run starts from that snapshot, in a
 fresh instance, and calls `run`. It behaves as stockade's `python -c` bootstrap does (see
-src/handover.rs): the same frame on stdin, the same exit codes, the same tracebacks.
+crates/stockade/src/handover.rs): the same frame on stdin, the same exit codes, the same tracebacks.
 """
 
 import os

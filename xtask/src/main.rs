@@ -55,7 +55,7 @@ fn run(cmd: &mut Command) -> Result<(), String> {
 /// two builds do not invalidate each other.
 pub fn build_static_cli(root: &Path, lean: bool) -> Result<PathBuf, String> {
     let mut cmd = Command::new("cargo");
-    cmd.current_dir(root).args(["rustc", "--quiet", "--release", "--package", "stockade", "--bin", "stockade"]);
+    cmd.current_dir(root).args(["rustc", "--quiet", "--release", "--package", "stockade-cli", "--bin", "stockade"]);
     let target = if lean {
         cmd.args(["--no-default-features", "--target-dir", "target/lean"]);
         root.join("target/lean")

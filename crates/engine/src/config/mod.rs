@@ -1,0 +1,280 @@
+//! The server's configuration: a TOML file (typed, `deny_unknown_fields`, version 1) turned into
+//! a checked [`Config`], every problem as `FILE:LINE:COL: KEY: message` like a policy's. Without
+//! a file, the built-in defaults (`stockade serve --print-config` shows them as a file).
+
+mod check;
+mod file;
+
+pub use file::{ConfigFile, PoliciesFile, ServerFile, SessionsFile, default_file_text, default_runtimes};
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use stockade::api::{Catalog, RequestCaps};
+use stockade::policy::PolicyError;
+
+/// A listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    Unix(PathBuf),
+    Tcp(SocketAddr),
+    /// The sockets systemd passes in (socket activation).
+    Systemd,
+}
+
+impl Listen {
+    pub fn parse(s: &str) -> Result<Listen, String> {
+        if s == "systemd" {
+            return Ok(Listen::Systemd);
+        }
+        if let Some(path) = s.strip_prefix("unix:") {
+            if !path.starts_with('/') {
+                return Err(format!("{s:?}: the socket path must be absolute"));
+            }
+            return Ok(Listen::Unix(PathBuf::from(path)));
+        }
+        if let Some(addr) = s.strip_prefix("tcp:") {
+            return addr
+                .parse::<SocketAddr>()
+                .map(Listen::Tcp)
+                .map_err(|_| format!("{s:?}: not an IP address and port (tcp:127.0.0.1:8787, tcp:[::1]:8787)"));
+        }
+        Err(format!("{s:?}: say unix:/PATH, tcp:ADDRESS:PORT or systemd (the sockets of a socket unit)"))
+    }
+}
+
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Unix(p) => write!(f, "unix:{}", p.display()),
+            Listen::Tcp(a) => write!(f, "tcp:{a}"),
+            Listen::Systemd => write!(f, "systemd"),
+        }
+    }
+}
+
+/// What a runtime runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    /// The Wasm runner's Python or JavaScript guest, waiting for framed code on stdin.
+    Guest { python: bool },
+    /// A host program; `framed`: stockade's Python bootstrap reads the frame.
+    Program { path: String, args: Vec<String>, framed: bool },
+}
+
+/// A checked runtime.
+#[derive(Debug, Clone)]
+pub struct Runtime {
+    pub name: String,
+    pub kind: Kind,
+    pub policy: String,
+    /// Every policy its runs may have: its own first, then those it names besides.
+    pub policies: Vec<String>,
+    pub warm: usize,
+}
+
+impl Config {
+    /// A front's cgroup settings (`--cgroup-parent`, `--cgroups-best-effort`), on every policy
+    /// the server offers.
+    pub fn apply_cgroups(&mut self, flags: &CgroupFlags) -> Result<(), PolicyError> {
+        for policy in self.catalog.policies.values_mut() {
+            if let Some(parent) = &flags.parent {
+                policy.set_cgroup_parent(parent, "--cgroup-parent")?;
+            }
+            if flags.best_effort {
+                policy.cgroups.best_effort = true;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a front's command line says of cgroups, over every policy's `[cgroups]`.
+#[derive(Debug, Clone, Default)]
+pub struct CgroupFlags {
+    /// The cgroup under which each run's cgroup is made (`cgroups.parent`).
+    pub parent: Option<String>,
+    /// Run without the cgroup limits this host cannot give (`cgroups.best-effort = true`).
+    pub best_effort: bool,
+}
+
+impl Runtime {
+    /// What its jails run, as the library builds them.
+    pub fn code(&self) -> stockade::runtime::Code<'_> {
+        use stockade::runtime::Code;
+        match &self.kind {
+            Kind::Guest { python } => Code::Guest { python: *python },
+            Kind::Program { path, args, framed } => Code::Program { path, args, framed: *framed },
+        }
+    }
+}
+
+/// Where the server listens and who may call it.
+#[derive(Debug, Clone)]
+pub struct Listeners {
+    pub listen: Vec<Listen>,
+    /// The unix socket's mode and group.
+    pub socket_mode: u32,
+    pub socket_gid: Option<u32>,
+    /// Bearer tokens TCP listeners require.
+    pub tokens: Vec<String>,
+}
+
+/// Every bound the service puts on what its clients can hold, in size and in time, built once
+/// from `[server]` and `[requests]` (each key is documented in `contrib/serve.toml`) and read by
+/// the listeners, the HTTP front and the engine. The content of one request (its code, stdin,
+/// arguments, files, the files it takes back) is bounded by the catalog's [`RequestCaps`],
+/// which the library's `api` checks.
+#[derive(Debug, Clone)]
+pub struct Bounds {
+    /// Runs at once (`server.concurrency`).
+    pub concurrency: usize,
+    /// Requests waiting for a run slot (`server.queue`; past it 429), each at most
+    /// `server.queue-timeout-ms` (then 503).
+    pub queue: usize,
+    pub queue_timeout: Duration,
+    /// Connections at once (`server.max-connections`; the next wait to be accepted).
+    pub max_connections: usize,
+    /// A request's headers within `server.header-timeout-ms`.
+    pub header_timeout: Duration,
+    /// A write to a client that makes no progress for `server.write-timeout-ms` ends its
+    /// connection (and frees its answer).
+    pub write_timeout: Duration,
+    /// A body: at most `requests.body-max-bytes` (413), all of it within `server.body-timeout-ms`
+    /// and at least `server.body-min-bytes-per-second` every second after the first (408).
+    pub body_max_bytes: u64,
+    pub body_timeout: Duration,
+    pub body_min_rate: u64,
+    /// Bodies in memory at once, all requests together (`requests.in-flight-max-bytes`; 503):
+    /// bodies over 1 MiB leave the last quarter to smaller ones.
+    pub bodies_in_flight_max_bytes: u64,
+    /// Answers in memory at once (`requests.answers-in-flight-max-bytes`; 503): each run
+    /// reserves the most its answer can take before it starts, until its client has read it.
+    pub answers_in_flight_max_bytes: u64,
+    /// How long a stopping server lets its runs finish (`server.drain-timeout-ms`).
+    pub drain_timeout: Duration,
+    /// Whether a spawner process builds the warm jails (`server.spawner`).
+    pub spawner: bool,
+    /// `[sessions]`.
+    pub sessions: SessionBounds,
+}
+
+/// `[sessions]`, checked: how many, their clocks' most, their workspaces' quota.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionBounds {
+    pub max: usize,
+    pub max_per_token: usize,
+    pub live_max: usize,
+    pub live_max_per_token: usize,
+    pub idle_timeout_ms: u64,
+    pub max_lifetime_ms: u64,
+    pub workspace_max_bytes: u64,
+    pub workspace_max_files: u64,
+}
+
+/// The checked configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Where it came from (a path, or `builtin`), for messages.
+    pub origin: String,
+    pub listeners: Listeners,
+    pub bounds: Bounds,
+    /// What requests are checked against: the runtimes, every named policy a runtime may run
+    /// under (each once, here), the request caps.
+    pub catalog: Catalog,
+    /// How each runtime's jails are built.
+    pub runtimes: BTreeMap<String, Runtime>,
+}
+
+/// What the command line says over a configuration file: `--listen` (replaces its listeners;
+/// checked the same way), `--tokens-file` (replaces `server.tokens-file`), and a policy every
+/// runtime may also run under (`stockade mcp --policy`: the operator's choice).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides<'a> {
+    pub listen: &'a [String],
+    pub tokens_file: Option<&'a Path>,
+    pub also: Option<&'a str>,
+}
+
+/// Reads and checks a configuration file (`None`: the built-in defaults) with the command line's
+/// overrides.
+pub fn load(path: Option<&Path>, over: &Overrides<'_>) -> Result<Config, PolicyError> {
+    let (text, origin) = match path {
+        Some(p) => (stockade::input::read_text(p, 1 << 20, "a server configuration")?, p.display().to_string()),
+        None => (String::new(), "builtin".to_string()),
+    };
+    let file = match path {
+        None => ConfigFile {
+            version: 1,
+            server: ServerFile::default(),
+            requests: RequestCaps::default(),
+            policies: PoliciesFile::default(),
+            sessions: SessionsFile::default(),
+            runtimes: default_runtimes(),
+        },
+        Some(_) => match stockade::policy::parse_toml::<ConfigFile>(&text, &origin) {
+            (problems, Some(f)) if problems.is_empty() => f,
+            (problems, _) => return Err(PolicyError::Invalid { problems }),
+        },
+    };
+    let mut file = file;
+    if !over.listen.is_empty() {
+        file.server.listen = over.listen.to_vec();
+    }
+    if let Some(t) = over.tokens_file {
+        file.server.tokens_file = t.display().to_string();
+    }
+    let flags = check::Flags { listen: !over.listen.is_empty(), tokens_file: over.tokens_file.is_some() };
+    check::check(file, &text, &origin, path.is_none(), flags, over.also)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::file::DEFAULT_SOCKET;
+    use super::*;
+
+    fn from(text: &str) -> Result<Config, String> {
+        let file = match stockade::policy::parse_toml::<ConfigFile>(text, "t.toml") {
+            (p, Some(f)) if p.is_empty() => f,
+            (p, _) => return Err(PolicyError::Invalid { problems: p }.to_string()),
+        };
+        check::check(file, text, "t.toml", false, check::Flags::default(), None).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_file_line_and_key() {
+        let e = from("version = 1\n[server]\nlisten = [\"unix:/tmp/s\"]\nconcurency = 2\n").unwrap_err();
+        assert!(e.starts_with("t.toml:4:1: server.concurency: unknown field"), "{e}");
+        let e = from("version = 1\n[server]\nlisten = [\"tcp:0.0.0.0:80\"]\n").unwrap_err();
+        assert!(e.contains("t.toml:3:11: server.listen[0]: tcp:0.0.0.0:80: refusing a non-loopback"), "{e}");
+        let e = from("version = 1\n[runtimes.py]\nguest = \"ruby\"\n").unwrap_err();
+        assert!(e.contains("t.toml:3:9: runtimes.py.guest: \"ruby\""), "{e}");
+        let e = from("version = 1\n[runtimes.py]\nguest = \"python\"\npolicy = \"nope\"\n").unwrap_err();
+        assert!(
+            e.contains("runtimes.py.policy: \"nope\": no such policy (known: default, wrap-node, wrap-python)"),
+            "{e}"
+        );
+        let e = from("version = 2\n").unwrap_err();
+        assert!(e.contains("t.toml:1:11: version: unsupported version 2"), "{e}");
+    }
+
+    #[test]
+    fn a_file_with_runtimes_lists_them_all() {
+        let c = from(
+            "version = 1\n[server]\nlisten = [\"unix:/tmp/s\"]\n[runtimes.js]\nguest = \"javascript\"\nwarm = 0\n",
+        )
+        .expect("valid");
+        assert_eq!(c.runtimes.keys().collect::<Vec<_>>(), ["js"]);
+        assert_eq!(c.runtimes["js"].warm, 0);
+        assert_eq!(c.listeners.listen, [Listen::Unix("/tmp/s".into())]);
+    }
+
+    #[test]
+    fn the_printed_defaults_read_back() {
+        let text = default_file_text();
+        let c = from(&text).expect("the defaults are valid");
+        assert!(c.runtimes.contains_key("python") && c.runtimes.contains_key("javascript"));
+        assert_eq!(c.listeners.listen, [Listen::Unix(DEFAULT_SOCKET.into())]);
+    }
+}

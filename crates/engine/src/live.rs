@@ -1,0 +1,345 @@
+//! A live session's interpreter: one jail of the library's that serves turns
+//! ([`stockade::Prepared::run_turns`]), held by a thread of its own for as long as its session
+//! keeps it (the jail's parent-death signal follows that thread). The library decides each turn
+//! as it does a run: its deadline, its output caps, its verdict, its share of the cgroup's
+//! figures, the end of the turn on a channel the code cannot reach, and nothing of the
+//! interpreter running between turns. What is left here is the session's glue: the interpreter
+//! started with the session's limits and files, each run's code handed over as a turn, the
+//! session's files brought to the interpreter's directory between turns and taken back.
+
+use super::ending::{AFTER_ANSWER, panic_words};
+use super::slot::{SlotError, Tracker};
+use super::{Engine, Streams, internal};
+use crate::config::Kind;
+use sha2::Digest;
+use std::collections::BTreeMap;
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+use stockade::api::{ApiError, RunRequest, Target};
+use stockade::layers::filesystem::exchange::{Pick, PutFile, Taken};
+use stockade::policy::Limits;
+use stockade::runtime::{Recipe, WORK_DIR};
+use stockade::{Exchange, Gated, Host, LiveRun, Report, Start, Turn, TurnCalls, Turned};
+use tokio::sync::oneshot;
+
+/// One live interpreter, as its session holds it between runs.
+#[derive(Debug)]
+pub struct Interp {
+    /// Its jail's thread, waiting for its next turn (closed: the jail is taken down).
+    to_jail: mpsc::Sender<(Turn, oneshot::Sender<Answer>)>,
+    run: Arc<LiveRun>,
+    /// What the interpreter's directory held after the last turn, by path: its content's hash.
+    mirror: BTreeMap<String, [u8; 32]>,
+}
+
+/// What became of a turn.
+#[derive(Debug)]
+enum Answer {
+    /// It returned: the interpreter waits for the next.
+    Kept(Box<Report>),
+    /// The library refused it (a limit the jail holds for its life): the interpreter is as it was.
+    Refused(stockade::Error),
+    /// The interpreter ended in it (a limit, its own exit): the turn's report.
+    Ended(Box<Report>),
+    /// Its jail's thread failed.
+    Lost(String),
+}
+
+/// How a live interpreter's start went.
+#[derive(Debug)]
+pub enum Started {
+    Ready(Interp),
+    /// It ended before it was ready (its start's report).
+    Died(Box<Report>),
+}
+
+impl Engine {
+    /// Whether runtime `name` can keep an interpreter, and whether it is Python's: `Some` for a
+    /// Wasm guest or a program under stockade's Python bootstrap.
+    pub fn live_python(&self, name: &str) -> Option<bool> {
+        match &self.runtimes.get(name)?.kind {
+            Kind::Guest { python } => Some(*python),
+            Kind::Program { framed: true, .. } => Some(true),
+            Kind::Program { .. } => None,
+        }
+    }
+
+    /// Starts a live interpreter of `req`'s runtime and policy under the session's `limits` for
+    /// its whole life (its memory, processes, a guest's memory and fuel; its lifetime its wall),
+    /// its directory given `files`; its start's clock is `req`'s wall limit.
+    pub async fn live_start(
+        &self,
+        req: &RunRequest,
+        session: &Limits,
+        lifetime: Duration,
+        files: Vec<PutFile>,
+    ) -> Result<Started, ApiError> {
+        let Target::Runtime(name) = &req.target else { return Err(internal("a live session without a runtime")) };
+        let rt = self.runtimes.get(name).cloned().ok_or_else(|| internal("the session's runtime is gone"))?;
+        let mut life = *session;
+        life.wall_timeout_ms = Some(u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX));
+        let policy = self
+            .catalog
+            .policies
+            .get(&req.policy_name)
+            .map(|p| life.applied_to(p))
+            .ok_or_else(|| internal("the session's policy is gone"))?;
+        let run = Arc::new(LiveRun::default());
+        let start = Start {
+            files: Some(Exchange { dir: WORK_DIR.into(), put: files.clone(), take: None }),
+            limits: Limits { wall_timeout_ms: req.limits.wall_timeout_ms, ..life },
+            live: Some(run.clone()),
+            host: Some(Host::Turns(Arc::new(TurnCalls::default()))),
+            argv_display: Some(vec![name.clone(), "(live)".into()]),
+            from_release: true,
+            ..Start::default()
+        };
+        let (to_jail, turns) = mpsc::channel();
+        let (ready_tx, ready) = oneshot::channel();
+        let (runner, jails) = (self.runner.clone(), self.jails.clone());
+        let built = tokio::task::spawn_blocking(move || {
+            let recipe = Recipe::build_live(rt.code(), &policy, &runner).map_err(SlotError::Jail)?;
+            spawn_jail(recipe, start, turns, ready_tx, &jails)
+        })
+        .await
+        .map_err(|_| internal("the jail's builder ended abnormally"))?;
+        built.map_err(|e| self.cold_refusal(req, e))?;
+        match ready.await {
+            Ok(Ok(())) => {}
+            Ok(Err(Some(report))) => return Ok(Started::Died(report)),
+            Ok(Err(None)) | Err(_) => return Err(internal("a live interpreter's jail ended before it was ready")),
+        }
+        let mirror = files.iter().map(|f| (f.path.to_string_lossy().into_owned(), hash(&f.bytes))).collect();
+        Ok(Started::Ready(Interp { to_jail, run, mirror }))
+    }
+}
+
+/// What a live jail's thread says once its interpreter is ready, or why it is not: the report
+/// of a start it died in, or nothing (it could not be built).
+type Ready = oneshot::Sender<Result<(), Option<Box<Report>>>>;
+
+/// Builds the jail of `recipe` on a thread of its own (counted by `jails`) and serves its turns
+/// as they come on `turns`, until the channel closes (the session let go of it) or the
+/// interpreter ends. `Err` when the thread cannot start; a jail that cannot be built says why on
+/// `ready` (and is the first run's 500).
+fn spawn_jail(
+    recipe: Recipe,
+    start: Start,
+    turns: mpsc::Receiver<(Turn, oneshot::Sender<Answer>)>,
+    ready: Ready,
+    jails: &Tracker,
+) -> Result<(), SlotError> {
+    let live = jails.track();
+    let (built_tx, built) = mpsc::sync_channel::<Result<(), SlotError>>(1);
+    let spawned = std::thread::Builder::new().name("stockade-live".into()).spawn(move || {
+        // Counted out when this thread ends, however it ends (a draining server waits).
+        let _live = live;
+        let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            serve_turns(&recipe, start, &turns, ready, &built_tx)
+        }));
+        if let Err(payload) = served {
+            let why = panic_words(payload.as_ref());
+            eprintln!("stockade serve: internal error: a live interpreter's thread panicked ({why})");
+            let _ = built_tx.try_send(Err(SlotError::Panicked(why)));
+        }
+    });
+    spawned.map_err(|e| SlotError::Thread(e.to_string()))?;
+    built.recv().unwrap_or_else(|_| Err(SlotError::Thread("it ended before the jail was built".into())))
+}
+
+/// A live jail's thread: builds the jail, serves its turns, answers the turn it ended in, and
+/// cleans up after the answer.
+fn serve_turns(
+    recipe: &Recipe,
+    start: Start,
+    turns: &mpsc::Receiver<(Turn, oneshot::Sender<Answer>)>,
+    ready: Ready,
+    built: &mpsc::SyncSender<Result<(), SlotError>>,
+) {
+    let waiting = match recipe.prestart() {
+        Ok(w) => w,
+        Err(e) => {
+            let _ = built.send(Err(SlotError::Jail(e)));
+            return;
+        }
+    };
+    let _ = built.send(Ok(()));
+    let mut ready = Some(ready);
+    let mut asking: Option<oneshot::Sender<Answer>> = None;
+    let mut next = |turned: Turned| {
+        match turned {
+            Turned::Ready => {
+                ready.take().map(|r| r.send(Ok(())));
+            }
+            Turned::Returned { report, .. } => {
+                asking.take().map(|a| a.send(Answer::Kept(report)));
+            }
+            Turned::Refused(e) => {
+                asking.take().map(|a| a.send(Answer::Refused(e)));
+            }
+        }
+        let (turn, answer) = turns.recv().ok()?;
+        asking = Some(answer);
+        Some(turn)
+    };
+    let ended = waiting.run_turns(start, &mut next);
+    let (report, cleanup) = match ended {
+        Ok(Gated::Ran(mut f)) => (Some(Box::new(f.report)), f.cleanup.take()),
+        Ok(Gated::NotStarted(why)) => {
+            eprintln!("stockade serve: a live interpreter ended before it started: {why}");
+            (None, None)
+        }
+        Err(e) => {
+            eprintln!("stockade serve: a live interpreter's jail failed: {e}");
+            (None, None)
+        }
+    };
+    match (asking.take(), ready.take(), report) {
+        (Some(a), _, Some(report)) => drop(a.send(Answer::Ended(report))),
+        (Some(a), _, None) => drop(a.send(Answer::Lost("the session's interpreter was lost".into()))),
+        (None, Some(r), report) => drop(r.send(Err(report))),
+        (None, None, _) => {}
+    }
+    if cleanup.is_some() {
+        std::thread::sleep(AFTER_ANSWER);
+    }
+    if let Some(note) = cleanup.and_then(stockade::Cleanup::done) {
+        eprintln!("stockade serve: {note}");
+    }
+}
+
+impl Interp {
+    /// Brings the interpreter's directory to `files` (the session's workspace and the run's
+    /// files): writes what differs from what it held after the last turn, removes what is gone.
+    pub async fn sync(&mut self, files: Vec<PutFile>) -> Result<(), ApiError> {
+        let mut want: BTreeMap<String, [u8; 32]> = BTreeMap::new();
+        let mut put = Vec::new();
+        for f in files {
+            let path = f.path.to_string_lossy().into_owned();
+            let h = hash(&f.bytes);
+            if self.mirror.get(&path) != Some(&h) {
+                put.push(f);
+            }
+            want.insert(path, h);
+        }
+        let gone: Vec<String> = self.mirror.keys().filter(|p| !want.contains_key(*p)).cloned().collect();
+        if put.is_empty() && gone.is_empty() {
+            return Ok(());
+        }
+        let run = self.run.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            for p in &gone {
+                run.dir.remove(std::path::Path::new(p))?;
+            }
+            run.dir.put(&put)
+        })
+        .await
+        .map_err(|_| internal("a live session's file task ended abnormally"))?;
+        done.map_err(|e| ApiError::field("files", e.to_string()))?;
+        self.mirror = want;
+        Ok(())
+    }
+
+    /// The files of the interpreter's directory matching `pick` (also after its death).
+    pub async fn take(&mut self, pick: Pick) -> Option<Taken> {
+        let run = self.run.clone();
+        let taken = tokio::task::spawn_blocking(move || run.dir.take(&pick)).await.ok().flatten()?;
+        self.mirror = taken.files.iter().map(|(p, b)| (p.clone(), hash(b))).collect();
+        Some(taken)
+    }
+
+    /// Runs one turn: `req`'s code (its stdin too, for Python) under `req`'s wall limit, output
+    /// caps and fuel, its output into `streams` as it comes when there are some. Returns the
+    /// turn's report, and whether the interpreter is still alive.
+    pub async fn turn(&mut self, req: &RunRequest, streams: Streams) -> Result<(Report, bool), ApiError> {
+        let mut turn = stockade::runtime::live_turn(&req.code, &req.stdin, req.limits);
+        if let Some((out, err)) = streams {
+            (turn.stdout_to, turn.stderr_to) = (Some(out), Some(err));
+        }
+        turn.host = req.host.clone();
+        turn.argv_display = Some(vec![req.runtime_name.clone(), req.code.clone()]);
+        let (tx, rx) = oneshot::channel();
+        if self.to_jail.send((turn, tx)).is_err() {
+            return Ok((lost(req, "the session's interpreter was gone"), false));
+        }
+        match rx.await {
+            Ok(Answer::Kept(report)) => Ok((*report, true)),
+            Ok(Answer::Ended(mut report)) => {
+                report.add_note(format!(
+                    "the session's interpreter ended in this run ({}): the next run starts a new one",
+                    report.status.as_str()
+                ));
+                Ok((*report, false))
+            }
+            Ok(Answer::Refused(stockade::Error::Policy(stockade::PolicyError::Override { flag, message }))) => {
+                Err(ApiError::field(flag, message))
+            }
+            Ok(Answer::Refused(e)) => Err(internal(&e.to_string())),
+            Ok(Answer::Lost(why)) => Ok((lost(req, &why), false)),
+            Err(_) => Ok((lost(req, "the session's interpreter's thread ended"), false)),
+        }
+    }
+}
+
+/// The report of a turn whose interpreter was lost (its jail's thread ended without its report).
+fn lost(req: &RunRequest, why: &str) -> Report {
+    let argv = [req.runtime_name.clone(), req.code.clone()];
+    let wall = req.limits.wall_timeout().unwrap_or_default();
+    let mut r = Report::new(&req.policy_name, &req.runtime_name, &argv, wall);
+    r.status = stockade::Status::SetupFailed;
+    r.stockade_exit_code = stockade::report::EXIT_SETUP_FAILED;
+    r.add_note(why);
+    r
+}
+
+fn hash(b: &[u8]) -> [u8; 32] {
+    sha2::Sha256::digest(b).into()
+}
+
+impl Engine {
+    /// 400 for a live session's run that asks what a live run cannot give, naming the field:
+    /// arguments, JavaScript's stdin, a limit the interpreter holds for its life other than the
+    /// session's (`session`: its limits), fuel for an interpreter that is not fuel-metered.
+    pub(super) fn refuse_for_live(&self, req: &RunRequest, session: &Limits) -> Result<(), ApiError> {
+        if !req.argv.is_empty() {
+            return Err(ApiError::field(
+                "argv",
+                "a live session's run has no arguments (its interpreter is already running)",
+            ));
+        }
+        // Python's interpreter gives a run its stdin; QuickJS's cannot.
+        if self.live_python(&req.runtime_name) != Some(true) && !req.stdin.is_empty() {
+            return Err(ApiError::field("stdin", "a live JavaScript session's run reads no stdin"));
+        }
+        let (asked, held) = (&req.limits, session);
+        let life = [
+            ("memory-max-bytes", asked.memory_max_bytes, held.memory_max_bytes),
+            ("pids-max", asked.pids_max, held.pids_max),
+            ("wasm-memory-max-bytes", asked.wasm_memory_max_bytes, held.wasm_memory_max_bytes),
+        ];
+        let shown = |v: Option<u64>| v.map_or("none".to_string(), |v| v.to_string());
+        if let Some((key, a, h)) = life.into_iter().find(|(_, a, h)| a != h) {
+            return Err(ApiError::field(
+                format!("limits.{key}"),
+                format!(
+                    "{} asked of a live session whose interpreter holds {} for its whole life: set it when the session \
+                     is made",
+                    shown(a),
+                    shown(h)
+                ),
+            ));
+        }
+        let wasm = matches!(self.runtimes.get(&req.runtime_name).map(|r| &r.kind), Some(Kind::Guest { .. }));
+        match (asked.fuel, held.fuel) {
+            (Some(_), _) if !wasm => Err(ApiError::field(
+                "limits.fuel",
+                "fuel meters a Wasm guest: this session's interpreter runs on the host",
+            )),
+            (Some(_), None) => Err(ApiError::field(
+                "limits.fuel",
+                "this live session's interpreter is not fuel-metered: make the session with limits.fuel",
+            )),
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,143 @@
+//! A run of a session ([`Turn`]): the session is the run's from its admission to its end; the
+//! run's request is made with the session's runtime, policy, limits and files; its end gives the
+//! session its workspace back.
+
+use super::{Sessions, Spec, Stored, kept_reason, nested, over_quota, unix_ms};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use stockade::api::session::{self, SessionRun, SessionRunBody};
+use stockade::api::{self, ApiError, Catalog, ErrorCode, RunRequest, SkippedFile};
+use stockade::layers::filesystem::exchange::{self, Pick, PutFile, Taken};
+
+/// One run of a session, from its admission to its end.
+#[derive(Debug)]
+pub struct Turn {
+    pub(super) sessions: Arc<Sessions>,
+    pub(super) id: String,
+    /// The run's id.
+    pub run: String,
+    pub spec: Spec,
+    /// The workspace as the run starts.
+    pub(super) files: Vec<(String, Vec<u8>)>,
+    pub(super) done: bool,
+    /// A live session's interpreter, held by its run (`None`: none yet, or it was lost).
+    pub interp: Option<crate::live::Interp>,
+    /// How long the session has until its lifetime ends.
+    pub lifetime_left: Duration,
+}
+
+impl Turn {
+    /// The run request a session's run makes: its runtime and policy, its limits within the
+    /// session's, its files written over the workspace's (within the quota). The request's
+    /// `return-files` stays its own (the answer's room is reserved for it); the returned pick
+    /// takes the whole workspace back ([`Turn::finish`] gives back what the request asked).
+    pub fn request(&mut self, body: SessionRunBody, catalog: &Catalog) -> Result<(RunRequest, Pick), ApiError> {
+        let limits = body
+            .limits
+            .within(&self.spec.limits, "the session")
+            .map_err(|e| ApiError::field(format!("limits.{}", e.key), e.message))?;
+        let mut req = api::check(body.into_run(&self.spec.runtime, &self.spec.policy, limits), catalog)?;
+        let mut files: Vec<PutFile> = Vec::with_capacity(self.files.len() + req.files.len());
+        for (path, bytes) in std::mem::take(&mut self.files) {
+            if req.files.iter().any(|f| f.path.as_os_str() == path.as_str()) {
+                continue;
+            }
+            if let Some(i) = req.files.iter().position(|f| nested(&path, &f.path.to_string_lossy())) {
+                return Err(ApiError {
+                    code: ErrorCode::FileConflict,
+                    ..ApiError::field(
+                        format!("files[{i}].path"),
+                        format!("the workspace has {path}: a path cannot be both a file and a directory"),
+                    )
+                });
+            }
+            files.push(PutFile { path: path.into(), bytes });
+        }
+        files.append(&mut req.files);
+        let b = &self.sessions.bounds;
+        let bytes: u64 = files.iter().map(|f| f.bytes.len() as u64).sum();
+        over_quota(b, files.len() as u64, bytes).map_err(|e| ApiError { field: Some("files".into()), ..e })?;
+        req.files = files;
+        Ok((req, self.sessions.workspace.clone()))
+    }
+
+    /// Gives the session back its live interpreter when the run is over (or does not happen).
+    pub fn keep(&mut self, interp: crate::live::Interp) {
+        self.interp = Some(interp);
+    }
+
+    /// The run is over: its workspace, as the run left it (within the quota), is the session's
+    /// (unless the session ended meanwhile). Returns what the answer says of the session, and
+    /// the files the request asked back (`None`: it asked none).
+    pub fn finish(mut self, taken: Option<Taken>, asked: Option<&Pick>) -> (SessionRun, Option<Taken>) {
+        self.done = true;
+        let now_ms = unix_ms();
+        let mut st = self.sessions.lock();
+        let bounds = self.sessions.bounds;
+        let mut out = SessionRun {
+            id: self.id.clone(),
+            run: self.run.clone(),
+            workspace: session::WorkspaceUse {
+                files: 0,
+                bytes: 0,
+                files_max: bounds.workspace_max_files,
+                bytes_max: bounds.workspace_max_bytes,
+            },
+            dropped: Vec::new(),
+            dropped_count: 0,
+            interpreter: None,
+        };
+        let returned = match (&taken, asked) {
+            (Some(t), Some(pick)) => Some(exchange::select(&t.files, pick)),
+            (None, Some(_)) => Some(Taken::default()),
+            _ => None,
+        };
+        let Some(s) = st.open.get_mut(&self.id) else { return (out, returned) };
+        if let Some(t) = taken {
+            let mut files = BTreeMap::new();
+            let mut bytes = 0u64;
+            let mut unkept = Vec::new();
+            for (path, data) in t.files {
+                // A file no later run could be given (nested too deep) is not the workspace's.
+                if let Err(why) = exchange::check_relative(&path) {
+                    unkept.push(SkippedFile { reason: format!("{why}: no later run could be given it"), path });
+                    continue;
+                }
+                let kept = s.files.get(&path).filter(|old| old.bytes == data).map(|old| old.modified_unix_ms);
+                bytes += data.len() as u64;
+                files.insert(path, Stored { bytes: data, modified_unix_ms: kept.unwrap_or(now_ms) });
+            }
+            s.files = files;
+            s.bytes = bytes;
+            out.dropped_count = (t.skipped_count + unkept.len()) as u64;
+            out.dropped = unkept;
+            out.dropped
+                .extend(t.skipped.into_iter().map(|k| SkippedFile { reason: kept_reason(&k.reason), path: k.path }));
+        }
+        s.running = None;
+        s.interp = self.interp.take();
+        s.runs += 1;
+        s.last_used = Instant::now();
+        out.workspace = s.usage(&bounds);
+        (out, returned)
+    }
+}
+
+impl Drop for Turn {
+    /// A run that did not happen (refused, or its jail failed): the session is free again, its
+    /// workspace as it was.
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let mut st = self.sessions.lock();
+        if let Some(s) = st.open.get_mut(&self.id)
+            && s.running.as_deref() == Some(self.run.as_str())
+        {
+            s.running = None;
+            s.interp = self.interp.take();
+            s.last_used = Instant::now();
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! API v1 over HTTP/1.1 (axum on hyper): the routes, bearer-token checks, health, info, metrics
+//! and one-off runs. Every input is untrusted: the body is capped in size and time before it is
+//! parsed, and parsed into typed values whose errors name the field ([`super::request`]).
+
+use super::request::{
+    App, Claimed, admitted, check_content_type, claim, decode_fingerprinted, held, host_calls, keyed_run, respond,
+    stream_param, streamed, with_tools,
+};
+use super::sessions;
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use stockade::api::{self, ApiError, ErrorCode};
+use stockade_engine::{Readiness, sessions::owner_of};
+
+pub fn router(app: App) -> Router {
+    Router::new()
+        .route("/v1/runs", post(runs))
+        .route("/v1/runs/{run}/calls/{call}", post(sessions::answer_call))
+        .route("/v1/sessions", post(sessions::create).get(sessions::list))
+        .route("/v1/sessions/{id}", get(sessions::show).delete(sessions::delete))
+        .route("/v1/sessions/{id}/runs", post(sessions::run))
+        .route("/v1/sessions/{id}/runs/{run}/calls/{call}", post(sessions::answer_session_call))
+        .route("/v1/sessions/{id}/files", get(sessions::files))
+        .route(
+            "/v1/sessions/{id}/files/{*path}",
+            put(sessions::put_file).get(sessions::get_file).delete(sessions::delete_file),
+        )
+        .route("/v1/health", get(ready))
+        .route("/v1/health/ready", get(ready))
+        .route("/v1/health/live", get(live))
+        .route("/v1/info", get(info))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(app.clone(), auth))
+        .with_state(app)
+}
+
+async fn not_found() -> Response {
+    respond(ApiError::new(ErrorCode::NotFound, "no such endpoint (see docs/api.md)"))
+}
+
+async fn method_not_allowed() -> Response {
+    respond(ApiError::new(ErrorCode::MethodNotAllowed, "this endpoint does not take that method"))
+}
+
+/// Bearer tokens, compared in constant time; the health endpoints are open (probes).
+async fn auth(State(app): State<App>, mut req: Request, next: Next) -> Response {
+    let Some(tokens) = &app.tokens else {
+        req.extensions_mut().insert(sessions::Caller(None));
+        return next.run(req).await;
+    };
+    if matches!(req.uri().path(), "/v1/health" | "/v1/health/ready" | "/v1/health/live") {
+        return next.run(req).await;
+    }
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let Some(given) = given else {
+        app.engine.metrics().refused(ErrorCode::Unauthorized.as_str());
+        return respond(ApiError::new(ErrorCode::Unauthorized, "send Authorization: Bearer <token>"));
+    };
+    use subtle::ConstantTimeEq;
+    let mut ok = subtle::Choice::from(0u8);
+    for t in tokens.iter() {
+        ok |= t.as_bytes().ct_eq(given.as_bytes());
+    }
+    if bool::from(ok) {
+        let caller = sessions::Caller(owner_of(Some(given)));
+        req.extensions_mut().insert(caller);
+        next.run(req).await
+    } else {
+        app.engine.metrics().refused(ErrorCode::Forbidden.as_str());
+        respond(ApiError::new(ErrorCode::Forbidden, "this token is not accepted"))
+    }
+}
+
+/// Readiness (`/v1/health`, `/v1/health/ready`): 200 "ok" while every runtime can run (a jail
+/// of each was built, and its last ones did not fail); else 503, "starting" (a runtime's first
+/// jail is not built yet) or "unavailable" (a runtime's last jails failed), naming each runtime
+/// and why; 503 "draining" while draining. For balancers and readiness probes.
+async fn ready(State(app): State<App>) -> Response {
+    let health = app.engine.health();
+    let status = if health.status == Readiness::Ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (status, axum::Json(health)).into_response()
+}
+
+/// Liveness (`/v1/health/live`): the server answers (also while draining, or while a runtime is
+/// unavailable: restarting it would not help). For liveness probes.
+async fn live(State(app): State<App>) -> Response {
+    let body = serde_json::json!({"status": "alive", "uptime-s": app.engine.uptime_s()});
+    (StatusCode::OK, axum::Json(body)).into_response()
+}
+
+async fn info(State(app): State<App>) -> Response {
+    axum::Json(app.engine.info()).into_response()
+}
+
+async fn metrics(State(app): State<App>) -> Response {
+    let mut r = app.engine.metrics().encode().into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    r
+}
+
+/// `POST /v1/runs[?stream=ndjson]`.
+async fn runs(State(app): State<App>, req: Request) -> Response {
+    match accept_run(&app, req).await {
+        Ok(r) => r,
+        Err(e) => {
+            if (400..500).contains(&e.status()) {
+                app.engine.metrics().refused(e.code.as_str());
+            }
+            respond(e)
+        }
+    }
+}
+
+async fn accept_run(app: &App, req: Request) -> Result<Response, ApiError> {
+    let stream = stream_param(req.uri().query())?;
+    check_content_type(req.headers())?;
+    // The auth layer says who calls; without it, nobody could be told from anybody.
+    let caller = req
+        .extensions()
+        .get::<sessions::Caller>()
+        .map(|c| c.0)
+        .ok_or_else(|| ApiError::new(ErrorCode::Internal, "the request's caller is unknown"))?;
+    let key = keyed_run(req.headers(), stream)?;
+    // The body's room is held until the run is over: its decoded content is in the request.
+    let (parsed, _budget, fingerprint) = decode_fingerprinted::<api::RunBody>(app, req).await?;
+    let guard = match claim(app, caller, key, fingerprint).await? {
+        Claimed::Run(guard) => guard,
+        Claimed::Answered(r) => return Ok(r),
+    };
+    let mut request = api::check(parsed, app.engine.catalog())?;
+    let run = with_tools(&request, stream)?;
+    let (permit, reserved) = admitted(app, &request).await?;
+    let engine = app.engine.clone();
+    if stream {
+        return streamed(
+            move |s, events| async move {
+                let _open = run.map(|run| host_calls(&engine, &mut request, &run, caller, events));
+                engine.execute(permit, request, s).await
+            },
+            reserved,
+        );
+    }
+    let ran = engine.execute(permit, request, None).await?;
+    Ok(held(ran, reserved, guard))
+}
