@@ -129,24 +129,14 @@ pub struct CgroupArgs {
 }
 
 impl CgroupArgs {
-    /// Applies the flags to a policy.
-    pub fn apply(&self, policy: &mut stockade::Policy) -> Result<(), stockade::PolicyError> {
-        if let Some(parent) = &self.cgroup_parent {
-            policy.set_cgroup_parent(parent, "--cgroup-parent")?;
-        }
-        if self.cgroups_best_effort {
-            policy.cgroups.best_effort = true;
-        }
-        Ok(())
+    /// The flags, as the library applies them to a policy.
+    pub fn flags(&self) -> stockade::policy::CgroupFlags {
+        stockade::policy::CgroupFlags { parent: self.cgroup_parent.clone(), best_effort: self.cgroups_best_effort }
     }
 
-    /// The same flags, for the engine's policies.
-    #[cfg(feature = "serve")]
-    pub fn flags(&self) -> stockade_engine::config::CgroupFlags {
-        stockade_engine::config::CgroupFlags {
-            parent: self.cgroup_parent.clone(),
-            best_effort: self.cgroups_best_effort,
-        }
+    /// Applies the flags to a policy.
+    pub fn apply(&self, policy: &mut stockade::Policy) -> Result<(), stockade::PolicyError> {
+        self.flags().apply(policy)
     }
 }
 

@@ -79,25 +79,13 @@ impl Config {
     /// the server offers.
     pub fn apply_cgroups(&mut self, flags: &CgroupFlags) -> Result<(), PolicyError> {
         for policy in self.catalog.policies.values_mut() {
-            if let Some(parent) = &flags.parent {
-                policy.set_cgroup_parent(parent, "--cgroup-parent")?;
-            }
-            if flags.best_effort {
-                policy.cgroups.best_effort = true;
-            }
+            flags.apply(policy)?;
         }
         Ok(())
     }
 }
 
-/// What a front's command line says of cgroups, over every policy's `[cgroups]`.
-#[derive(Debug, Clone, Default)]
-pub struct CgroupFlags {
-    /// The cgroup under which each run's cgroup is made (`cgroups.parent`).
-    pub parent: Option<String>,
-    /// Run without the cgroup limits this host cannot give (`cgroups.best-effort = true`).
-    pub best_effort: bool,
-}
+pub use stockade::policy::CgroupFlags;
 
 impl Runtime {
     /// What its jails run, as the library builds them.

@@ -467,3 +467,26 @@ mod tests {
         assert!(p.filesystem.grants.last().is_some_and(|g| g.writable && g.origin == "--rw"));
     }
 }
+
+/// A front's cgroup flags (`--cgroup-parent`, `--cgroups-best-effort`), over a policy's
+/// `[cgroups]`: the same for `stockade run` and for every policy a server offers.
+#[derive(Debug, Clone, Default)]
+pub struct CgroupFlags {
+    /// The cgroup under which each run's cgroup is made (`cgroups.parent`).
+    pub parent: Option<String>,
+    /// Run without the cgroup limits this host cannot give (`cgroups.best-effort = true`).
+    pub best_effort: bool,
+}
+
+impl CgroupFlags {
+    /// Applies the flags to a policy.
+    pub fn apply(&self, policy: &mut Policy) -> Result<(), PolicyError> {
+        if let Some(parent) = &self.parent {
+            policy.set_cgroup_parent(parent, "--cgroup-parent")?;
+        }
+        if self.best_effort {
+            policy.cgroups.best_effort = true;
+        }
+        Ok(())
+    }
+}
