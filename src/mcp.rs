@@ -11,8 +11,9 @@
 
 mod backend;
 mod host;
+mod remote;
 
-use backend::{Backend, here, remote_run};
+use backend::Backend;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{Implementation, ServerCapabilities, ServerConfig};
@@ -253,7 +254,7 @@ impl Tools {
     #[tool(name = "read_file")]
     async fn read_file(&self, Parameters(args): Parameters<FileArgs>) -> Result<Json<FileText>, String> {
         let id = self.session(runtime_of(args.runtime.as_deref())).await?;
-        let bytes = self.backend.file(&id, "GET", &args.path, None).await.map_err(said)?;
+        let bytes = self.backend.get_file(&id, &args.path).await.map_err(said)?;
         let content = String::from_utf8_lossy(&bytes).into_owned();
         Ok(Json(FileText { path: args.path, bytes: bytes.len() as u64, content }))
     }
@@ -263,7 +264,7 @@ impl Tools {
     async fn write_file(&self, Parameters(args): Parameters<WriteArgs>) -> Result<Json<Listing>, String> {
         let id = self.session(runtime_of(args.runtime.as_deref())).await?;
         let content = args.content.into_bytes();
-        self.backend.file(&id, "PUT", &args.path, Some(content)).await.map_err(said)?;
+        self.backend.put_file(&id, &args.path, content).await.map_err(said)?;
         Ok(Json(Listing { files: self.backend.files(&id).await.map_err(said)? }))
     }
 }
@@ -310,11 +311,7 @@ impl Tools {
     async fn run(&self, runtime: &str, args: RunArgs) -> Result<RunOutput, String> {
         let body = self.body(runtime, args)?;
         if self.sessions.is_none() {
-            let report = match &*self.backend {
-                Backend::Here(engine) => here(engine, body, self.host.as_ref()).await.map_err(|e| e.to_string())?,
-                Backend::Server(socket) => remote_run(socket, &body).await?,
-                Backend::Unavailable(why) => return Err(unavailable(why)),
-            };
+            let report = self.backend.run(body, self.host.as_ref()).await.map_err(said)?;
             return Ok(RunOutput::from_report(report));
         }
         let mut notes = Vec::new();
@@ -494,7 +491,7 @@ pub fn command(args: McpArgs) -> ExitCode {
     }
     rt.block_on(async move {
         let backend = match (&args.serve, cfg) {
-            (Some(socket), _) => Backend::Server(socket.clone()),
+            (Some(socket), _) => Backend::Server(remote::Remote::new(socket.clone())),
             (None, None) => Backend::Unavailable("no configuration".into()),
             (None, Some(cfg)) => match start::start_engine(cfg).await {
                 Ok(engine) => Backend::Here(engine),

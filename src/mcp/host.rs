@@ -28,9 +28,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use stockade::Answerer;
 use stockade::api::{self, ToolBody};
 use stockade::policy::{LocatedProblem, PolicyError};
-use stockade::{Answerer, HostCalls};
 
 /// The file, as written.
 #[derive(Debug, Deserialize)]
@@ -168,14 +168,13 @@ fn program_ok(argv: &[String]) -> Result<(), String> {
 }
 
 impl HostTools {
-    /// The run's host calls: these tools, answered by their programs.
-    pub fn host_calls(&self, tools: Vec<stockade::Tool>) -> HostCalls {
+    /// A run's host calls' answers: each by its tool's program.
+    pub fn answerer(&self) -> Answerer {
         let programs = self.programs.clone();
-        let answer: Answerer = Arc::new(move |name: &str, args: &str| match programs.get(name) {
+        Arc::new(move |name: &str, args: &str| match programs.get(name) {
             Some(p) => p.answer(args),
             None => Err(format!("no tool {name:?}")),
-        });
-        HostCalls { tools, answer }
+        })
     }
 
     /// What the model is told of them.

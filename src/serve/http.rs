@@ -3,8 +3,8 @@
 //! parsed, and parsed into typed values whose errors name the field ([`super::request`]).
 
 use super::request::{
-    App, Claimed, admitted, check_content_type, claim, decode_fingerprinted, held, host_calls, keyed_run, respond,
-    stream_param, streamed, with_tools,
+    App, Claimed, ask, check_content_type, claim, decode_fingerprinted, keyed_run, refuse, respond, stream_param,
+    unexpected,
 };
 use super::sessions;
 use axum::Router;
@@ -14,7 +14,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use stockade::api::{self, ApiError, ErrorCode};
-use stockade_engine::{Readiness, sessions::owner_of};
+use stockade_engine::{Command, Readiness, Reply, Run, sessions::owner_of};
 
 pub fn router(app: App) -> Router {
     Router::new()
@@ -64,8 +64,7 @@ async fn auth(State(app): State<App>, mut req: Request, next: Next) -> Response 
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
     let Some(given) = given else {
-        app.engine.metrics().refused(ErrorCode::Unauthorized.as_str());
-        return respond(ApiError::new(ErrorCode::Unauthorized, "send Authorization: Bearer <token>"));
+        return refuse(&app, ApiError::new(ErrorCode::Unauthorized, "send Authorization: Bearer <token>"));
     };
     use subtle::ConstantTimeEq;
     let mut ok = subtle::Choice::from(0u8);
@@ -77,8 +76,7 @@ async fn auth(State(app): State<App>, mut req: Request, next: Next) -> Response 
         req.extensions_mut().insert(caller);
         next.run(req).await
     } else {
-        app.engine.metrics().refused(ErrorCode::Forbidden.as_str());
-        respond(ApiError::new(ErrorCode::Forbidden, "this token is not accepted"))
+        refuse(&app, ApiError::new(ErrorCode::Forbidden, "this token is not accepted"))
     }
 }
 
@@ -87,24 +85,42 @@ async fn auth(State(app): State<App>, mut req: Request, next: Next) -> Response 
 /// jail is not built yet) or "unavailable" (a runtime's last jails failed), naming each runtime
 /// and why; 503 "draining" while draining. For balancers and readiness probes.
 async fn ready(State(app): State<App>) -> Response {
-    let health = app.engine.health();
-    let status = if health.status == Readiness::Ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
-    (status, axum::Json(health)).into_response()
+    match ask(&app, None, Command::Health).await {
+        Ok(Reply::Health(health)) => {
+            let ok = health.status == Readiness::Ok;
+            let status = if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+            (status, axum::Json(health)).into_response()
+        }
+        Ok(other) => respond(unexpected(&other)),
+        Err(e) => respond(e),
+    }
 }
 
 /// Liveness (`/v1/health/live`): the server answers (also while draining, or while a runtime is
 /// unavailable: restarting it would not help). For liveness probes.
 async fn live(State(app): State<App>) -> Response {
-    let body = serde_json::json!({"status": "alive", "uptime-s": app.engine.uptime_s()});
-    (StatusCode::OK, axum::Json(body)).into_response()
+    match ask(&app, None, Command::Live).await {
+        Ok(Reply::Live(l)) => axum::Json(l).into_response(),
+        Ok(other) => respond(unexpected(&other)),
+        Err(e) => respond(e),
+    }
 }
 
 async fn info(State(app): State<App>) -> Response {
-    axum::Json(app.engine.info()).into_response()
+    match ask(&app, None, Command::Info).await {
+        Ok(Reply::Info(i)) => axum::Json(i).into_response(),
+        Ok(other) => respond(unexpected(&other)),
+        Err(e) => respond(e),
+    }
 }
 
 async fn metrics(State(app): State<App>) -> Response {
-    let mut r = app.engine.metrics().encode().into_response();
+    let text = match ask(&app, None, Command::Metrics).await {
+        Ok(Reply::Metrics(text)) => text,
+        Ok(other) => return respond(unexpected(&other)),
+        Err(e) => return respond(e),
+    };
+    let mut r = text.into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
@@ -116,12 +132,7 @@ async fn metrics(State(app): State<App>) -> Response {
 async fn runs(State(app): State<App>, req: Request) -> Response {
     match accept_run(&app, req).await {
         Ok(r) => r,
-        Err(e) => {
-            if (400..500).contains(&e.status()) {
-                app.engine.metrics().refused(e.code.as_str());
-            }
-            respond(e)
-        }
+        Err(e) => refuse(&app, e),
     }
 }
 
@@ -141,19 +152,5 @@ async fn accept_run(app: &App, req: Request) -> Result<Response, ApiError> {
         Claimed::Run(guard) => guard,
         Claimed::Answered(r) => return Ok(r),
     };
-    let mut request = api::check(parsed, app.engine.catalog())?;
-    let run = with_tools(&request, stream)?;
-    let (permit, reserved) = admitted(app, &request).await?;
-    let engine = app.engine.clone();
-    if stream {
-        return streamed(
-            move |s, events| async move {
-                let _open = run.map(|run| host_calls(&engine, &mut request, &run, caller, events));
-                engine.execute(permit, request, s).await
-            },
-            reserved,
-        );
-    }
-    let ran = engine.execute(permit, request, None).await?;
-    Ok(held(ran, reserved, guard))
+    super::request::run(app, caller, Run::Fresh(parsed), stream, guard).await
 }

@@ -112,7 +112,6 @@ async fn serve(cfg: config::Config, engine: Arc<Engine>, check: bool, mut passed
     let graceful = Arc::new(hyper_util::server::graceful::GracefulShutdown::new());
     let conns = Arc::new(tokio::sync::Semaphore::new(bounds.max_connections));
     let bodies = request::Bodies::new(&bounds);
-    let answers = answer::Budget::new(bounds.answers_in_flight_max_bytes);
     let caps = &engine.catalog().caps;
     let keys = Arc::new(idempotency::Keys::new(
         std::time::Duration::from_millis(caps.idempotency_window_ms),
@@ -124,13 +123,7 @@ async fn serve(cfg: config::Config, engine: Arc<Engine>, check: bool, mut passed
             listen::Bound::Tcp(_) => Some(Arc::from(listening.tokens.clone())),
             listen::Bound::Unix(..) => None,
         };
-        let app = request::App {
-            engine: engine.clone(),
-            tokens,
-            bodies: bodies.clone(),
-            answers: answers.clone(),
-            keys: keys.clone(),
-        };
+        let app = request::App { engine: engine.clone(), tokens, bodies: bodies.clone(), keys: keys.clone() };
         let timeouts = listen::Timeouts { header: bounds.header_timeout, write: bounds.write_timeout };
         loops.push(tokio::spawn(listen::serve(
             b,

@@ -1,7 +1,7 @@
 //! What every route does with a request, below the routes ([`super::http`], [`super::sessions`]):
-//! what they share ([`App`]), a body read within its bounds and decoded, a run admitted and
-//! claimed for its `Idempotency-Key`, its answer held within the answers' budget or streamed as
-//! NDJSON, a refusal as a response. Imports `answer.rs` and `idempotency.rs` of this directory,
+//! what they share ([`App`]), a body read within its bounds and decoded, a run claimed for its
+//! `Idempotency-Key` and taken through the engine's door, its answer held within its room or
+//! streamed as NDJSON, a refusal as a response. Imports `answer.rs` and `idempotency.rs` of this directory,
 //! never the routes.
 
 use super::answer::{self, Piece, Which};
@@ -13,8 +13,11 @@ use http_body_util::BodyExt;
 use std::sync::Arc;
 use std::time::Duration;
 use stockade::api::{self, ApiError, ErrorCode, LastEvent};
+use stockade_engine::budget::Reserved;
+use stockade_engine::calls::Events;
 use stockade_engine::config::Bounds;
-use stockade_engine::{Engine, Streams};
+use stockade_engine::sessions::Owner;
+use stockade_engine::{Admitted, Command, Engine, Host, Output, Reply, Run};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 /// What the routes share.
@@ -25,8 +28,6 @@ pub struct App {
     pub tokens: Option<Arc<[String]>>,
     /// How request bodies are read, and the bytes of them in memory at once.
     pub bodies: Bodies,
-    /// Bytes of answers in memory at once (`requests.answers-in-flight-max-bytes`).
-    pub answers: answer::Budget,
     /// Runs' answers kept for their `Idempotency-Key`, the same for every listener.
     pub keys: Arc<super::idempotency::Keys>,
 }
@@ -70,6 +71,22 @@ pub fn respond(e: ApiError) -> Response {
     r
 }
 
+/// A refusal as a response, a 4xx counted by its code.
+pub(super) fn refuse(app: &App, e: ApiError) -> Response {
+    app.engine.refused(&e);
+    respond(e)
+}
+
+/// Asks the engine's door, for `caller`.
+pub(super) async fn ask(app: &App, caller: Owner, command: Command) -> Result<Reply, ApiError> {
+    app.engine.call(caller, command).await
+}
+
+/// A reply of a kind the command does not have: the server's own failure, never a client's.
+pub(super) fn unexpected(reply: &Reply) -> ApiError {
+    ApiError::new(ErrorCode::Internal, format!("the engine answered {reply:?}: not this command's reply"))
+}
+
 /// The key a run's request carries (a streamed run's answer is not kept: refused with one).
 pub(super) fn keyed_run(headers: &HeaderMap, stream: bool) -> Result<Option<String>, ApiError> {
     let key = super::idempotency::key_of(headers)?;
@@ -94,7 +111,7 @@ pub(super) enum Claimed {
 /// first's answer (waiting for it while it runs).
 pub(super) async fn claim(
     app: &App,
-    caller: stockade_engine::sessions::Owner,
+    caller: Owner,
     key: Option<String>,
     fingerprint: [u8; 32],
 ) -> Result<Claimed, ApiError> {
@@ -116,63 +133,33 @@ pub(super) async fn claim(
     Ok(Claimed::Answered(r))
 }
 
-/// A run declaring tools needs its answers streamed (its calls come as events): its run id, or
-/// 400 naming `tools`.
-pub(super) fn with_tools(request: &api::RunRequest, stream: bool) -> Result<Option<String>, ApiError> {
-    if request.tools.is_empty() {
-        return Ok(None);
-    }
-    if !stream {
-        return Err(ApiError::field(
-            "tools",
-            "a run with host calls streams (?stream=ndjson): its calls come to the client as events",
-        ));
-    }
-    stockade_engine::sessions::run_id().map(Some)
-}
-
-/// Opens `run`'s host calls: its calls become events of its stream, answered at
-/// `/v1/runs/{run}/calls/{id}` by `caller`. Held until the run is over.
-pub(super) fn host_calls(
-    engine: &Engine,
-    request: &mut api::RunRequest,
-    run: &str,
-    caller: stockade_engine::sessions::Owner,
-    events: Events,
-) -> stockade_engine::calls::Open {
-    let (host, open) = engine.calls().open(run, caller, request.tools.clone(), events);
-    request.host = Some(host);
-    open
-}
-
-/// Where a streamed run's own lines go (its host calls' events).
-pub(super) type Events = stockade_engine::calls::Events;
-
-/// A checked request's place: its runtime available, a run slot, and its answer's room, before
-/// its run (a run whose answer could not be held is not started).
-pub(super) async fn admitted(
+/// A run through the engine's door: admitted (its session taken, a slot, its answer's room)
+/// before anything is sent, then streamed as NDJSON (`stream`), or run and its answer held whole
+/// within its room (kept for its key first, when it has one: `guard`).
+pub(super) async fn run(
     app: &App,
-    request: &api::RunRequest,
-) -> Result<(OwnedSemaphorePermit, answer::Reserved), ApiError> {
-    app.engine.available(request)?;
-    let permit = app.engine.admit().await?;
-    let reserved =
-        app.answers.reserve(request).inspect_err(|_| app.engine.metrics().refused(ErrorCode::Busy.as_str()))?;
-    Ok((permit, reserved))
+    caller: Owner,
+    run: Run,
+    stream: bool,
+    guard: Option<super::idempotency::Guard>,
+) -> Result<Response, ApiError> {
+    // A streamed run's host calls are its client's: events of its stream.
+    let host = if stream { Host::Client } else { Host::Nobody };
+    let (admitted, room) = app.engine.admit(caller, run, host).await?;
+    if stream {
+        return streamed(admitted, room);
+    }
+    let ran = admitted.run(Output::Report).await?;
+    Ok(held(ran.to_json(), room, guard))
 }
 
-/// A run's result as a JSON answer, its room held until it is sent; kept for its key first,
-/// when it has one (`guard`).
-pub(super) fn held(
-    ran: api::RunResult,
-    reserved: answer::Reserved,
-    guard: Option<super::idempotency::Guard>,
-) -> Response {
-    let json = ran.to_json();
+/// An answer's JSON, held within its room until it is sent; kept for its key first, when it
+/// has one (`guard`).
+pub(super) fn held(json: Vec<u8>, room: Reserved, guard: Option<super::idempotency::Guard>) -> Response {
     if let Some(g) = guard {
         g.keep(StatusCode::OK, &json);
     }
-    let mut r = Response::new(Body::from_stream(answer::Held::new(json, reserved)));
+    let mut r = Response::new(Body::from_stream(answer::Held::new(json, room)));
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     r
 }
@@ -348,11 +335,7 @@ pub(super) async fn read_body_within(
 /// for bytes that are not UTF-8), the same for stderr, then `{"report": ...}` (or `{"error":
 /// ...}`). The run's output is read from its pipes as it comes, whatever the client does (the
 /// supervisor caps it): a client that stops reading never holds the run, its slot or its jail.
-pub(super) fn streamed<F, Fut>(run: F, reserved: answer::Reserved) -> Result<Response, ApiError>
-where
-    F: FnOnce(Streams, Events) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = Result<api::RunResult, ApiError>> + Send + 'static,
-{
+fn streamed(admitted: Admitted, room: Reserved) -> Result<Response, ApiError> {
     let pipe = || std::io::pipe().map_err(|e| ApiError::new(ErrorCode::Internal, format!("cannot make a pipe: {e}")));
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
@@ -378,7 +361,7 @@ where
     let lines = tx.clone();
     let events: Events = Arc::new(move |line| lines.send(Piece::Line(line)).is_ok());
     tokio::spawn(async move {
-        let result = run(Some((out_w.into(), err_w.into())), events).await;
+        let result = admitted.run(Output::Stream { stdout: out_w.into(), stderr: err_w.into(), events }).await;
         let _ = out_task.await;
         let _ = err_task.await;
         let last = match result {
@@ -389,7 +372,7 @@ where
         line.push(b'\n');
         let _ = tx.send(Piece::Last(line));
     });
-    let mut r = Response::new(Body::from_stream(answer::Ndjson::new(rx, reserved)));
+    let mut r = Response::new(Body::from_stream(answer::Ndjson::new(rx, room)));
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
     Ok(r)
 }

@@ -1,10 +1,10 @@
-//! `/v1/sessions`: sessions over HTTP (the store is the engine's, [`stockade_engine::sessions`]).
-//! A session is its maker's: the auth layer says who calls ([`Caller`]), and every handler asks
-//! the store with it.
+//! `/v1/sessions`: sessions over HTTP, each route one command through the engine's door
+//! ([`stockade_engine::door`]). A session is its maker's: the auth layer says who calls
+//! ([`Caller`]), and every command is asked with it.
 
 use super::request::{
-    App, Claimed, admitted, check_content_type, claim, decode, decode_fingerprinted, held, host_calls, keyed_run,
-    read_body_within, respond, stream_param, streamed, with_tools,
+    App, Claimed, ask, check_content_type, claim, decode, decode_fingerprinted, keyed_run, read_body_within, refuse,
+    stream_param, unexpected,
 };
 use axum::Extension;
 use axum::body::Body;
@@ -15,24 +15,29 @@ use axum::response::{IntoResponse, Response};
 use stockade::api::session::{SessionBody, SessionRunBody};
 use stockade::api::{ApiError, ErrorCode};
 use stockade_engine::sessions::Owner;
+use stockade_engine::{Command, Held, Reply, Run};
 
 /// Who calls: the owner a session made now gets, and the one a session must have to be reached.
 #[derive(Debug, Clone, Copy)]
 pub struct Caller(pub Owner);
 
-/// Answers `Ok` as JSON with `status`, a refusal as itself (a 4xx counted by its code).
-fn answer<T: serde::Serialize>(app: &App, status: StatusCode, r: Result<T, ApiError>) -> Response {
+/// Answers a reply as JSON with `status` ([`Reply::Done`]: 204), a refusal as itself (a 4xx
+/// counted by its code).
+fn answer(app: &App, status: StatusCode, r: Result<Reply, ApiError>) -> Response {
+    let json = |v: serde_json::Value| (status, axum::Json(v)).into_response();
+    let to = |v: Result<serde_json::Value, serde_json::Error>| match v {
+        Ok(v) => json(v),
+        Err(e) => refuse(app, ApiError::new(ErrorCode::Internal, format!("the reply did not encode: {e}"))),
+    };
     match r {
-        Ok(v) => (status, axum::Json(v)).into_response(),
+        Ok(Reply::Done) => StatusCode::NO_CONTENT.into_response(),
+        Ok(Reply::Session(s)) => to(serde_json::to_value(s)),
+        Ok(Reply::Sessions(s)) => json(serde_json::json!({ "sessions": s })),
+        Ok(Reply::Files(f)) => to(serde_json::to_value(f)),
+        Ok(Reply::Put(f)) => to(serde_json::to_value(f)),
+        Ok(other) => refuse(app, unexpected(&other)),
         Err(e) => refuse(app, e),
     }
-}
-
-fn refuse(app: &App, e: ApiError) -> Response {
-    if (400..500).contains(&e.status()) {
-        app.engine.metrics().refused(e.code.as_str());
-    }
-    respond(e)
 }
 
 /// A path's parts, or the refusal of a path that does not decode (bad percent-encoding, not
@@ -47,10 +52,13 @@ pub async fn create(State(app): State<App>, Extension(caller): Extension<Caller>
     let made = async {
         check_content_type(req.headers())?;
         let (body, _) = decode::<SessionBody>(&app, req).await?;
-        app.engine.open_session(caller.0, body)
+        ask(&app, caller.0, Command::OpenSession(body)).await
     }
     .await;
-    let location = made.as_ref().ok().and_then(|s| HeaderValue::from_str(&format!("/v1/sessions/{}", s.id)).ok());
+    let location = match &made {
+        Ok(Reply::Session(s)) => HeaderValue::from_str(&format!("/v1/sessions/{}", s.id)).ok(),
+        _ => None,
+    };
     let mut r = answer(&app, StatusCode::CREATED, made);
     if let Some(l) = location {
         r.headers_mut().insert(header::LOCATION, l);
@@ -60,8 +68,7 @@ pub async fn create(State(app): State<App>, Extension(caller): Extension<Caller>
 
 /// `GET /v1/sessions`: the caller's.
 pub async fn list(State(app): State<App>, Extension(caller): Extension<Caller>) -> Response {
-    let sessions = app.engine.sessions().list(caller.0);
-    axum::Json(serde_json::json!({ "sessions": sessions })).into_response()
+    answer(&app, StatusCode::OK, ask(&app, caller.0, Command::ListSessions).await)
 }
 
 pub async fn show(
@@ -69,7 +76,7 @@ pub async fn show(
     Extension(caller): Extension<Caller>,
     id: Result<Path<String>, PathRejection>,
 ) -> Response {
-    let r = parts(id).and_then(|id| app.engine.sessions().info(&id, caller.0));
+    let r = async { ask(&app, caller.0, Command::Session(parts(id)?)).await }.await;
     answer(&app, StatusCode::OK, r)
 }
 
@@ -79,7 +86,8 @@ pub async fn delete(
     Extension(caller): Extension<Caller>,
     id: Result<Path<String>, PathRejection>,
 ) -> Response {
-    no_content(&app, parts(id).and_then(|id| app.engine.sessions().delete(&id, caller.0)))
+    let r = async { ask(&app, caller.0, Command::CloseSession(parts(id)?)).await }.await;
+    answer(&app, StatusCode::NO_CONTENT, r)
 }
 
 /// `POST /v1/sessions/{id}/runs[?stream=ndjson]`: a run in the session's workspace.
@@ -106,31 +114,14 @@ async fn accept_run(
     check_content_type(req.headers())?;
     let key = keyed_run(req.headers(), stream)?;
     // Looked up before the body is read: a stranger's request ends here.
-    app.engine.sessions().info(&id, caller.0)?;
+    ask(app, caller.0, Command::Session(id.clone())).await?;
     let (body, _budget, fingerprint) = decode_fingerprinted::<SessionRunBody>(app, req).await?;
     // A run asked again with its key is answered as it was: the session is not taken again.
     let guard = match claim(app, caller.0, key, fingerprint).await? {
         Claimed::Run(guard) => guard,
         Claimed::Answered(r) => return Ok(r),
     };
-    // The session is this run's from here until the run is over (or refused).
-    let mut turn = app.engine.sessions().begin(&id, caller.0)?;
-    let (mut request, workspace) = turn.request(body, app.engine.catalog())?;
-    let calls = with_tools(&request, stream)?.map(|_| turn.run.clone());
-    // The room of the answer the request asked for (its own return-files).
-    let (permit, reserved) = admitted(app, &request).await?;
-    let engine = app.engine.clone();
-    if stream {
-        return streamed(
-            move |s, events| async move {
-                let _open = calls.map(|run| host_calls(&engine, &mut request, &run, caller.0, events));
-                engine.run_turn(permit, turn, request, workspace, s).await
-            },
-            reserved,
-        );
-    }
-    let ran = engine.run_turn(permit, turn, request, workspace, None).await?;
-    Ok(held(ran, reserved, guard))
+    super::request::run(app, caller.0, Run::InSession { session: id, body }, stream, guard).await
 }
 
 /// `POST /v1/runs/{run}/calls/{call}`: a host call's answer, `{"ok": VALUE}` or `{"error":
@@ -143,10 +134,10 @@ pub async fn answer_call(
 ) -> Response {
     let r = async {
         let (run, call) = parts(p)?;
-        answered(&app, caller, &run, &call, req).await
+        answered(&app, caller, None, run, call, req).await
     }
     .await;
-    no_content(&app, r)
+    answer(&app, StatusCode::NO_CONTENT, r)
 }
 
 /// `POST /v1/sessions/{id}/runs/{run}/calls/{call}`: the same for a run of a session (the
@@ -159,19 +150,10 @@ pub async fn answer_session_call(
 ) -> Response {
     let r = async {
         let (id, run, call) = parts(p)?;
-        app.engine.sessions().info(&id, caller.0)?;
-        answered(&app, caller, &run, &call, req).await
+        answered(&app, caller, Some(id), run, call, req).await
     }
     .await;
-    no_content(&app, r)
-}
-
-/// 204, or the refusal.
-fn no_content(app: &App, r: Result<(), ApiError>) -> Response {
-    match r {
-        Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(e) => refuse(app, e),
-    }
+    answer(&app, StatusCode::NO_CONTENT, r)
 }
 
 /// A call's answer, as sent: its value kept as the JSON text it came as (checked, not parsed
@@ -190,11 +172,22 @@ const ANSWER_FRAME_BYTES: u64 = 64;
 /// The most bytes of a tool's error that are read (the program gets its first KiB).
 const ERROR_MAX_BYTES: u64 = 64 << 10;
 
-async fn answered(app: &App, caller: Caller, run: &str, call: &str, req: Request) -> Result<(), ApiError> {
+async fn answered(
+    app: &App,
+    caller: Caller,
+    session: Option<String>,
+    run: String,
+    call: String,
+    req: Request,
+) -> Result<Reply, ApiError> {
     check_content_type(req.headers())?;
     // An answer to no call waiting is refused before its body is read; one to a call is read
     // within its tool's bound, and holds its room in the in-flight budget until it is handed on.
-    let most = u64::from(app.engine.calls().waiting(run, call, caller.0)?);
+    let waiting = Command::CallWaiting { session: session.clone(), run: run.clone(), call: call.clone() };
+    let most = match ask(app, caller.0, waiting).await? {
+        Reply::Waiting(most) => u64::from(most),
+        other => return Err(unexpected(&other)),
+    };
     let limit = most.max(ERROR_MAX_BYTES) + ANSWER_FRAME_BYTES;
     let refusal = || {
         ApiError::new(
@@ -209,7 +202,7 @@ async fn answered(app: &App, caller: Caller, run: &str, call: &str, req: Request
         (None, Some(why)) => Err(why),
         _ => return Err(ApiError::field("body", "exactly one of \"ok\" (the value) or \"error\" (why)")),
     };
-    app.engine.calls().answer(run, call, caller.0, answer)
+    ask(app, caller.0, Command::Answer { session, run, call, answer }).await
 }
 
 /// `GET /v1/sessions/{id}/files`: the workspace's files, with sizes and modification times.
@@ -218,7 +211,7 @@ pub async fn files(
     Extension(caller): Extension<Caller>,
     id: Result<Path<String>, PathRejection>,
 ) -> Response {
-    let r = parts(id).and_then(|id| app.engine.sessions().files(&id, caller.0));
+    let r = async { ask(&app, caller.0, Command::Files(parts(id)?)).await }.await;
     answer(&app, StatusCode::OK, r)
 }
 
@@ -230,11 +223,11 @@ pub async fn put_file(
     req: Request,
 ) -> Response {
     let r = async {
-        let (id, path) = parts(p)?;
-        app.engine.sessions().info(&id, caller.0)?;
+        let (session, path) = parts(p)?;
+        ask(&app, caller.0, Command::Session(session.clone())).await?;
         // A body larger than any workspace is refused before it is read (its length declared),
         // or as soon as it goes past that (sent in chunks).
-        let most = app.engine.sessions().workspace_max_bytes();
+        let most = app.engine.workspace_max_bytes();
         let refusal = || {
             ApiError::new(
                 ErrorCode::PayloadTooLarge,
@@ -242,7 +235,7 @@ pub async fn put_file(
             )
         };
         let (bytes, _budget) = read_body_within(&app, req, Some((most, &refusal))).await?;
-        app.engine.sessions().put_file(&id, caller.0, &path, bytes)
+        ask(&app, caller.0, Command::PutFile { session, path, bytes }).await
     }
     .await;
     answer(&app, StatusCode::OK, r)
@@ -254,15 +247,19 @@ pub async fn get_file(
     Extension(caller): Extension<Caller>,
     p: Result<Path<(String, String)>, PathRejection>,
 ) -> Response {
-    let file = parts(p).and_then(|(id, path)| app.engine.sessions().get_file(&id, caller.0, &path));
-    // Held for its client within the answers' budget, as a run's answer is, until it is read.
-    let held = file.and_then(|bytes| Ok((app.answers.reserve_bytes(bytes.len())?, bytes)));
-    match held {
-        Ok((reserved, bytes)) => {
-            let mut r = Response::new(Body::from_stream(crate::serve::answer::Held::new(bytes, reserved)));
+    let file = async {
+        let (session, path) = parts(p)?;
+        ask(&app, caller.0, Command::GetFile { session, path }).await
+    }
+    .await;
+    // Held for its client within its room, as a run's answer is, until it is read.
+    match file {
+        Ok(Reply::File(Held { value, room })) => {
+            let mut r = Response::new(Body::from_stream(crate::serve::answer::Held::new(value, room)));
             r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
             r
         }
+        Ok(other) => refuse(&app, unexpected(&other)),
         Err(e) => refuse(&app, e),
     }
 }
@@ -273,5 +270,10 @@ pub async fn delete_file(
     Extension(caller): Extension<Caller>,
     p: Result<Path<(String, String)>, PathRejection>,
 ) -> Response {
-    no_content(&app, parts(p).and_then(|(id, path)| app.engine.sessions().delete_file(&id, caller.0, &path)))
+    let r = async {
+        let (session, path) = parts(p)?;
+        ask(&app, caller.0, Command::DeleteFile { session, path }).await
+    }
+    .await;
+    answer(&app, StatusCode::NO_CONTENT, r)
 }

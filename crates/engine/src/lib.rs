@@ -2,14 +2,17 @@
 //! Admission (a bounded number of runs at once, a bounded queue behind them), a warm jail when
 //! one waits and the request's limits allow, else a jail built for the request, the hand-over,
 //! and the result. The jail work is synchronous and stays on the jail's own thread; only the
-//! waiting is async. Its door: [`Engine::new`], [`Engine::catalog`], [`Engine::available`],
-//! [`Engine::admit`], [`Engine::execute`], [`Engine::health`], [`Engine::info`],
-//! [`Engine::metrics`], [`Engine::drain`].
+//! waiting is async. Its one door is [`door`]: [`Engine::call`] with a [`Command`], and
+//! [`Engine::admit`] for a run a front streams; its life is [`Engine::new`] (or
+//! [`start::start_engine`]), [`Engine::fill_pools`] and [`Engine::drain`]. The stores behind
+//! the door (sessions, host calls, metrics, the answers' budget) are its own.
 
 #![forbid(unsafe_code)]
 
+pub mod budget;
 pub mod calls;
 pub mod config;
+pub mod door;
 mod ending;
 mod handoff;
 mod health;
@@ -21,6 +24,7 @@ mod slot;
 mod spawner;
 pub mod start;
 
+pub use door::{Admitted, Command, Held, Host, Output, Reply, Run};
 pub use health::Readiness;
 
 use crate::config::{Bounds, Config, Kind, Runtime};
@@ -69,6 +73,8 @@ pub struct Engine {
     sessions: Arc<sessions::Sessions>,
     /// Streaming runs' host calls waiting for their clients' answers.
     calls: Arc<calls::Calls>,
+    /// Bytes of answers held for their clients at once.
+    answers: budget::Budget,
 }
 
 /// Where a run's output goes: into its report, or to pipes a streaming response reads.
@@ -106,16 +112,13 @@ impl Engine {
             spawner: std::sync::OnceLock::new(),
             sessions,
             calls: Arc::default(),
+            answers: budget::Budget::new(config.bounds.answers_in_flight_max_bytes),
         })
     }
 
     /// What requests are checked against.
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
-    }
-
-    pub fn metrics(&self) -> &Metrics {
-        &self.metrics
     }
 
     /// Seconds since the engine was built.
@@ -159,7 +162,7 @@ impl Engine {
 
     /// Opens a session for `owner` (checked as [`Sessions::check`](sessions::Sessions::check)
     /// does; a live one only of a runtime that can keep an interpreter).
-    pub fn open_session(&self, owner: sessions::Owner, body: SessionBody) -> Result<SessionInfo, ApiError> {
+    pub(crate) fn open_session(&self, owner: sessions::Owner, body: SessionBody) -> Result<SessionInfo, ApiError> {
         let spec = self.sessions.check(body, &self.catalog)?;
         if spec.mode == Mode::Live && self.live_python(&spec.runtime).is_none() {
             return Err(ApiError::field(
@@ -185,18 +188,14 @@ impl Engine {
         self.sessions.create(owner, spec)
     }
 
-    /// The sessions.
-    pub fn sessions(&self) -> &Arc<sessions::Sessions> {
-        &self.sessions
-    }
-
-    /// The host calls waiting for their answers.
-    pub fn calls(&self) -> &Arc<calls::Calls> {
-        &self.calls
+    /// The most bytes a workspace holds (`sessions.workspace-max-bytes`): a file over it is
+    /// refused before its body is read.
+    pub fn workspace_max_bytes(&self) -> u64 {
+        self.sessions.workspace_max_bytes()
     }
 
     /// `Err` (503, naming the runtime and why) while a request's runtime cannot run here.
-    pub fn available(&self, req: &RunRequest) -> Result<(), ApiError> {
+    pub(crate) fn available(&self, req: &RunRequest) -> Result<(), ApiError> {
         let Target::Runtime(name) = &req.target else { return Ok(()) };
         let Some(pool) = self.pools.get(name) else { return Ok(()) };
         pool.available().map_err(|why| {
@@ -234,7 +233,7 @@ impl Engine {
     }
 
     /// A place to run: at once when one is free, else in the queue (bounded in length and time).
-    pub async fn admit(&self) -> Result<OwnedSemaphorePermit, ApiError> {
+    pub(crate) async fn take_slot(&self) -> Result<OwnedSemaphorePermit, ApiError> {
         let draining = || ApiError::new(ErrorCode::Draining, "the server is shutting down");
         if self.draining() {
             self.metrics.refused(ErrorCode::Draining.as_str());
@@ -278,7 +277,7 @@ impl Engine {
 
     /// Runs an admitted request: a warm jail of its runtime when one waits and its limits allow,
     /// else one built for it. The run goes on (holding its permit) if the caller goes away.
-    pub async fn execute(
+    pub(crate) async fn execute(
         self: &Arc<Self>,
         permit: OwnedSemaphorePermit,
         req: RunRequest,
@@ -290,7 +289,7 @@ impl Engine {
     /// [`Engine::execute`], the answer made by `then` from the run's report and the files taken
     /// back. `then` runs when the run is over, whether or not the caller is still there (a
     /// session keeps its workspace so); it is dropped, not run, when the run did not happen.
-    pub async fn execute_then<F>(
+    async fn execute_then<F>(
         self: &Arc<Self>,
         permit: OwnedSemaphorePermit,
         req: RunRequest,
@@ -333,7 +332,7 @@ impl Engine {
     /// Runs an admitted run of a session ([`sessions::Turn::request`] made `req` and
     /// `workspace`): the whole workspace is taken back for the session, and the answer gives
     /// back what the request asked.
-    pub async fn run_turn(
+    pub(crate) async fn run_turn(
         self: &Arc<Self>,
         permit: OwnedSemaphorePermit,
         turn: sessions::Turn,

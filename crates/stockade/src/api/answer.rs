@@ -210,7 +210,7 @@ impl std::fmt::Display for ApiError {
 
 /// What a run answers: its report (the same schema as `stockade run --report -`), plus the files
 /// given back when `return-files` asked for some.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub struct RunResult {
     #[serde(flatten)]

@@ -37,6 +37,16 @@ pub struct Health {
     pub unavailable: BTreeMap<String, String>,
 }
 
+/// The server's liveness (`/v1/health/live`'s body, always 200 while it answers).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub struct Liveness {
+    /// `alive`.
+    pub status: String,
+    /// Seconds since the engine was built.
+    pub uptime_s: u64,
+}
+
 /// A runtime's warm jails: waiting, and wanted.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, JsonSchema)]
 pub struct Warm {
