@@ -73,15 +73,6 @@ pub enum Command {
     #[cfg(feature = "serve")]
     #[command(after_help = MCP_EXAMPLES)]
     Mcp(McpArgs),
-    /// Stage 2 of a Wasm run, inside the jail (not for direct use).
-    #[cfg(feature = "wasm")]
-    #[command(name = "__runner", hide = true)]
-    Runner {
-        /// The runner's configuration (JSON), in pieces of at most `wasm::RUNNER_ARG_MAX` bytes
-        /// (the kernel takes no longer argument), joined back here.
-        #[arg(required = true, num_args = 1..)]
-        config: Vec<String>,
-    },
 }
 
 #[cfg(feature = "wasm")]

@@ -20,6 +20,11 @@ use stockade::report::EXIT_SETUP_FAILED;
 use stockade::{Job, Output, Policy, PolicyError, Report};
 
 fn main() -> ExitCode {
+    // Stage 2 of a Wasm run, inside the jail (`stockade __runner CONFIG...`): before anything else.
+    #[cfg(feature = "wasm")]
+    if let Some(runner) = stockade::wasm::runner::enter() {
+        return runner;
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -66,7 +71,6 @@ fn main() -> ExitCode {
         #[cfg(feature = "wasm")]
         Command::Guest(cmd) => guest::command(cmd),
         #[cfg(feature = "wasm")]
-        Command::Runner { config } => code(stockade::wasm::runner::main(&config.concat())),
         #[cfg(feature = "serve")]
         Command::Serve(args) => serve::command(args),
         #[cfg(feature = "serve")]

@@ -185,6 +185,17 @@ pub struct Overrides<'a> {
     pub also: Option<&'a str>,
 }
 
+/// Checks a configuration given as text (an embedding program's), `origin` naming it in every
+/// problem: the same checks as a file's, with no command line's overrides.
+pub fn parse(text: &str, origin: &str) -> Result<Config, PolicyError> {
+    match stockade::policy::parse_toml::<ConfigFile>(text, origin) {
+        (problems, Some(f)) if problems.is_empty() => {
+            check::check(f, text, origin, false, check::Flags::default(), None)
+        }
+        (problems, _) => Err(PolicyError::Invalid { problems }),
+    }
+}
+
 /// Reads and checks a configuration file (`None`: the built-in defaults) with the command line's
 /// overrides.
 pub fn load(path: Option<&Path>, over: &Overrides<'_>) -> Result<Config, PolicyError> {
@@ -223,11 +234,7 @@ mod tests {
     use super::*;
 
     fn from(text: &str) -> Result<Config, String> {
-        let file = match stockade::policy::parse_toml::<ConfigFile>(text, "t.toml") {
-            (p, Some(f)) if p.is_empty() => f,
-            (p, _) => return Err(PolicyError::Invalid { problems: p }.to_string()),
-        };
-        check::check(file, text, "t.toml", false, check::Flags::default(), None).map_err(|e| e.to_string())
+        parse(text, "t.toml").map_err(|e| e.to_string())
     }
 
     #[test]

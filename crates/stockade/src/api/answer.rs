@@ -208,6 +208,8 @@ impl std::fmt::Display for ApiError {
     }
 }
 
+impl std::error::Error for ApiError {}
+
 /// What a run answers: its report (the same schema as `stockade run --report -`), plus the files
 /// given back when `return-files` asked for some.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]

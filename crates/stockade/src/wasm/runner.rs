@@ -50,6 +50,27 @@ fn runner_filter() -> Vec<crate::sys::SockFilter> {
     bpf::compile(entries)
 }
 
+/// For a program that builds Wasm jails with itself as their runner (the engine takes
+/// `current_exe()`; `stockade` has its `__runner` command): the first call of its `main`. When
+/// this process is a jail's runner (exec'd as `PROGRAM __runner CONFIG...`), it runs the guest
+/// and returns the runner's exit code, for `main` to return at once; else `None`, having done
+/// nothing.
+pub fn enter() -> Option<std::process::ExitCode> {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_none_or(|a| a != "__runner") {
+        return None;
+    }
+    let config: Option<String> = args.map(|a| a.into_string().ok()).collect();
+    let code = match config {
+        Some(json) => main(&json),
+        None => {
+            eprintln!("stockade runner: its configuration is not UTF-8");
+            125
+        }
+    };
+    Some(std::process::ExitCode::from(u8::try_from(code).unwrap_or(125)))
+}
+
 /// The runner's main: returns the process exit code.
 pub fn main(config_json: &str) -> i32 {
     // First, before any thread: the supervisor's word to go (`SIGUSR1`) blocked in every thread
