@@ -1,4 +1,6 @@
 //! The command line: clap structs only. `main.rs` turns them into library calls.
+//!
+//! Imports (layers): none.
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;

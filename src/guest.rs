@@ -1,4 +1,6 @@
 //! `stockade guest ...` and the Wasm options of `stockade run` (CLI side).
+//!
+//! Imports (layers): `args`.
 
 use crate::args::{GuestCommand, RunArgs};
 use std::path::{Path, PathBuf};

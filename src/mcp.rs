@@ -8,6 +8,8 @@
 //! By default the runs happen in this process, through the same engine `stockade serve` uses
 //! (its configuration file, warm pools included): no daemon needed. With `--serve SOCKET` the
 //! tools are a front for a running server instead, over its unix socket.
+//!
+//! Imports (layers): `args`.
 
 mod backend;
 mod host;

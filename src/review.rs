@@ -1,5 +1,7 @@
 //! `stockade policy check|explain|lint|score|diff|schema` and `stockade doctor` (CLI side: the
 //! library computes, this prints).
+//!
+//! Imports (layers): none.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

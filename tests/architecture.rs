@@ -588,3 +588,77 @@ fn no_import_circle_in_the_typescript_sdk() {
         panic!("typescript/src: modules import each other in a circle: {}", c.join(" -> "));
     }
 }
+
+/// The marker of a layer's doc comment naming the layers it may import.
+const LAYER_IMPORTS: &str = "//! Imports (layers):";
+
+/// The layers a crate's layer may import, as its door's doc comment names them (`` `name` ``
+/// each, or `none`), by layer; `Err` names the doors that name none.
+fn declared_layers(k: &Krate) -> Result<BTreeMap<String, BTreeSet<String>>, Vec<String>> {
+    let (mut declared, mut missing) = (BTreeMap::new(), Vec::new());
+    for f in rust_files(k.dir) {
+        let module = module_of(k, &f);
+        if module.len() != 1 {
+            continue;
+        }
+        let text = std::fs::read_to_string(root().join(&f)).expect("read");
+        let Some(at) = text.find(LAYER_IMPORTS) else {
+            missing.push(f);
+            continue;
+        };
+        // The declaration runs to the end of its sentence, over as many `//!` lines as it takes.
+        let rest = &text[at + LAYER_IMPORTS.len()..];
+        let sentence: String = rest
+            .lines()
+            .map(|l| l.trim_start_matches("//!"))
+            .take_while(|l| !l.trim().is_empty())
+            .collect::<Vec<_>>()
+            .join(" ");
+        let sentence = sentence.split_once('.').map_or(sentence.as_str(), |(s, _)| s);
+        let names: BTreeSet<String> = sentence.split('`').skip(1).step_by(2).map(String::from).collect();
+        declared.insert(module[0].clone(), names);
+    }
+    if missing.is_empty() { Ok(declared) } else { Err(missing) }
+}
+
+/// The layers each layer of a crate imports (its top-level modules; the root, the crate's door,
+/// left out: it may import them all).
+fn layer_imports(k: &Krate) -> BTreeMap<String, BTreeSet<String>> {
+    let mut layers: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (from, to) in import_graph(k) {
+        let Some(layer) = module_of(k, &from).first().cloned() else { continue };
+        let entry = layers.entry(layer.clone()).or_default();
+        entry.extend(to.iter().filter_map(|t| module_of(k, t).first().cloned()).filter(|t| *t != layer));
+    }
+    layers
+}
+
+/// Each crate's layers (its top-level modules) say in their doors' doc comments which other
+/// layers they may import, and import no other: no import up, none across that is not said.
+#[test]
+fn each_layer_imports_only_the_layers_its_doc_comment_names() {
+    let mut wrong = Vec::new();
+    for k in &CRATES {
+        let actual = layer_imports(k);
+        let declared = match declared_layers(k) {
+            Ok(d) => d,
+            Err(missing) => {
+                for door in missing {
+                    let layer = module_of(k, &door).remove(0);
+                    let names: Vec<String> =
+                        actual.get(&layer).into_iter().flatten().map(|n| format!("`{n}`")).collect();
+                    let names = if names.is_empty() { "none".to_string() } else { names.join(", ") };
+                    wrong.push(format!("{door}: no line {LAYER_IMPORTS:?} (it imports {names})"));
+                }
+                continue;
+            }
+        };
+        assert!(declared.len() >= 4, "{}: found only {} layers", k.root, declared.len());
+        for (layer, to) in &actual {
+            for t in to.iter().filter(|t| !declared.get(layer).is_some_and(|d| d.contains(*t))) {
+                wrong.push(format!("{}: layer `{layer}` imports `{t}`, which its doc comment does not name", k.root));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "imports the layers' doc comments do not allow: {wrong:#?}");
+}

@@ -179,10 +179,10 @@ impl HostTools {
 
     /// What the model is told of them.
     pub fn instructions(&self) -> String {
-        let mut s = String::from(
-            " The code may call these tools of the host (Python: `import stockade_host; \
-             stockade_host.call(name, args)`, JavaScript: `host.call(name, args)`; args and the answer \
-             are JSON values; a failed call raises stockade_host.ToolError / host.ToolError):",
+        let how: Vec<&str> = stockade::runtime::LANGUAGES.iter().map(|l| l.host_call).collect();
+        let mut s = format!(
+            " The code may call these tools of the host ({}; args and the answer are JSON values):",
+            how.join(", ")
         );
         for (name, what) in &self.descriptions {
             s.push_str(&format!(" `{name}`: {what}"));

@@ -7,6 +7,8 @@
 //! (one plan per runtime, its warm pool); bind the listeners; serve until SIGTERM or SIGINT; then
 //! drain: stop accepting, refuse the queue, take the warm jails down, let running jobs finish
 //! within the drain timeout, and exit.
+//!
+//! Imports (layers): `args`.
 
 mod answer;
 mod http;

@@ -4,6 +4,8 @@
 //! once it is made ([`Reserved::shrink_to`]), and given back when the front drops it (when its
 //! client has read the answer, or is gone). Past the budget, new runs get 503 `busy`. A workspace's
 //! file given to a client holds its room the same way.
+//!
+//! Imports (layers): none.
 
 use std::sync::Arc;
 use stockade::api::{ApiError, ErrorCode, RunRequest};

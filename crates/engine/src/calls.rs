@@ -3,6 +3,8 @@
 //! server holds every budget (the tools, counts, bytes, each call's time: `stockade::HostCalls`);
 //! this is only the way between it and the client: the pending calls, by run, each answered at
 //! most once, by the caller that made the run.
+//!
+//! Imports (layers): `sessions`.
 
 use super::sessions::Owner;
 use std::collections::HashMap;

@@ -5,6 +5,8 @@
 //! session taken, its runtime available, a run slot, its answer's room — before the front sends
 //! anything, then [`Admitted::run`] runs it. Admission, the answers' budget, the host calls'
 //! opening and a session's begin and finish happen here, once, whatever the front.
+//!
+//! Imports (layers): `budget`, `calls`, `sessions`.
 
 use crate::Engine;
 use crate::budget::Reserved;

@@ -1,6 +1,8 @@
 //! How a jail's thread ends, the same wherever a jail runs (a slot's thread, a spawner's helper,
 //! a live interpreter's thread): the moment given after the answer, a panic named, and the test
 //! builds' panic injection. Imports nothing of the engine's.
+//!
+//! Imports (layers): none.
 
 use std::time::Duration;
 use stockade::{Error, Gated};

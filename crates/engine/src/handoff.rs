@@ -7,6 +7,8 @@
 //!
 //! Both ends are stockade's own processes outside any jail; the lengths are checked all the
 //! same (no frame past [`FRAME_MAX_BYTES`], no slice out of its bytes).
+//!
+//! Imports (layers): none.
 
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};

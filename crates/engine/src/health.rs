@@ -1,6 +1,8 @@
 //! What the engine says of itself: its health (readiness, for balancers and probes) and what it
 //! serves (`GET /v1/info`: its version, runtimes, policies with their limits, request caps, and
 //! what this host enforces of each runtime's jail, layer by layer).
+//!
+//! Imports (layers): `config`.
 
 use super::Engine;
 use crate::config::Kind;
@@ -88,9 +90,7 @@ impl Engine {
     /// A runtime as `/v1/info` shows it.
     fn runtime_info(&self, rt: &crate::config::Runtime) -> RuntimeInfo {
         let (kind, runs) = match &rt.kind {
-            Kind::Guest { python } => {
-                ("wasm-guest", RuntimeRuns::Guest { guest: if *python { "python" } else { "javascript" }.into() })
-            }
+            Kind::Guest(guest) => ("wasm-guest", RuntimeRuns::Guest { guest: guest.name().into() }),
             Kind::Program { path, framed, .. } => (
                 "program",
                 RuntimeRuns::Program {

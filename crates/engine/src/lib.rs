@@ -164,7 +164,7 @@ impl Engine {
     /// does; a live one only of a runtime that can keep an interpreter).
     pub(crate) fn open_session(&self, owner: sessions::Owner, body: SessionBody) -> Result<SessionInfo, ApiError> {
         let spec = self.sessions.check(body, &self.catalog)?;
-        if spec.mode == Mode::Live && self.live_python(&spec.runtime).is_none() {
+        if spec.mode == Mode::Live && self.live_language(&spec.runtime).is_none() {
             return Err(ApiError::field(
                 "mode",
                 format!(

@@ -6,6 +6,8 @@
 //! interpreter running between turns. What is left here is the session's glue: the interpreter
 //! started with the session's limits and files, each run's code handed over as a turn, the
 //! session's files brought to the interpreter's directory between turns and taken back.
+//!
+//! Imports (layers): `config`, `ending`, `slot`.
 
 use super::ending::{AFTER_ANSWER, panic_words};
 use super::slot::{SlotError, Tracker};
@@ -18,7 +20,7 @@ use std::time::Duration;
 use stockade::api::{ApiError, RunRequest, Target};
 use stockade::layers::filesystem::exchange::{Pick, PutFile, Taken};
 use stockade::policy::Limits;
-use stockade::runtime::{Recipe, WORK_DIR};
+use stockade::runtime::{Guest, Language, Recipe, WORK_DIR};
 use stockade::{Exchange, Gated, Host, LiveRun, Report, Start, Turn, TurnCalls, Turned};
 use tokio::sync::oneshot;
 
@@ -54,12 +56,12 @@ pub enum Started {
 }
 
 impl Engine {
-    /// Whether runtime `name` can keep an interpreter, and whether it is Python's: `Some` for a
-    /// Wasm guest or a program under stockade's Python bootstrap.
-    pub fn live_python(&self, name: &str) -> Option<bool> {
+    /// The language of runtime `name`'s live interpreter, when it can keep one: a Wasm guest's,
+    /// or Python's for a program under stockade's Python bootstrap.
+    pub(crate) fn live_language(&self, name: &str) -> Option<&'static Language> {
         match &self.runtimes.get(name)?.kind {
-            Kind::Guest { python } => Some(*python),
-            Kind::Program { framed: true, .. } => Some(true),
+            Kind::Guest(guest) => Some(guest.language()),
+            Kind::Program { framed: true, .. } => Some(Guest::Python.language()),
             Kind::Program { .. } => None,
         }
     }
@@ -308,8 +310,11 @@ impl Engine {
             ));
         }
         // Python's interpreter gives a run its stdin; QuickJS's cannot.
-        if self.live_python(&req.runtime_name) != Some(true) && !req.stdin.is_empty() {
-            return Err(ApiError::field("stdin", "a live JavaScript session's run reads no stdin"));
+        if let Some(l) = self.live_language(&req.runtime_name)
+            && !l.turn_stdin
+            && !req.stdin.is_empty()
+        {
+            return Err(ApiError::field("stdin", format!("a live {} session's run reads no stdin", l.name)));
         }
         let (asked, held) = (&req.limits, session);
         let life = [
@@ -329,7 +334,7 @@ impl Engine {
                 ),
             ));
         }
-        let wasm = matches!(self.runtimes.get(&req.runtime_name).map(|r| &r.kind), Some(Kind::Guest { .. }));
+        let wasm = matches!(self.runtimes.get(&req.runtime_name).map(|r| &r.kind), Some(Kind::Guest(_)));
         match (asked.fuel, held.fuel) {
             (Some(_), _) if !wasm => Err(ApiError::field(
                 "limits.fuel",

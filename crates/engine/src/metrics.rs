@@ -1,5 +1,7 @@
 //! `GET /metrics`: the server's counters in the Prometheus text format (OpenMetrics), with the
 //! `prometheus-client` crate.
+//!
+//! Imports (layers): none.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

@@ -1,5 +1,7 @@
 //! A runtime's warm jails: a [`Pool`] keeps its [`Slot`]s filled in the background, and knows
 //! whether the runtime can run at all.
+//!
+//! Imports (layers): `config`, `ending`, `metrics`, `slot`, `spawner`.
 
 use super::ending::AFTER_ANSWER;
 use super::metrics::Metrics;
@@ -79,9 +81,9 @@ impl Pool {
         metrics: Arc<Metrics>,
         jails: Tracker,
     ) -> Result<Pool, Error> {
-        if let Kind::Guest { python } = rt.kind {
+        if let Kind::Guest(guest) = rt.kind {
             // Every artifact a request may need (with fuel, too) is there before any run.
-            wasm::check_installed(python, &wasm::guests::default_dir())?;
+            wasm::check_installed(guest, &wasm::guests::default_dir())?;
         }
         let recipe = Recipe::build(rt.code(), policy, runner)?;
         Ok(Pool {
@@ -334,7 +336,8 @@ impl Pool {
             }
         };
         let stdin = match &self.config.kind {
-            Kind::Guest { python: false } | Kind::Program { framed: false, .. } => Vec::new(),
+            Kind::Guest(g) if !g.language().probe_framed => Vec::new(),
+            Kind::Program { framed: false, .. } => Vec::new(),
             _ => stockade::handover::frame("", &[]),
         };
         let files = Some(stockade::Exchange { dir: stockade::runtime::WORK_DIR.into(), ..Default::default() });

@@ -10,6 +10,8 @@
 //! whether its client is still there or not. A session belongs to the bearer token that made it
 //! (its SHA-256); with tokens on, any other token is told the same thing as for an id that was
 //! never made.
+//!
+//! Imports (layers): `config`, `live`, `metrics`.
 
 use super::metrics::Metrics;
 use crate::config::SessionBounds;

@@ -2,6 +2,8 @@
 //! the jail stays with it (the jail's parent-death signal follows it), waiting at its gate. A
 //! slot serves exactly one run and is then gone: runs never share a jail. Every jail thread is
 //! counted by its engine's [`Tracker`], which a draining engine waits on.
+//!
+//! Imports (layers): `ending`, `handoff`, `spawner`.
 
 use super::ending::{AFTER_ANSWER, inject_panic, panic_words};
 use super::handoff::{self, Msg};

@@ -25,6 +25,8 @@
 //! The spawner holds the pools' recipes only: a run that finds no warm jail of its runtime gets
 //! a helper's too (built for that run); jails built for a request's own limits or module are
 //! built on the server's threads.
+//!
+//! Imports (layers): `ending`, `handoff`.
 
 use super::ending::{AFTER_ANSWER, inject_panic, panic_words};
 use super::handoff::{self, LENGTHS, Msg};

@@ -2,6 +2,8 @@
 //! command line's cgroup flags and the delegated cgroup taken, the fd limit raised, the engine
 //! built off the async workers and its warm pools filling. Imports the engine and the
 //! configuration, never a front.
+//!
+//! Imports (layers): `config`, `metrics`.
 
 use super::Engine;
 use super::metrics::Metrics;

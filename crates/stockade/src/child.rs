@@ -16,6 +16,8 @@
 //!   process (with its page tables, and their tear-down) is spared for each run. It keeps the
 //!   report pipe only to say which signal ended it when PID 1 could not be ended by it
 //!   ([`on_ending_signal`]); the supervisor believes no more of it than the code's exit shows.
+//!
+//! Imports (layers): `layers`, `report`, `sys`, `wire`.
 
 use crate::layers::cgroup;
 use crate::layers::fds::{self, ChildFds};

@@ -1,6 +1,8 @@
 //! `stockade doctor`: is this host ready, and would a policy run here? Each check reads the
 //! kernel's own answer (sysctls, a `clone3` probe in a child that exits at once, the Landlock
 //! ABI query, the cgroup mounts) and says what it means for a run.
+//!
+//! Imports (layers): `error`, `host`, `layers`, `plan`, `policy`, `report`, `supervisor`, `sys`, `wasm`.
 
 use crate::host::{kernel_at_least, kernel_release, seccomp_actions, userns_restrictions};
 use crate::layers::cgroup::{self, host::Host};

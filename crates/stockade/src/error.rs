@@ -1,6 +1,8 @@
 //! The library's error: one variant per layer or stage that can refuse a run before it starts.
 //! Failures inside the jail after fork are not errors: they come back as a report with status
 //! `setup-failed`.
+//!
+//! Imports (layers): `input`, `layers`, `policy`, `program`, `report`, `sys`.
 
 use crate::layers::cgroup::CgroupError;
 use crate::layers::filesystem::FsError;

@@ -1,6 +1,8 @@
 //! The properties the fuzz targets (`fuzz/`) check, callable from stable Rust too: the corpus and
 //! every crash ever found replay through them in `tests/fuzz_corpus.rs` on each `cargo test`.
 //! Each function panics when a property breaks; that panic is what the fuzzer reports.
+//!
+//! Imports (layers): `api`, `audit`, `policy`, `report`.
 
 use crate::audit;
 use crate::policy::{Policy, PolicyError};

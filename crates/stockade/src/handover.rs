@@ -23,12 +23,40 @@
 //! a warm jail was ready or not. One jail serves one run: nothing carries over.
 //!
 //! [`Prepared::run_gated`]: crate::Prepared::run_gated
+//!
+//! Imports (layers): none.
+
+/// Python's exit-status rule, one for the bootstrap and the live loop (the Python guest's
+/// runner, `guests/python/stockade_guest.py`, keeps the same): what ended the code, as its
+/// status. `SystemExit` as the code's own (`None` 0, an int its low byte, else printed and 1),
+/// any other exception's traceback printed (without the bootstrap's frame) and 1. A function of
+/// the module's, deleted from its globals before any code runs.
+macro_rules! python_status {
+    () => {
+        r#"def _status(e):
+    import sys
+    if isinstance(e, SystemExit):
+        if e.code is None:
+            return 0
+        if isinstance(e.code, int):
+            return e.code & 0xFF
+        print(e.code, file=sys.stderr)
+        return 1
+    e.__traceback__ = e.__traceback__.tb_next
+    sys.excepthook(type(e), e, e.__traceback__)
+    return 1
+"#
+    };
+}
 
 /// `python -c` bootstrap (Python ≥ 3.8, CPython for WASI as well).
-pub const PYTHON_BOOTSTRAP: &str = r#"def _stockade():
+pub const PYTHON_BOOTSTRAP: &str = concat!(
+    python_status!(),
+    r#"def _stockade():
     import os, sys
     g = globals()
     del g["_stockade"]
+    _status = g.pop("_status")
     host = g.pop("_host")
     # The compiler's first use is slow under Wasm (4 ms): pay it before the run.
     compile("pass", "<string>", "exec")
@@ -52,18 +80,8 @@ pub const PYTHON_BOOTSTRAP: &str = r#"def _stockade():
     code = 0
     try:
         exec(compile(src, "<string>", "exec"), g)
-    except SystemExit as e:
-        if e.code is None:
-            code = 0
-        elif isinstance(e.code, int):
-            code = e.code & 0xFF
-        else:
-            print(e.code, file=sys.stderr)
-            code = 1
     except BaseException as e:
-        e.__traceback__ = e.__traceback__.tb_next
-        sys.excepthook(type(e), e, e.__traceback__)
-        code = 1
+        code = _status(e)
     # The interpreter's own finalization takes longer than a short run (5 ms natively, more
     # under Wasm): do what of it a program can see -- wait for its threads, run its exit
     # handlers, release the main module's objects (so its files are closed), flush the standard
@@ -116,7 +134,8 @@ def _host(sys, os, calls):
     sys.modules["stockade_host"] = m
     del os.environ["STOCKADE_HOST_CALLS"]
 _stockade()
-"#;
+"#
+);
 
 /// The JavaScript guest's `host` (its host calls, see `wasm/p1calls.rs`), one line, so that code
 /// it comes before keeps its line numbers: `host.call(name, args)` sends `{"name", "args"}`
@@ -188,10 +207,13 @@ pub const JS_BOOTSTRAP: &str = concat!(
 /// until the next. The code can write fd 3 and read fd 0 too: it can end its own turn early or
 /// say another status, nothing more (its output and its time are its turn's, as its clock says).
 /// The interpreter's end (end of file) ends the loop.
-pub const PYTHON_LIVE: &str = r#"def _stockade_live():
+pub const PYTHON_LIVE: &str = concat!(
+    python_status!(),
+    r#"def _stockade_live():
     import io, os, sys
     g = globals()
     del g["_stockade_live"]
+    _status = g.pop("_status")
     def exact(n, first=False):
         b = bytearray()
         while len(b) < n:
@@ -213,18 +235,8 @@ pub const PYTHON_LIVE: &str = r#"def _stockade_live():
         status = 0
         try:
             exec(compile(src, "<string>", "exec"), g)
-        except SystemExit as e:
-            if e.code is None:
-                status = 0
-            elif isinstance(e.code, int):
-                status = e.code & 0xFF
-            else:
-                print(e.code, file=sys.stderr)
-                status = 1
         except BaseException as e:
-            e.__traceback__ = e.__traceback__.tb_next
-            sys.excepthook(type(e), e, e.__traceback__)
-            status = 1
+            status = _status(e)
         for f in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
             try:
                 f.flush()
@@ -232,7 +244,8 @@ pub const PYTHON_LIVE: &str = r#"def _stockade_live():
                 pass
         put(3, b"%d\n" % status)
 _stockade_live()
-"#;
+"#
+);
 
 /// The live loop of QuickJS under the Wasm runner, run as `qjs --std -e` (after [`JS_HOST`]):
 /// each turn's code evaluated as a global script (its `var`s, functions and top-level `let`s

@@ -8,6 +8,8 @@
 //! anything, so the copy may allocate and run ordinary Rust. The rule of the whole crate is
 //! therefore: **no allocation after a fork of a multithreaded process** (the jail's child, until
 //! exec), ordinary code after a fork of a single-threaded one (a helper).
+//!
+//! Imports (layers): `leftovers`, `sys`.
 
 use crate::sys;
 use std::convert::Infallible;

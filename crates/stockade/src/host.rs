@@ -1,5 +1,7 @@
 //! What this host's kernel offers, read from its own answers (sysctls, `/proc`, the Landlock
 //! ABI query): the facts `stockade doctor` checks and `stockade policy explain` states.
+//!
+//! Imports (layers): `sys`.
 
 pub(crate) fn read_trim(path: &str) -> Option<String> {
     std::fs::read_to_string(path).ok().map(|s| s.trim().to_string())

@@ -1,6 +1,8 @@
 //! Reading what a caller names (a policy file, a code file, a Wasm module): regular files only,
 //! read once, with a size cap. A FIFO, a device or `/proc/self/fd/0` named as a policy would
 //! otherwise block the open or read until memory runs out.
+//!
+//! Imports (layers): none.
 
 use std::fs::{File, OpenOptions};
 use std::io::Read;

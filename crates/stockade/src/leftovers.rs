@@ -3,6 +3,8 @@
 //!
 //! A name carries the owner's pid and its start time (clock ticks since boot): together they name
 //! one process, so a recycled pid never makes a dead owner look alive.
+//!
+//! Imports (layers): none.
 
 /// This process's start time (clock ticks since boot), from `/proc/PID/stat`.
 fn start_time(pid: u32) -> Option<u64> {

@@ -1,5 +1,7 @@
 //! `Policy` + `Job` -> `Plan`: every layer's `prepare`, in one place. This is the last place
 //! that allocates for a run's child; a `Plan` can be run many times.
+//!
+//! Imports (layers): `error`, `layers`, `policy`, `program`, `report`, `sys`.
 
 use crate::error::Error;
 use crate::layers::cgroup::{self, CgroupPlan};

@@ -6,6 +6,8 @@
 //! so the exec fd can stay close-on-exec and no fd leaks into the program. Every file involved
 //! (program, interpreters, the ELF loader) must also be visible inside the jail, or the run is
 //! refused with the path named.
+//!
+//! Imports (layers): `layers`, `policy`, `report`, `sys`.
 
 use crate::layers::filesystem::FsPlan;
 use crate::report::{EXIT_NOT_EXECUTABLE, EXIT_NOT_FOUND};

@@ -3,8 +3,11 @@
 //! one request's Wasm module. A [`Recipe`] is prepared once (blocking: it opens the policy's
 //! grants) and builds any number of jails, each with one shape whatever runs in it:
 //! [`Recipe::prestart`] then [`Waiting::run_gated`].
+//!
+//! Imports (layers): `error`, `handover`, `plan`, `policy`, `supervisor`, `sys`, `wasm`.
 
 use crate::handover;
+pub use crate::wasm::languages::{Guest, LANGUAGES, Language};
 use crate::wasm::{self, GuestCode, WasmJob, WasmPlan, WasmPrepared};
 use crate::{Error, Gate, Gated, Job, Plan, Policy, Prepared, Turn, Turned};
 use std::path::Path;
@@ -16,9 +19,8 @@ pub const WORK_DIR: &str = "/app";
 /// What runs in a recipe's jails.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Code<'a> {
-    /// A managed guest (the Wasm runner's Python, or else JavaScript) waiting for its code on
-    /// stdin: framed for Python ([`handover`]), the whole stdin for JavaScript.
-    Guest { python: bool },
+    /// A managed guest (the Wasm runner's) waiting for its code framed on stdin ([`handover`]).
+    Guest(Guest),
     /// A host program reading its code on stdin; `framed`: stockade's Python bootstrap
     /// (`-c` [`handover::PYTHON_BOOTSTRAP`]) reads the frame.
     Program { path: &'a str, args: &'a [String], framed: bool },
@@ -54,9 +56,8 @@ impl Recipe {
             job
         };
         match code {
-            Code::Guest { python } => {
-                let code = if python { GuestCode::PythonFromStdin } else { GuestCode::JsFromStdin };
-                let mut job = wasm_job(code, &[]);
+            Code::Guest(guest) => {
+                let mut job = wasm_job((guest.language().from_stdin)(), &[]);
                 // `import stockade_host` (the Python guest's) or `host` (the JavaScript bootstrap's),
                 // for the runs that have host calls.
                 job.host_calls = true;
@@ -88,8 +89,8 @@ impl Recipe {
     /// code whole from stdin (it cannot keep an interpreter).
     pub fn build_live(code: Code<'_>, policy: &Policy, runner: &Path) -> Result<Recipe, Error> {
         match code {
-            Code::Guest { python } => {
-                let mut job = WasmJob::new(if python { GuestCode::PythonTurns } else { GuestCode::JsTurns }, runner);
+            Code::Guest(guest) => {
+                let mut job = WasmJob::new((guest.language().turns)(), runner);
                 job.compile_guests = false;
                 job.host_calls = true;
                 Ok(Recipe::Wasm(wasm::prepare(policy, &job)?))

@@ -1,6 +1,8 @@
 //! What the jail's child tells its supervisor, in one place: the stages of the jail (the child's
 //! straight line, in order) and the fixed-size messages on the report pipe — encoded by the child
 //! (no allocation: a stack array), decoded by the supervisor.
+//!
+//! Imports (layers): `sys`.
 
 use crate::sys::Errno;
 

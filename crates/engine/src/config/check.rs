@@ -103,7 +103,7 @@ pub(super) fn check(
             .map(|r: &Runtime| {
                 let framed = !matches!(r.kind, Kind::Program { framed: false, .. });
                 // Stockade's bootstraps give their runs `stockade_host` or `host` (runtime.rs).
-                let host_calls = matches!(r.kind, Kind::Program { framed: true, .. } | Kind::Guest { .. });
+                let host_calls = matches!(r.kind, Kind::Program { framed: true, .. } | Kind::Guest(_));
                 (r.name.clone(), RuntimeSpec { framed, host_calls, policies: r.policies.clone() })
             })
             .collect(),
@@ -289,11 +289,12 @@ fn check_runtime(
             if !rt.args.is_empty() || rt.bootstrap.is_some() {
                 bad(&key, "args and bootstrap are for programs, not guests".into());
             }
-            match g.as_str() {
-                "python" => Kind::Guest { python: true },
-                "javascript" => Kind::Guest { python: false },
-                other => {
-                    bad(&format!("{key}.guest"), format!("{other:?}: the guests are \"python\" and \"javascript\""));
+            match stockade::runtime::Guest::named(g) {
+                Some(guest) => Kind::Guest(guest),
+                None => {
+                    let known: Vec<String> =
+                        stockade::runtime::LANGUAGES.iter().map(|l| format!("{:?}", l.name)).collect();
+                    bad(&format!("{key}.guest"), format!("{g:?}: the guests are {}", known.join(" and ")));
                     return None;
                 }
             }

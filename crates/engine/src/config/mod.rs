@@ -1,6 +1,8 @@
 //! The server's configuration: a TOML file (typed, `deny_unknown_fields`, version 1) turned into
 //! a checked [`Config`], every problem as `FILE:LINE:COL: KEY: message` like a policy's. Without
 //! a file, the built-in defaults (`stockade serve --print-config` shows them as a file).
+//!
+//! Imports (layers): none.
 
 mod check;
 mod file;
@@ -57,8 +59,8 @@ impl std::fmt::Display for Listen {
 /// What a runtime runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Kind {
-    /// The Wasm runner's Python or JavaScript guest, waiting for framed code on stdin.
-    Guest { python: bool },
+    /// A Wasm guest of the runner's, waiting for framed code on stdin.
+    Guest(stockade::runtime::Guest),
     /// A host program; `framed`: stockade's Python bootstrap reads the frame.
     Program { path: String, args: Vec<String>, framed: bool },
 }
@@ -92,7 +94,7 @@ impl Runtime {
     pub fn code(&self) -> stockade::runtime::Code<'_> {
         use stockade::runtime::Code;
         match &self.kind {
-            Kind::Guest { python } => Code::Guest { python: *python },
+            Kind::Guest(guest) => Code::Guest(*guest),
             Kind::Program { path, args, framed } => Code::Program { path, args, framed: *framed },
         }
     }

@@ -3,6 +3,8 @@
 //! ever tighter than its policy's), and refusals as `{"error": {"code", "message", "field"}}`
 //! with their HTTP status. Pure: no I/O, so `stockade serve` and `stockade mcp` check requests
 //! the same way, and the fuzzer reaches the decoder from the library (`fuzzing::run_request`).
+//!
+//! Imports (layers): `handover`, `layers`, `policy`, `report`, `supervisor`.
 
 use crate::Policy;
 use crate::layers::filesystem::exchange::{self, Pick, PutFile};

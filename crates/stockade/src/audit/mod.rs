@@ -5,6 +5,8 @@
 //! its exposure (0.0 = the tightest value, 1.0 = the wall is off) and its value in words. The
 //! score is the weighted mean of the exposures on a 0-10 scale; the diff compares the same rows.
 //! `docs/policy-score.md` lists the rows and their weights (a test checks it matches).
+//!
+//! Imports (layers): `host`, `layers`, `policy`, `sys`.
 
 pub mod explain;
 pub mod lint;

@@ -5,6 +5,8 @@
 //! flags `clone3` takes: the kernel applies them); `fds` and `session` are applied only (nothing
 //! to compute); `bpf` is neither, the seccomp programs' assembler that `seccomp::prepare` uses.
 //! The order in which the child applies them is in `child::enter` and in ARCHITECTURE.md.
+//!
+//! Imports (layers): `leftovers`, `policy`, `report`, `sys`.
 
 pub mod bpf;
 pub mod cgroup;

@@ -1,5 +1,7 @@
 //! Policies: `PolicyFile` (TOML, serde) -> `Policy` (validated). Nothing here touches the host
 //! beyond reading the policy file.
+//!
+//! Imports (layers): `input`.
 
 mod file;
 mod limits;

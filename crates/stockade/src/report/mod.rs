@@ -2,6 +2,8 @@
 //! The JSON form is documented in `docs/report.md`; bump [`SCHEMA_VERSION`] on incompatible change.
 //! The layers' records ([`Enforcement`], [`LayerReport`], [`Layers`]) are in `enforcement.rs`,
 //! re-exported here.
+//!
+//! Imports (layers): `sys`.
 
 mod enforcement;
 
@@ -16,7 +18,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// Exit code of `stockade run` when the wall-clock limit ended the run (as coreutils `timeout`).
 pub const EXIT_TIMEOUT: i32 = 124;
 /// Exit code when stockade itself failed: bad policy or arguments, or jail setup failed.
-pub const EXIT_SETUP_FAILED: i32 = 125;
+pub const EXIT_SETUP_FAILED: i32 = crate::sys::EXIT_SETUP_FAILED;
 /// Exit code when the program was found but could not be executed.
 pub const EXIT_NOT_EXECUTABLE: i32 = 126;
 /// Exit code when the program does not exist (on the host, or inside the jail).

@@ -6,6 +6,8 @@
 //! `channels.rs` holds the pipes and what flows through them, `pump.rs` the event loop while the
 //! program runs, `verdict.rs` the one decision of how a run ended, `words.rs` what went wrong in
 //! words.
+//!
+//! Imports (layers): `child`, `error`, `helper`, `host`, `layers`, `plan`, `policy`, `report`, `sys`, `wire`.
 
 mod calls;
 mod channels;

@@ -18,6 +18,8 @@
 //!
 //! Raw `syscall(2)` is used instead of glibc wrappers where glibc would do more than the call (its
 //! `fork` runs atfork handlers that take locks) or has no wrapper (clone3, pivot_root, mount_setattr).
+//!
+//! Imports (layers): none.
 
 // Syscall results are bounded by the kernel (fd numbers, pids, byte counts no larger than the
 // buffer passed in), so narrowing them cannot lose information on Linux x86_64.
@@ -82,6 +84,11 @@ fn check(rc: c_long) -> Result<c_long, Errno> {
 fn check_int(rc: c_int) -> Result<c_int, Errno> {
     if rc < 0 { Err(Errno::last()) } else { Ok(rc) }
 }
+
+/// The exit code of a jail's child that could not build its jail (and of stockade itself when it
+/// failed): the report's [`crate::report::EXIT_SETUP_FAILED`], defined here, at the bottom, where
+/// the child that exits with it is.
+pub const EXIT_SETUP_FAILED: i32 = 125;
 
 // Constants that are not (or not on every libc version) exported by the libc crate.
 

@@ -61,7 +61,7 @@ struct ExitOnUnwind;
 
 impl Drop for ExitOnUnwind {
     fn drop(&mut self) {
-        super::child::exit(crate::report::EXIT_SETUP_FAILED);
+        super::child::exit(super::EXIT_SETUP_FAILED);
     }
 }
 

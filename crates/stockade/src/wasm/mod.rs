@@ -9,12 +9,16 @@
 //! layer below its own (and this one), from the bottom: engine, stdin, shared; guests, limits;
 //! pages, turns, exit; store, snapshot, deadline; p1calls, component; preload; module, python;
 //! runner.
+//!
+//! Imports (layers): `error`, `handover`, `host`, `input`, `layers`, `plan`, `policy`, `report`, `supervisor`,
+//! `sys`.
 
 mod component;
 mod deadline;
 pub mod engine;
 mod exit;
 pub mod guests;
+pub mod languages;
 mod limits;
 mod module;
 mod p1calls;
@@ -230,7 +234,8 @@ fn managed_artifact(
 /// every engine configuration, each made by this stockade's engine (and Python's standard
 /// library beside it): what a server, which never compiles a guest, checks when it starts.
 /// `Err` names what is missing and `stockade guest install`.
-pub fn check_installed(python: bool, dir: &Path) -> Result<(), GuestError> {
+pub fn check_installed(guest: languages::Guest, dir: &Path) -> Result<(), GuestError> {
+    let python = guest == languages::Guest::Python;
     let (name, stem) =
         if python { ("python", snapshot::artifact_stem()) } else { (guests::QUICKJS.name, guests::QUICKJS.name) };
     for kind in EngineKind::ALL {
