@@ -81,7 +81,8 @@ impl Spawner {
             scrub();
             // The warm Wasm jails share one empty network namespace (root's service only: said
             // when root cannot make it).
-            if let Err(e) = stockade::helper::make_empty_net()
+            let empty = stockade::helper::make_net();
+            if let Err(e) = &empty
                 && rustix::process::geteuid().is_root()
             {
                 eprintln!(
@@ -98,7 +99,7 @@ impl Spawner {
                 Ok(_) => {}
                 Err(e) => eprintln!("stockade serve: the spawner's code stays in its files' mappings: {e}"),
             }
-            spawner(&theirs, &pools)
+            spawner(&theirs, &pools, empty.ok())
         })?;
         let control = server_end.take().ok_or_else(|| io::Error::other("the spawner's socket is gone"))?;
         Ok(Spawner { control, pidfd, ended: std::sync::atomic::AtomicBool::new(false) })
@@ -163,9 +164,9 @@ fn preload<P: RecipeSource>(pools: &BTreeMap<String, Arc<P>>) {
 
 /// The spawner's life: a helper per request, until the server's end closes; then it waits for
 /// its helpers and exits.
-fn spawner<P: RecipeSource>(control: &OwnedFd, pools: &BTreeMap<String, Arc<P>>) -> Infallible {
+fn spawner<P: RecipeSource>(control: &OwnedFd, pools: &BTreeMap<String, Arc<P>>, empty: Option<OwnedFd>) -> Infallible {
     let mut helpers: Vec<Helper> = Vec::new();
-    let mut nets = Nets { free: Vec::new(), can: true };
+    let mut nets = Nets { free: Vec::new(), can: true, empty };
     loop {
         let mut fds: Vec<PollFd<'_>> = std::iter::once(control.as_fd())
             .chain(helpers.iter().map(|h| h.pidfd.as_fd()))
@@ -242,6 +243,8 @@ struct Nets {
     free: Vec<OwnedFd>,
     /// This process can make them (root's service).
     can: bool,
+    /// The empty one the Wasm jails share (their runners make no socket), when it was made.
+    empty: Option<OwnedFd>,
 }
 
 impl Nets {
@@ -304,10 +307,12 @@ fn start_helper<P: RecipeSource>(
         // are closed: it holds its own jail's only.
         nets.free.clear();
         others.iter_mut().for_each(|h| drop(h.net.take()));
-        if let Some(lent) = net.as_ref().and_then(|n| n.try_clone().ok()) {
-            stockade::helper::give_net(lent);
-        }
-        helper(&recipe, one_run, sock.take())
+        let join = match (&net, &nets.empty) {
+            (Some(lent), _) => stockade::JoinNet::InTurn(lent.as_fd()),
+            (None, Some(empty)) => stockade::JoinNet::Shared(empty.as_fd()),
+            (None, None) => stockade::JoinNet::Own,
+        };
+        helper(&recipe, one_run, sock.take(), join)
     });
     match forked {
         Ok((_, pidfd)) => Some(Helper { pidfd, net }),
@@ -325,9 +330,9 @@ fn refuse<T>(sock: OwnedFd, why: &str) -> Option<T> {
     None
 }
 
-/// A helper's life: builds one jail, says it is ready, runs it through its gate when the server
+/// A helper's life: builds one jail (joining `net` where its plan allows), says it is ready, runs it through its gate when the server
 /// sends the run (or takes it down when the server closes the socket), answers, cleans up.
-fn helper(recipe: &Recipe, one_run: bool, sock: Option<OwnedFd>) -> Infallible {
+fn helper(recipe: &Recipe, one_run: bool, sock: Option<OwnedFd>, net: stockade::JoinNet<'_>) -> Infallible {
     let Some(sock) = sock else { stockade::helper::exit(1) };
     let mut sock = UnixStream::from(sock);
     let say = |sock: &mut UnixStream, msg: Msg| handoff::write_frame(sock, &msg, &handoff::Blobs::default());
@@ -342,7 +347,7 @@ fn helper(recipe: &Recipe, one_run: bool, sock: Option<OwnedFd>) -> Infallible {
         match helper_exit() {}
     }
     let gate = if one_run { Gate::for_one_run() } else { Gate::new() };
-    let built = gate.and_then(|gate| Ok((gate, recipe.prestart()?)));
+    let built = gate.and_then(|gate| Ok((gate, recipe.prestart_joining(net)?)));
     let (gate, waiting) = match built {
         Ok(b) => b,
         Err(e) => {

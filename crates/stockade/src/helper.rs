@@ -15,18 +15,13 @@ use crate::sys;
 use std::convert::Infallible;
 use std::os::fd::{AsFd, OwnedFd};
 
-/// The network namespace this process was in when it first made one ([`make_net`]): where a
-/// thread goes back to.
-static HOST_NET: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
-
-/// The empty network namespace of [`make_empty_net`].
-static EMPTY_NET: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
-
-/// The network namespace of [`give_net`], until a jail takes it.
-static GIVEN_NET: std::sync::Mutex<Option<OwnedFd>> = std::sync::Mutex::new(None);
-
 fn errno(e: sys::Errno) -> std::io::Error {
     std::io::Error::from_raw_os_error(e.0)
+}
+
+/// The calling thread's network namespace now.
+fn this_net() -> std::io::Result<OwnedFd> {
+    std::fs::File::open("/proc/thread-self/ns/net").map(OwnedFd::from)
 }
 
 /// Puts the calling thread back in its own network namespace; a thread that cannot go back
@@ -40,65 +35,31 @@ fn back_to_host_net(host: std::os::fd::BorrowedFd<'_>) {
 
 /// Makes an empty network namespace (no interface but `lo`, down; owned by this process's user
 /// namespace, so no jail can configure it) and returns it; this thread stays in its own. Needs
-/// `CAP_SYS_ADMIN` (root's service).
+/// `CAP_SYS_ADMIN` (root's service). The jails a process builds join one made so only when it
+/// says so, as a value ([`crate::JoinNet`]): the namespace shared by the jails of code that makes
+/// no socket, or one a jail takes in turn.
 pub fn make_net() -> std::io::Result<OwnedFd> {
-    let open = |path: &str| std::fs::File::open(path).map(OwnedFd::from);
-    if HOST_NET.get().is_none() {
-        let _ = HOST_NET.set(open("/proc/thread-self/ns/net")?);
-    }
-    let host = HOST_NET.get().ok_or_else(|| std::io::Error::other("no network namespace to go back to"))?;
+    let host = this_net()?;
     sys::unshare(libc::CLONE_NEWNET).map_err(errno)?;
-    let made = open("/proc/thread-self/ns/net");
+    let made = this_net();
     back_to_host_net(host.as_fd());
     made
 }
 
-/// Makes the empty network namespace ([`make_net`]) that the jails this process and its helpers
-/// build for code of their own that makes no socket may share instead of a new one each
-/// ([`crate::InProcess::shared_net`]). `Err` when it cannot be made (not root), and each jail
-/// gets its own as before.
-pub fn make_empty_net() -> std::io::Result<()> {
-    let empty = make_net()?;
-    let _ = EMPTY_NET.set(empty);
-    Ok(())
-}
-
 /// Runs `f` with the calling thread in the network namespace `ns`; the thread is back in its own
 /// after.
-fn in_net<T>(ns: std::os::fd::BorrowedFd<'_>, f: impl FnOnce() -> T) -> std::io::Result<T> {
+pub(crate) fn in_net<T>(ns: std::os::fd::BorrowedFd<'_>, f: impl FnOnce() -> T) -> std::io::Result<T> {
     /// Takes the thread back when dropped: after `f`, or as a panic in it unwinds.
-    struct Back<'a>(std::os::fd::BorrowedFd<'a>);
-    impl Drop for Back<'_> {
+    struct Back(OwnedFd);
+    impl Drop for Back {
         fn drop(&mut self) {
-            back_to_host_net(self.0);
+            back_to_host_net(self.0.as_fd());
         }
     }
-    let host = HOST_NET.get().ok_or_else(|| std::io::Error::other("no network namespace to go back to"))?;
+    let host = this_net()?;
     sys::setns_net(ns).map_err(errno)?;
-    let _back = Back(host.as_fd());
+    let _back = Back(host);
     Ok(f())
-}
-
-/// Runs `f` with the calling thread in the empty network namespace, when [`make_empty_net`] made
-/// one (`None` otherwise); the thread is back in its own after.
-pub(crate) fn in_empty_net<T>(f: impl FnOnce() -> T) -> Option<std::io::Result<T>> {
-    Some(in_net(EMPTY_NET.get()?.as_fd(), f))
-}
-
-/// Gives this process (a helper) the network namespace `ns`, which its maker made
-/// ([`make_net`]) and may have lent to earlier jails, one at a time: the next jail this process
-/// builds whose plan can take one in turn ([`crate::Plan::takes_net_in_turn`]) joins it instead
-/// of creating its own.
-pub fn give_net(ns: OwnedFd) {
-    *GIVEN_NET.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(ns);
-}
-
-/// Runs `f` with the calling thread in the namespace of [`give_net`], which it takes (no later
-/// jail of this process gets it), when there is one (`None` otherwise); the thread is back in its
-/// own after.
-pub(crate) fn in_given_net<T>(f: impl FnOnce() -> T) -> Option<std::io::Result<T>> {
-    let ns = GIVEN_NET.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()?;
-    Some(in_net(ns.as_fd(), f))
 }
 
 /// Whether the network namespace `ns` holds no socket (its `/proc/net/unix` lists none: the only

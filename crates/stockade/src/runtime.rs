@@ -142,9 +142,14 @@ impl Recipe {
 
     /// Builds one jail up to its program's exec (see [`Plan::prestart`]).
     pub fn prestart(&self) -> Result<Waiting<'_>, Error> {
+        self.prestart_joining(crate::JoinNet::Own)
+    }
+
+    /// [`Recipe::prestart`], the jail joining `net` where its plan allows ([`crate::JoinNet`]).
+    pub fn prestart_joining(&self, net: crate::JoinNet<'_>) -> Result<Waiting<'_>, Error> {
         Ok(match self {
-            Recipe::Wasm(w) => Waiting::Wasm(w.prestart()?),
-            Recipe::Program(p) => Waiting::Program(p.prestart()?),
+            Recipe::Wasm(w) => Waiting::Wasm(w.prestart_joining(net)?),
+            Recipe::Program(p) => Waiting::Program(p.prestart_joining(net)?),
         })
     }
 }

@@ -64,6 +64,22 @@ pub struct Prepared<'p> {
     init_is_program: bool,
 }
 
+/// A network namespace made ahead ([`crate::helper::make_net`]) that the jail built now joins
+/// instead of creating its own, when its plan allows: a value the builder passes down, never a
+/// setting of the process.
+#[derive(Debug, Clone, Copy, Default)]
+pub enum JoinNet<'a> {
+    /// Its own (or none, as its policy says).
+    #[default]
+    Own,
+    /// Shared by the jails of code that makes no socket ([`InProcess::shared_net`]); any other
+    /// jail creates its own.
+    Shared(std::os::fd::BorrowedFd<'a>),
+    /// This jail's alone while it runs, when its plan can take one in turn
+    /// ([`Plan::takes_net_in_turn`]); any other jail creates its own.
+    InTurn(std::os::fd::BorrowedFd<'a>),
+}
+
 /// Where a jail's network namespace came from (its report's `namespace.net` says so).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum NetJoined {
@@ -122,7 +138,7 @@ pub struct InProcess {
     pub keep: Vec<RawFd>,
     /// The code makes no socket of any kind (the Wasm runner's own filter refuses them before
     /// any guest code runs): when the policy asks for a network namespace and this process's
-    /// maker made an empty one ([`crate::helper::make_empty_net`]), the jail joins that one
+    /// builder gives it an empty one ([`JoinNet::Shared`]), the jail joins that one
     /// instead of creating its own (which costs a tenth of a small run's CPU, in its creation
     /// and its clean-up). Its runs share it, with nothing in it to see or to use: no interface
     /// up, no socket, and no capability over it (it belongs to this process's user namespace).
@@ -173,7 +189,7 @@ fn raw(fds: &[OwnedFd]) -> Vec<RawFd> {
 
 impl Plan {
     /// Whether its jails may join an empty network namespace made ahead that earlier jails used,
-    /// one at a time ([`crate::helper::give_net`]), instead of creating one each (whose creation
+    /// one at a time ([`JoinNet::InTurn`]), instead of creating one each (whose creation
     /// and clean-up cost a static program's served run about a seventh of its CPU): the policy
     /// asks for a network namespace and a PID namespace (a reaped init is every process of the
     /// jail gone, none left in the namespace), and its filter refuses every socket but a unix one
@@ -205,21 +221,31 @@ impl Plan {
 
     /// Builds the jail up to the exec and parks it there (see [`Prepared`]).
     pub fn prestart(&self) -> Result<Prepared<'_>, Error> {
-        self.prestart_with(None)
+        self.prestart_with(None, JoinNet::Own)
     }
 
-    /// [`Plan::prestart`], with the jail running `code` of this process instead of exec'ing (see
-    /// [`InProcess`]) when it can; `Ok(true)` with the jail when it does.
-    pub fn prestart_in_process(&self, code: &InProcess) -> Result<(Prepared<'_>, bool), Error> {
+    /// [`Plan::prestart`], the jail joining `net` instead of creating its network namespace
+    /// when its plan can take one in turn ([`Plan::takes_net_in_turn`], [`JoinNet::InTurn`]).
+    pub fn prestart_joining(&self, net: JoinNet<'_>) -> Result<Prepared<'_>, Error> {
+        self.prestart_with(None, net)
+    }
+
+    /// [`Plan::prestart_joining`], with the jail running `code` of this process instead of
+    /// exec'ing (see [`InProcess`]) when it can; `Ok(true)` with the jail when it does.
+    pub fn prestart_in_process(&self, code: &InProcess, net: JoinNet<'_>) -> Result<(Prepared<'_>, bool), Error> {
         if !code.usable() {
-            return Ok((self.prestart_with(None)?, false));
+            return Ok((self.prestart_with(None, net)?, false));
         }
         let faults = sys::FaultHandlers::now()
             .map_err(|errno| Error::Supervisor { what: "read the fault signals' handlers", errno })?;
-        Ok((self.prestart_with(Some((code, &faults)))?, true))
+        Ok((self.prestart_with(Some((code, &faults)), net)?, true))
     }
 
-    fn prestart_with(&self, code: Option<(&InProcess, &sys::FaultHandlers)>) -> Result<Prepared<'_>, Error> {
+    fn prestart_with(
+        &self,
+        code: Option<(&InProcess, &sys::FaultHandlers)>,
+        net: JoinNet<'_>,
+    ) -> Result<Prepared<'_>, Error> {
         let sv = |what: &'static str| move |errno: Errno| Error::Supervisor { what, errno };
         let renumber = |fds: Vec<OwnedFd>| {
             fds.into_iter().map(sys::above_stdio).collect::<Result<Vec<_>, _>>().map_err(sv("renumber an fd"))
@@ -299,18 +325,19 @@ impl Plan {
         };
 
         let owner = self.id.lease_owner()?;
-        // Code that makes no socket may share the empty network namespace of this process's
-        // maker (see `helper::make_empty_net`) instead of a new one; a program whose jail can
-        // take one in turn joins the one its helper was given (`helper::give_net`).
+        // Code that makes no socket may share the empty network namespace its builder was given
+        // (`JoinNet::Shared`) instead of a new one; a program whose jail can take one in turn
+        // joins the one given for it (`JoinNet::InTurn`).
         let newnet = libc::CLONE_NEWNET as u64;
-        let share_net = code.is_some_and(|(c, _)| c.shared_net) && clone_flags & newnet != 0;
         let spawn = |flags| self.spawn(&args, flags, leaf.as_ref(), owner.as_ref());
-        let joined = if share_net {
-            crate::helper::in_empty_net(|| spawn(clone_flags & !newnet)).map(|r| (NetJoined::Shared, r))
-        } else if code.is_none() && self.takes_net_in_turn() {
-            crate::helper::in_given_net(|| spawn(clone_flags & !newnet)).map(|r| (NetJoined::InTurn, r))
-        } else {
-            None
+        let joined = match net {
+            JoinNet::Shared(ns) if code.is_some_and(|(c, _)| c.shared_net) && clone_flags & newnet != 0 => {
+                Some((NetJoined::Shared, crate::helper::in_net(ns, || spawn(clone_flags & !newnet))))
+            }
+            JoinNet::InTurn(ns) if code.is_none() && self.takes_net_in_turn() => {
+                Some((NetJoined::InTurn, crate::helper::in_net(ns, || spawn(clone_flags & !newnet))))
+            }
+            _ => None,
         };
         let (net, spawned) = match joined {
             Some((net, Ok(spawned))) => (net, spawned),

@@ -460,15 +460,21 @@ impl WasmPlan {
 
     /// Builds the jail up to the runner's exec (see [`Plan::prestart`]).
     pub fn prestart(&self) -> Result<WasmPrepared<'_>, Error> {
+        self.prestart_joining(crate::JoinNet::Own)
+    }
+
+    /// [`WasmPlan::prestart`], a runner that is a copy of this process joining `net` when it is
+    /// a shared one ([`crate::JoinNet::Shared`]: the runner makes no socket).
+    pub fn prestart_joining(&self, net: crate::JoinNet<'_>) -> Result<WasmPrepared<'_>, Error> {
         let loaded = self.guest.as_ref().and_then(preload::find);
         let prepared = match loaded {
             // Loaded ahead by this process: the runner is a copy of it (when it has one thread).
             Some(l) => {
                 // The runner's own filter refuses every socket before any guest code runs.
                 let code = crate::InProcess { entry: runner::main_in_process, keep: l.fds.clone(), shared_net: true };
-                self.plan.prestart_in_process(&code)?.0
+                self.plan.prestart_in_process(&code, net)?.0
             }
-            None => self.plan.prestart()?,
+            None => self.plan.prestart_joining(net)?,
         };
         Ok(WasmPrepared { prepared, wasm: self })
     }
