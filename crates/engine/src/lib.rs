@@ -23,6 +23,7 @@ pub mod sessions;
 mod slot;
 mod spawner;
 pub mod start;
+mod turns;
 
 pub use door::{Admitted, Command, Held, Host, Output, Reply, Run};
 pub use health::Readiness;
@@ -325,91 +326,6 @@ impl Engine {
             }
             engine.metrics.run_done(&req.runtime_name, status, warm, t0.elapsed().as_secs_f64());
             result.map(|((report, files), _)| then(report, files))
-        });
-        task.await.unwrap_or_else(|_| Err(internal("the run's task ended abnormally")))
-    }
-
-    /// Runs an admitted run of a session ([`sessions::Turn::request`] made `req` and
-    /// `workspace`): the whole workspace is taken back for the session, and the answer gives
-    /// back what the request asked.
-    pub(crate) async fn run_turn(
-        self: &Arc<Self>,
-        permit: OwnedSemaphorePermit,
-        turn: sessions::Turn,
-        mut req: RunRequest,
-        workspace: stockade::layers::filesystem::exchange::Pick,
-        streams: Streams,
-    ) -> Result<RunResult, ApiError> {
-        if turn.spec.mode == stockade::api::session::Mode::Live {
-            return self.live_turn(permit, turn, req, workspace, streams).await;
-        }
-        let asked = req.return_files.replace(workspace);
-        let then = move |report, taken| {
-            let (session, returned) = turn.finish(taken, asked.as_ref());
-            RunResult { session: Some(session), ..RunResult::new(report, returned.as_ref()) }
-        };
-        self.execute_then(permit, req, streams, then).await
-    }
-
-    /// A run of a live session: its interpreter (started when it has none) brought the
-    /// session's files, given the run's code, and its directory taken back as the session's
-    /// workspace. Runs to its end in a task of its own, whether the caller stays or not.
-    async fn live_turn(
-        self: &Arc<Self>,
-        permit: OwnedSemaphorePermit,
-        mut turn: sessions::Turn,
-        mut req: RunRequest,
-        workspace: stockade::layers::filesystem::exchange::Pick,
-        streams: Streams,
-    ) -> Result<RunResult, ApiError> {
-        use stockade::api::session::Interpreter;
-        let engine = self.clone();
-        let task = tokio::spawn(async move {
-            let _permit = permit;
-            let running = Running::new(&engine);
-            let t0 = Instant::now();
-            engine.refuse_for_live(&req, &turn.spec.limits)?;
-            let asked = req.return_files.take();
-            let files = std::mem::take(&mut req.files);
-            let (mut interp, mut how) = match turn.interp.take() {
-                Some(mut i) => match i.sync(files).await {
-                    Ok(()) => (i, Interpreter::Kept),
-                    Err(e) => {
-                        // The run does not happen; the interpreter stays the session's.
-                        turn.keep(i);
-                        return Err(e);
-                    }
-                },
-                None => match engine.live_start(&req, &turn.spec.limits, turn.lifetime_left, files).await? {
-                    live::Started::Ready(i) => (i, Interpreter::Started),
-                    live::Started::Died(report) => {
-                        drop(running);
-                        engine.metrics.run_done(
-                            &req.runtime_name,
-                            report.status.as_str(),
-                            false,
-                            t0.elapsed().as_secs_f64(),
-                        );
-                        let (mut session, returned) = turn.finish(None, asked.as_ref());
-                        session.interpreter = Some(Interpreter::Restarted);
-                        return Ok(RunResult { session: Some(session), ..RunResult::new(*report, returned.as_ref()) });
-                    }
-                },
-            };
-            let (report, alive) = interp.turn(&req, streams).await?;
-            let taken = interp.take(workspace).await;
-            if alive {
-                turn.keep(interp);
-            } else {
-                drop(interp);
-                how = Interpreter::Restarted;
-                engine.metrics.session_restarted();
-            }
-            drop(running);
-            engine.metrics.run_done(&req.runtime_name, report.status.as_str(), true, t0.elapsed().as_secs_f64());
-            let (mut session, returned) = turn.finish(taken, asked.as_ref());
-            session.interpreter = Some(how);
-            Ok(RunResult { session: Some(session), ..RunResult::new(report, returned.as_ref()) })
         });
         task.await.unwrap_or_else(|_| Err(internal("the run's task ended abnormally")))
     }

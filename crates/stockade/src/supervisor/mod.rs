@@ -203,6 +203,27 @@ impl Plan {
             && self.seccomp.refuses(crate::policy::SyscallGroup::IoUring)
     }
 
+    /// The namespace of `net` a jail of this plan running `code` (`None`: its program) joins
+    /// instead of creating its own, and how its report says so; `None`: its own. Code that makes
+    /// no socket may share the empty one its builder was given (`JoinNet::Shared`); a program
+    /// whose jail can take one in turn joins the one given for it (`JoinNet::InTurn`).
+    fn net_to_join<'n>(
+        &self,
+        code: Option<&InProcess>,
+        net: JoinNet<'n>,
+        clone_flags: u64,
+    ) -> Option<(NetJoined, std::os::fd::BorrowedFd<'n>)> {
+        match net {
+            JoinNet::Shared(ns)
+                if code.is_some_and(|c| c.shared_net) && clone_flags & libc::CLONE_NEWNET as u64 != 0 =>
+            {
+                Some((NetJoined::Shared, ns))
+            }
+            JoinNet::InTurn(ns) if code.is_none() && self.takes_net_in_turn() => Some((NetJoined::InTurn, ns)),
+            _ => None,
+        }
+    }
+
     /// The enforcement entries of [`Plan::layers`] as a jail of this plan whose network namespace
     /// came from `net` ([`Prepared::net`]) reports them: `GET /v1/info` says what a service's
     /// runs will.
@@ -325,26 +346,16 @@ impl Plan {
         };
 
         let owner = self.id.lease_owner()?;
-        // Code that makes no socket may share the empty network namespace its builder was given
-        // (`JoinNet::Shared`) instead of a new one; a program whose jail can take one in turn
-        // joins the one given for it (`JoinNet::InTurn`).
-        let newnet = libc::CLONE_NEWNET as u64;
         let spawn = |flags| self.spawn(&args, flags, leaf.as_ref(), owner.as_ref());
-        let joined = match net {
-            JoinNet::Shared(ns) if code.is_some_and(|(c, _)| c.shared_net) && clone_flags & newnet != 0 => {
-                Some((NetJoined::Shared, crate::helper::in_net(ns, || spawn(clone_flags & !newnet))))
-            }
-            JoinNet::InTurn(ns) if code.is_none() && self.takes_net_in_turn() => {
-                Some((NetJoined::InTurn, crate::helper::in_net(ns, || spawn(clone_flags & !newnet))))
-            }
-            _ => None,
-        };
-        let (net, spawned) = match joined {
-            Some((net, Ok(spawned))) => (net, spawned),
-            Some((_, Err(e))) => {
-                let errno = Errno(e.raw_os_error().unwrap_or(libc::EIO));
-                return Err(Error::Supervisor { what: "enter a network namespace made ahead", errno });
-            }
+        let newnet = libc::CLONE_NEWNET as u64;
+        let (net, spawned) = match self.net_to_join(code.map(|(c, _)| c), net, clone_flags) {
+            Some((how, ns)) => match crate::helper::in_net(ns, || spawn(clone_flags & !newnet)) {
+                Ok(spawned) => (how, spawned),
+                Err(e) => {
+                    let errno = Errno(e.raw_os_error().unwrap_or(libc::EIO));
+                    return Err(Error::Supervisor { what: "enter a network namespace made ahead", errno });
+                }
+            },
             None => (NetJoined::Own, spawn(clone_flags)),
         };
         let (pid, pidfd) = spawned?;

@@ -2,10 +2,13 @@
 //! engine and the recipes need to know of one, so that none of them asks "is it Python?".
 //! Adding a language is an entry here, its guest (`guests.rs`, its artifact checked by
 //! [`super::check_installed`]) and its bootstraps in [`crate::handover`] (its code framed on
-//! stdin, its live loop, its host-call import and its exit-status rule). Imports `GuestCode` of
-//! its parent only.
+//! stdin, its live loop, its host-call import and its exit-status rule). Imports its parent's
+//! `GuestCode` and what a guest's install is checked with.
 
-use super::GuestCode;
+use super::engine::EngineKind;
+use super::guests::{self, GuestError};
+use super::{GuestCode, snapshot, usable};
+use std::path::Path;
 
 /// A managed Wasm guest's language, each an entry of [`LANGUAGES`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -74,6 +77,29 @@ impl Guest {
     pub fn name(self) -> &'static str {
         self.language().name
     }
+}
+
+/// Whether a language's guest is installed in `dir` with an artifact for
+/// every engine configuration, each made by this stockade's engine (and Python's standard
+/// library beside it): what a server, which never compiles a guest, checks when it starts.
+/// `Err` names what is missing and `stockade guest install`.
+pub fn check_installed(guest: Guest, dir: &Path) -> Result<(), GuestError> {
+    let (name, stem) = match guest {
+        Guest::Python => ("python", snapshot::artifact_stem()),
+        Guest::JavaScript => (guests::QUICKJS.name, guests::QUICKJS.name),
+    };
+    for kind in EngineKind::ALL {
+        let path = guests::artifact_path(dir, stem, kind);
+        if let Err(why) = usable(&path, kind)? {
+            return Err(GuestError::NotPrecompiled { name: name.into(), path, why });
+        }
+    }
+    let lib = snapshot::stdlib_path(dir);
+    if guest == Guest::Python && !lib.exists() {
+        let why = "its standard library is not extracted (or is of an older stockade)".to_string();
+        return Err(GuestError::NotPrecompiled { name: name.into(), path: lib, why });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ pub mod engine;
 mod exit;
 pub mod guests;
 pub mod languages;
+pub use languages::check_installed;
 mod limits;
 mod module;
 mod p1calls;
@@ -228,28 +229,6 @@ fn managed_artifact(
         Err(why) if !job.compile_guests => Err(GuestError::NotPrecompiled { name: name.into(), path: artifact, why }),
         Err(_) => guests::ensure_artifact(&source()?, &artifact, kind),
     }
-}
-
-/// Whether a managed guest (Python, else QuickJS) is installed in `dir` with an artifact for
-/// every engine configuration, each made by this stockade's engine (and Python's standard
-/// library beside it): what a server, which never compiles a guest, checks when it starts.
-/// `Err` names what is missing and `stockade guest install`.
-pub fn check_installed(guest: languages::Guest, dir: &Path) -> Result<(), GuestError> {
-    let python = guest == languages::Guest::Python;
-    let (name, stem) =
-        if python { ("python", snapshot::artifact_stem()) } else { (guests::QUICKJS.name, guests::QUICKJS.name) };
-    for kind in EngineKind::ALL {
-        let path = guests::artifact_path(dir, stem, kind);
-        if let Err(why) = usable(&path, kind)? {
-            return Err(GuestError::NotPrecompiled { name: name.into(), path, why });
-        }
-    }
-    let lib = snapshot::stdlib_path(dir);
-    if python && !lib.exists() {
-        let why = "its standard library is not extracted (or is of an older stockade)".to_string();
-        return Err(GuestError::NotPrecompiled { name: name.into(), path: lib, why });
-    }
-    Ok(())
 }
 
 /// Where a fresh workspace (no `--workspace`) is inside the jail: an empty directory of the
