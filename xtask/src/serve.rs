@@ -310,23 +310,29 @@ pub fn bench(root: &Path, stockade: &Path, dir: &Path, guests: &Path) -> Result<
     if !left.clean() {
         return Err("the server without a spawner left something behind".into());
     }
+    sdk_rows(root, dir, &socket)?;
+    let left = server.stop()?;
+    left.print();
+    if left.clean() { Ok(()) } else { Err("the server left something behind".into()) }
+}
+
+/// The SDKs' rows of the service's bench: each SDK's cost over a bare request on `socket`.
+fn sdk_rows(root: &Path, dir: &Path, socket: &str) -> Result<(), String> {
     println!("\nthe Python SDK (python/, in a virtual environment of its own)");
     match sdk_venv(root, dir) {
         Ok(python) => {
-            super::run(Command::new(python).arg(root.join("xtask/sdk_bench.py")).args([&socket, "40", "150"]))?
+            super::run(Command::new(python).arg(root.join("xtask/sdk_bench.py")).args([socket, "40", "150"]))?
         }
         Err(e) => println!("skipped: {e}"),
     }
     println!("\nthe TypeScript SDK (typescript/, built with its own devDependencies)");
     match ts_sdk(root) {
         Ok(()) => super::run(
-            Command::new("node").arg(root.join("typescript/bench/overhead.mjs")).args([&socket, "40", "150"]),
+            Command::new("node").arg(root.join("typescript/bench/overhead.mjs")).args([socket, "40", "150"]),
         )?,
         Err(e) => println!("skipped: {e}"),
     }
-    let left = server.stop()?;
-    left.print();
-    if left.clean() { Ok(()) } else { Err("the server left something behind".into()) }
+    Ok(())
 }
 
 /// The TypeScript SDK built (`npm ci` when its dependencies are not there yet).
