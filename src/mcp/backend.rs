@@ -45,14 +45,14 @@ impl Backend {
     pub(super) async fn run(&self, body: RunBody, host: Option<&host::HostTools>) -> Result<Report, ApiError> {
         match self.call(Command::Run(Run::Fresh(body)), host).await? {
             Reply::Ran(ran) => Ok(ran.value.report),
-            other => Err(unexpected(&other)),
+            other => Err(other.unexpected()),
         }
     }
 
     pub(super) async fn open(&self, body: SessionBody) -> Result<String, ApiError> {
         match self.call(Command::OpenSession(body), None).await? {
             Reply::Session(info) => Ok(info.id),
-            other => Err(unexpected(&other)),
+            other => Err(other.unexpected()),
         }
     }
 
@@ -65,28 +65,28 @@ impl Backend {
         let run = Run::InSession { session: id.to_string(), body };
         match self.call(Command::Run(run), host).await? {
             Reply::Ran(ran) => Ok((ran.value.report, ran.value.session)),
-            other => Err(unexpected(&other)),
+            other => Err(other.unexpected()),
         }
     }
 
     pub(super) async fn files(&self, id: &str) -> Result<Vec<FileInfo>, ApiError> {
         match self.call(Command::Files(id.to_string()), None).await? {
             Reply::Files(list) => Ok(list.files),
-            other => Err(unexpected(&other)),
+            other => Err(other.unexpected()),
         }
     }
 
     pub(super) async fn get_file(&self, id: &str, path: &str) -> Result<Vec<u8>, ApiError> {
         match self.call(Command::GetFile { session: id.to_string(), path: path.to_string() }, None).await? {
             Reply::File(file) => Ok(file.value),
-            other => Err(unexpected(&other)),
+            other => Err(other.unexpected()),
         }
     }
 
     pub(super) async fn put_file(&self, id: &str, path: &str, bytes: Vec<u8>) -> Result<(), ApiError> {
         match self.call(Command::PutFile { session: id.to_string(), path: path.to_string(), bytes }, None).await? {
             Reply::Put(_) => Ok(()),
-            other => Err(unexpected(&other)),
+            other => Err(other.unexpected()),
         }
     }
 
@@ -96,9 +96,4 @@ impl Backend {
         }
         self.call(Command::CloseSession(id.to_string()), None).await.map(|_| ())
     }
-}
-
-/// A reply of a kind the command does not have: the engine's failure, never the client's.
-pub(super) fn unexpected(reply: &Reply) -> ApiError {
-    ApiError::new(ErrorCode::Internal, format!("the engine answered {reply:?}: not this command's reply"))
 }

@@ -4,7 +4,6 @@
 
 use super::request::{
     App, Claimed, ask, check_content_type, claim, decode_fingerprinted, keyed_run, refuse, respond, stream_param,
-    unexpected,
 };
 use super::sessions;
 use axum::Router;
@@ -91,7 +90,7 @@ async fn ready(State(app): State<App>) -> Response {
             let status = if ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
             (status, axum::Json(health)).into_response()
         }
-        Ok(other) => respond(unexpected(&other)),
+        Ok(other) => respond(other.unexpected()),
         Err(e) => respond(e),
     }
 }
@@ -101,7 +100,7 @@ async fn ready(State(app): State<App>) -> Response {
 async fn live(State(app): State<App>) -> Response {
     match ask(&app, None, Command::Live).await {
         Ok(Reply::Live(l)) => axum::Json(l).into_response(),
-        Ok(other) => respond(unexpected(&other)),
+        Ok(other) => respond(other.unexpected()),
         Err(e) => respond(e),
     }
 }
@@ -109,7 +108,7 @@ async fn live(State(app): State<App>) -> Response {
 async fn info(State(app): State<App>) -> Response {
     match ask(&app, None, Command::Info).await {
         Ok(Reply::Info(i)) => axum::Json(i).into_response(),
-        Ok(other) => respond(unexpected(&other)),
+        Ok(other) => respond(other.unexpected()),
         Err(e) => respond(e),
     }
 }
@@ -117,7 +116,7 @@ async fn info(State(app): State<App>) -> Response {
 async fn metrics(State(app): State<App>) -> Response {
     let text = match ask(&app, None, Command::Metrics).await {
         Ok(Reply::Metrics(text)) => text,
-        Ok(other) => return respond(unexpected(&other)),
+        Ok(other) => return respond(other.unexpected()),
         Err(e) => return respond(e),
     };
     let mut r = text.into_response();

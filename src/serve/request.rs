@@ -82,11 +82,6 @@ pub(super) async fn ask(app: &App, caller: Owner, command: Command) -> Result<Re
     app.engine.call(caller, command).await
 }
 
-/// A reply of a kind the command does not have: the server's own failure, never a client's.
-pub(super) fn unexpected(reply: &Reply) -> ApiError {
-    ApiError::new(ErrorCode::Internal, format!("the engine answered {reply:?}: not this command's reply"))
-}
-
 /// The key a run's request carries (a streamed run's answer is not kept: refused with one).
 pub(super) fn keyed_run(headers: &HeaderMap, stream: bool) -> Result<Option<String>, ApiError> {
     let key = super::idempotency::key_of(headers)?;

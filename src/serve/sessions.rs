@@ -4,7 +4,7 @@
 
 use super::request::{
     App, Claimed, ask, check_content_type, claim, decode, decode_fingerprinted, keyed_run, read_body_within, refuse,
-    stream_param, unexpected,
+    stream_param,
 };
 use axum::Extension;
 use axum::body::Body;
@@ -24,18 +24,13 @@ pub struct Caller(pub Owner);
 /// Answers a reply as JSON with `status` ([`Reply::Done`]: 204), a refusal as itself (a 4xx
 /// counted by its code).
 fn answer(app: &App, status: StatusCode, r: Result<Reply, ApiError>) -> Response {
-    let json = |v: serde_json::Value| (status, axum::Json(v)).into_response();
-    let to = |v: Result<serde_json::Value, serde_json::Error>| match v {
-        Ok(v) => json(v),
-        Err(e) => refuse(app, ApiError::new(ErrorCode::Internal, format!("the reply did not encode: {e}"))),
-    };
     match r {
         Ok(Reply::Done) => StatusCode::NO_CONTENT.into_response(),
-        Ok(Reply::Session(s)) => to(serde_json::to_value(s)),
-        Ok(Reply::Sessions(s)) => json(serde_json::json!({ "sessions": s })),
-        Ok(Reply::Files(f)) => to(serde_json::to_value(f)),
-        Ok(Reply::Put(f)) => to(serde_json::to_value(f)),
-        Ok(other) => refuse(app, unexpected(&other)),
+        Ok(Reply::Session(s)) => (status, axum::Json(s)).into_response(),
+        Ok(Reply::Sessions(s)) => (status, axum::Json(serde_json::json!({ "sessions": s }))).into_response(),
+        Ok(Reply::Files(f)) => (status, axum::Json(f)).into_response(),
+        Ok(Reply::Put(f)) => (status, axum::Json(f)).into_response(),
+        Ok(other) => refuse(app, other.unexpected()),
         Err(e) => refuse(app, e),
     }
 }
@@ -186,7 +181,7 @@ async fn answered(
     let waiting = Command::CallWaiting { session: session.clone(), run: run.clone(), call: call.clone() };
     let most = match ask(app, caller.0, waiting).await? {
         Reply::Waiting(most) => u64::from(most),
-        other => return Err(unexpected(&other)),
+        other => return Err(other.unexpected()),
     };
     let limit = most.max(ERROR_MAX_BYTES) + ANSWER_FRAME_BYTES;
     let refusal = || {
@@ -259,7 +254,7 @@ pub async fn get_file(
             r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
             r
         }
-        Ok(other) => refuse(&app, unexpected(&other)),
+        Ok(other) => refuse(&app, other.unexpected()),
         Err(e) => refuse(&app, e),
     }
 }

@@ -259,12 +259,15 @@ impl Engine {
     }
 }
 
-impl Admitted {
-    /// The tools the run declares.
-    pub fn tools(&mut self) -> &[stockade::Tool] {
-        &self.job.request().tools
+impl Reply {
+    /// The refusal of this reply given to a command whose reply is of another kind: the engine's
+    /// failure (a front's bug), never the client's.
+    pub fn unexpected(&self) -> ApiError {
+        ApiError::new(ErrorCode::Internal, format!("the engine answered {self:?}: not this command's reply"))
     }
+}
 
+impl Admitted {
     /// Runs it, to its end (whether or not the caller is still there: a session keeps its
     /// workspace so).
     pub async fn run(self, output: Output) -> Result<RunResult, ApiError> {
