@@ -410,7 +410,8 @@ impl Engine {
     }
 
     /// Why a jail built for `req` is not there: the request's own limit when it was too small to
-    /// build the jail (400, naming it), else the host's failure (500, counted).
+    /// build the jail (400, naming it), else the host's failure (500, counted, and for a runtime
+    /// one of its runs that failed as they started).
     fn cold_refusal(&self, req: &RunRequest, e: SlotError) -> ApiError {
         if let SlotError::Jail(stockade::Error::JailDied { limit: Some(limit), why }) = &e {
             let named = self.catalog.policies.get(&req.policy_name).map(Limits::of).unwrap_or_default();
@@ -426,8 +427,14 @@ impl Engine {
                 );
             }
         }
-        self.metrics.setup_failed("cold");
-        incident(ErrorCode::JailSetupFailed, "the server could not build a jail for this run", &e.to_string())
+        let why = e.to_string();
+        // The runtime's jail, built for this run, failed: a run of the runtime failed as its jail
+        // started it, as readiness counts one (only a run that starts clears it).
+        match &req.target {
+            Target::Runtime(name) if let Some(pool) = self.pools.get(name) => pool.run_failed(&why),
+            _ => self.metrics.setup_failed("cold"),
+        }
+        incident(ErrorCode::JailSetupFailed, "the server could not build a jail for this run", &why)
     }
 }
 
