@@ -354,6 +354,11 @@ pub struct ServeArgs {
     /// (instead of the configuration's server.tokens-file).
     #[arg(long, value_name = "FILE")]
     pub tokens_file: Option<PathBuf>,
+    /// Keep sessions in this directory (instead of the configuration's sessions.state-dir; by
+    /// default /var/lib/stockade/state for root, else $XDG_STATE_HOME/stockade): a server started
+    /// again on it has them again.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
     /// Check the configuration, build every runtime's jail plan once, print what would be
     /// served, and exit.
     #[arg(long)]
@@ -403,6 +408,10 @@ pub struct McpArgs {
     /// runs happen here (not with `--serve`: the calls are answered by this process).
     #[arg(long, value_name = "FILE", conflicts_with = "serve")]
     pub host_tools: Option<PathBuf>,
+    /// Keep the sessions in this directory, so that `stockade mcp` started again on it has them
+    /// again (without it, they end with the process).
+    #[arg(long, value_name = "DIR", conflicts_with = "serve")]
+    pub state_dir: Option<PathBuf>,
     #[command(flatten)]
     pub cgroups: CgroupArgs,
 }

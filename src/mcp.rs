@@ -466,7 +466,12 @@ pub fn command(args: McpArgs) -> ExitCode {
     // server, said. A host that cannot build jails does not: every call says why.
     let cfg = match &args.serve {
         Some(_) => None,
-        None => match start::front_config(args.config.as_deref(), args.policy.as_deref(), &args.cgroups.flags()) {
+        None => match start::front_config(
+            args.config.as_deref(),
+            args.policy.as_deref(),
+            args.state_dir.as_deref(),
+            &args.cgroups.flags(),
+        ) {
             Ok(c) => Some(c),
             Err(e) => return crate::fail(e),
         },

@@ -531,6 +531,8 @@ fn socket_activation_serves_on_the_socket_systemd_passes() {
             .arg(stockade_bin())
             .arg("serve")
             .arg(&config)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())

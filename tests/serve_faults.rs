@@ -408,7 +408,8 @@ fn start_under_clone3_enosys(config: &str) -> (std::process::Child, tempfile::Te
     std::fs::write(&path, format!("version = 1\n[server]\nlisten = [\"unix:{}\"]\n{config}", socket.display()))
         .expect("config");
     let mut cmd = std::process::Command::new(stockade_bin());
-    cmd.arg("serve").arg(&path).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null());
+    cmd.arg("serve").arg(&path).arg("--state-dir").arg(dir.path().join("state"));
+    cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null());
     cmd.stderr(std::process::Stdio::null());
     // SAFETY: between fork and exec the child only makes the two system calls of apply_filter
     // (prctl, seccomp) on a program compiled before the fork.

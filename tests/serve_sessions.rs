@@ -2,8 +2,8 @@
 //! kept between runs (a file uploaded, transformed by Python, downloaded; a file one run writes
 //! read by the next), its paths confined (`..`, absolute, a symlink or special file a run
 //! leaves), one run at a time, the three clocks and the cap, a session reachable only with the
-//! token that made it, and a killed server leaving nothing of its sessions. Needs the Wasm
-//! guests (skips without them, saying so).
+//! token that made it, and a killed server leaving no jail, its sessions there again when it
+//! starts again. Needs the Wasm guests (skips without them, saying so).
 
 mod common;
 mod server;
@@ -357,7 +357,7 @@ fn a_session_is_reached_only_with_the_token_that_made_it() {
 }
 
 #[test]
-fn a_killed_server_leaves_nothing_of_its_sessions() {
+fn a_killed_server_leaves_no_jail_and_its_sessions_come_back() {
     if !guests() {
         return;
     }
@@ -375,7 +375,7 @@ fn a_killed_server_leaves_nothing_of_its_sessions() {
                 "POST",
                 &path,
                 &[JSON],
-                json!({"code": "while True: pass"}).to_string().into_bytes(),
+                json!({"code": "open('/app/half.txt', 'w').write('x')\nwhile True: pass"}).to_string().into_bytes(),
             )
         });
     });
@@ -388,11 +388,17 @@ fn a_killed_server_leaves_nothing_of_its_sessions() {
     assert!(wait_for(Duration::from_secs(3), || gone(&family)), "the session's jail outlived the server");
     assert!(mount_count() <= mounts, "mounts left");
     let left = cgroups_of(pid);
-    let again = Server::start("", RUNTIMES, false);
+    let again = s.restart(libc::SIGKILL);
     again.wait_warm();
     assert!(left.iter().all(|d| !d.exists()), "the next start did not reap {left:?}");
-    let (status, _) = json_call(&again, "GET", &format!("/v1/sessions/{id}"), &Value::Null);
-    assert_eq!(status, 404, "a session does not outlive its server");
+    // The session is there again as of its last answered change: the upload, not the run that
+    // never answered.
+    let (status, v) = json_call(&again, "GET", &format!("/v1/sessions/{id}"), &Value::Null);
+    assert_eq!((status, v["runs"].as_u64(), v["running"].as_str()), (200, Some(0), None), "{v}");
+    let (_, list) = json_call(&again, "GET", &format!("/v1/sessions/{id}/files"), &Value::Null);
+    assert_eq!(list["files"].as_array().map(Vec::len), Some(1), "{list}");
+    let r = call(&again, "GET", &format!("/v1/sessions/{id}/files/big.bin"), Vec::new());
+    assert_eq!((r.status, r.body.len()), (200, 1 << 20));
 }
 
 /// A file download is an answer as any other: held within the server's answers budget until its

@@ -55,7 +55,8 @@ class Server:
         )
         self.log: List[str] = []
         self.proc = subprocess.Popen(
-            [str(stockade_bin()), "serve", str(config)],
+            # Its own state directory: one server at a time may hold one.
+            [str(stockade_bin()), "serve", str(config), "--state-dir", str(tmp / "state")],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -34,7 +34,13 @@ pub fn command(args: ServeArgs) -> ExitCode {
         print!("{}", config::default_file_text());
         return ExitCode::SUCCESS;
     }
-    let over = config::Overrides { listen: &args.listen, tokens_file: args.tokens_file.as_deref(), also: None };
+    let over = config::Overrides {
+        listen: &args.listen,
+        tokens_file: args.tokens_file.as_deref(),
+        also: None,
+        state_dir: args.state_dir.as_deref(),
+        default_state_dir: true,
+    };
     let mut cfg = match config::load(args.config.as_deref(), &over) {
         Ok(c) => c,
         Err(e) => return crate::fail(e),
@@ -58,6 +64,14 @@ pub fn command(args: ServeArgs) -> ExitCode {
     } else {
         Vec::new()
     };
+    // A check opens no state directory (a server may be running on it): it checks that one
+    // could be, and builds the engine on a directory of its own.
+    if args.check
+        && let Some(dir) = cfg.bounds.state_dir.take()
+        && let Err(e) = stockade_engine::state::check(&dir)
+    {
+        return crate::fail(format!("{}: sessions.state-dir: {e}", cfg.origin));
+    }
     // The engine is built before any other thread starts: the spawner that builds the warm
     // jails is a copy of this process, made while it has one thread.
     let engine = match Engine::new(&cfg, Arc::new(Metrics::new())) {

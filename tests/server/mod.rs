@@ -25,6 +25,9 @@ pub fn guests() -> bool {
 pub struct Server {
     pub child: Child,
     pub dir: tempfile::TempDir,
+    /// Its configuration file, and the environment it was started with.
+    pub config: PathBuf,
+    pub env: Vec<(String, String)>,
     pub socket: PathBuf,
     pub tcp: Option<std::net::SocketAddr>,
     pub token: String,
@@ -65,9 +68,12 @@ impl Server {
     }
 
     fn start_with(dir: tempfile::TempDir, config: PathBuf, socket: PathBuf, env: &[(&str, &str)]) -> Server {
+        // Each server its own state directory: sessions one test leaves are no other's.
         let mut child = Command::new(crate::common::stockade_bin())
             .arg("serve")
             .arg(&config)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -94,7 +100,29 @@ impl Server {
             }
         };
         let tcp = line.split([' ', ',', ';']).find_map(|w| w.strip_prefix("tcp:")).and_then(|a| a.parse().ok());
-        Server { child, dir, socket, tcp, token: TOKEN.into(), log }
+        let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Server { child, dir, config, env, socket, tcp, token: TOKEN.into(), log }
+    }
+
+    /// The state directory it keeps its sessions in.
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    /// Stops it with `signal` and starts it again: the same configuration, socket and state
+    /// directory.
+    pub fn restart(self, signal: i32) -> Server {
+        self.restart_after(signal, |_| {})
+    }
+
+    /// [`Server::restart`], `between` done while it is down (given its state directory).
+    pub fn restart_after(mut self, signal: i32, between: impl FnOnce(&Path)) -> Server {
+        self.stop(signal, Duration::from_secs(40)).expect("the server did not stop");
+        between(&self.state_dir());
+        let placeholder = tempfile::tempdir().expect("temp dir");
+        let dir = std::mem::replace(&mut self.dir, placeholder);
+        let env: Vec<(&str, &str)> = self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        Server::start_with(dir, self.config.clone(), self.socket.clone(), &env)
     }
 
     pub fn pid(&self) -> u32 {

@@ -1608,6 +1608,8 @@ export interface components {
             "dropped-count"?: number;
             /** @description A live session's run: what became of its interpreter. */
             interpreter?: components["schemas"]["Interpreter"] | null;
+            /** @description Why its interpreter was not kept, when it was lost before this run. */
+            "interpreter-reason"?: string | null;
         };
         /** @description What a session's workspace holds, against its quota. */
         WorkspaceUse: {

@@ -73,7 +73,8 @@ export class Server {
         `${rest}\n`,
     );
     s.log = [];
-    s.proc = spawn(stockadeBin(), ["serve", config], { stdio: ["ignore", "ignore", "pipe"] });
+    // Its own state directory: one server at a time may hold one.
+    s.proc = spawn(stockadeBin(), ["serve", config, "--state-dir", join(s.dir, "state")], { stdio: ["ignore", "ignore", "pipe"] });
     s.exited = new Promise((resolve) => s.proc.on("exit", (code, signal) => resolve({ code, signal })));
     await new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`the server did not start:\n${s.log.join("\n")}`)), 60_000);

@@ -30,7 +30,8 @@ impl Server {
         let text = format!("version = 1\n[server]\nlisten = [\"unix:{}\"]\n{extra}\n{runtimes}", socket.display());
         std::fs::write(&config, text).map_err(|e| format!("{}: {e}", config.display()))?;
         let mut cmd = Command::new(bin);
-        cmd.arg("serve").arg(&config).stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        cmd.arg("serve").arg(&config).arg("--state-dir").arg(dir.join("state"));
+        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
         if let Some(g) = guest_dir {
             cmd.env("STOCKADE_GUEST_DIR", g);
         }

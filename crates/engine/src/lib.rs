@@ -23,6 +23,7 @@ pub mod sessions;
 mod slot;
 mod spawner;
 pub mod start;
+pub mod state;
 mod turns;
 
 pub use door::{Admitted, Command, Held, Host, Output, Reply, Run};
@@ -96,7 +97,16 @@ impl Engine {
             metrics.warm_target(&rt.name, rt.warm);
             pools.insert(rt.name.clone(), Arc::new(pool));
         }
-        let sessions = Arc::new(sessions::Sessions::new(config.bounds.sessions, metrics.clone()));
+        let dir = match &config.bounds.state_dir {
+            Some(path) => state::StateDir::open(path),
+            None => state::StateDir::temporary(),
+        }
+        .map_err(|e| format!("{}: sessions.state-dir: {e}", config.origin))?;
+        let (sessions, problems) = sessions::Sessions::new(config.bounds.sessions, metrics.clone(), Arc::new(dir));
+        for p in problems {
+            eprintln!("stockade: {p}");
+        }
+        let sessions = Arc::new(sessions);
         Ok(Engine {
             slots: Arc::new(Semaphore::new(config.bounds.concurrency)),
             catalog: config.catalog.clone(),
@@ -129,8 +139,13 @@ impl Engine {
 
     /// Forks the spawner that builds the warm pools' jails from now on, outside this process
     /// ([`spawner`]). This process must have a single thread still (before the async runtime).
-    /// `scrub` runs first in the spawner (see [`Spawner::fork`]).
+    /// `scrub` runs first in the spawner (see [`Spawner::fork`]), after the state directory's key
+    /// is wiped there.
     pub fn fork_spawner(&self, scrub: impl FnOnce()) -> Result<(), String> {
+        let scrub = || {
+            self.sessions.scrub();
+            scrub();
+        };
         let spawner =
             Arc::new(Spawner::fork(&self.pools, scrub).map_err(|e| format!("cannot start the spawner: {e}"))?);
         for p in self.pools.values() {
@@ -222,7 +237,7 @@ impl Engine {
     pub async fn drain(&self) {
         self.draining.store(true, Ordering::SeqCst);
         self.slots.close();
-        self.sessions.end_all();
+        self.sessions.release_all();
         for p in self.pools.values() {
             p.stop();
         }
@@ -284,12 +299,13 @@ impl Engine {
         req: RunRequest,
         streams: Streams,
     ) -> Result<RunResult, ApiError> {
-        self.execute_then(permit, req, streams, |report, files| RunResult::new(report, files.as_ref())).await
+        self.execute_then(permit, req, streams, |report, files| Ok(RunResult::new(report, files.as_ref()))).await
     }
 
     /// [`Engine::execute`], the answer made by `then` from the run's report and the files taken
     /// back. `then` runs when the run is over, whether or not the caller is still there (a
-    /// session keeps its workspace so); it is dropped, not run, when the run did not happen.
+    /// session keeps its workspace so), on a thread that may block (it may write to disk); it
+    /// is dropped, not run, when the run did not happen.
     async fn execute_then<F>(
         self: &Arc<Self>,
         permit: OwnedSemaphorePermit,
@@ -298,7 +314,7 @@ impl Engine {
         then: F,
     ) -> Result<RunResult, ApiError>
     where
-        F: FnOnce(stockade::Report, Option<Taken>) -> RunResult + Send + 'static,
+        F: FnOnce(stockade::Report, Option<Taken>) -> Result<RunResult, ApiError> + Send + 'static,
     {
         let t0 = Instant::now();
         let req = Arc::new(req);
@@ -325,7 +341,10 @@ impl Engine {
                 engine.metrics.setup_failed(&req.runtime_name);
             }
             engine.metrics.run_done(&req.runtime_name, status, warm, t0.elapsed().as_secs_f64());
-            result.map(|((report, files), _)| then(report, files))
+            let ((report, files), _) = result?;
+            tokio::task::spawn_blocking(move || then(report, files))
+                .await
+                .unwrap_or_else(|_| Err(internal("the run's answer ended abnormally")))
         });
         task.await.unwrap_or_else(|_| Err(internal("the run's task ended abnormally")))
     }

@@ -167,6 +167,11 @@ impl Metrics {
         self.sessions_open.set(i64::try_from(open).unwrap_or(i64::MAX));
     }
 
+    /// The sessions a server found on its state directory as it started.
+    pub fn sessions_open(&self, open: usize) {
+        self.sessions_open.set(i64::try_from(open).unwrap_or(i64::MAX));
+    }
+
     pub fn session_ended(&self, why: &str, open: usize) {
         self.sessions_ended.get_or_create(&ReasonLabel { reason: why.into() }).inc();
         self.sessions_open.set(i64::try_from(open).unwrap_or(i64::MAX));

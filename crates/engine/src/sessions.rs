@@ -1,8 +1,11 @@
-//! Sessions (`[sessions]`): runs of one runtime and policy that share a workspace. The server
-//! holds each session's files in its memory, within the session's quota; each run of it is an
-//! ordinary run (a fresh jail, warm when one waits) whose `/app` is given the files before it
-//! starts and taken back, whole, when it is over. Nothing of a session is on disk or in a jail
-//! between its runs: a session the server forgets (it ended, or the server did) leaves nothing.
+//! Sessions (`[sessions]`): runs of one runtime and policy that share a workspace. Each session
+//! lives in the state directory (`sessions.state-dir`, see `state.rs`): its meta and its files,
+//! within its quota, written whole at each change (`sessions/disk.rs`), so that a server started
+//! again on the directory has it again as of its last answered run; the server's memory holds
+//! what it says of each (its clocks, its files' names, sizes and hashes), never a file's bytes.
+//! Each run of a session is an ordinary run (a fresh jail, warm when one waits) whose `/app` is
+//! given the files before it starts and taken back, whole, when it is over. A session that ends
+//! leaves nothing.
 //!
 //! Three clocks end a session: its idle timeout (reset by each run and file operation), its
 //! lifetime (from its making) and, for one run, that run's own wall limit. One run at a time:
@@ -11,19 +14,23 @@
 //! (its SHA-256); with tokens on, any other token is told the same thing as for an id that was
 //! never made.
 //!
-//! Imports (layers): `config`, `live`, `metrics`.
+//! Imports (layers): `config`, `live`, `metrics`, `state`.
 
 use super::metrics::Metrics;
 use crate::config::SessionBounds;
+use crate::state::{Hash, StateDir};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
-use stockade::api::session::{self, FileInfo, FileList, Mode, SessionBody, SessionInfo};
-use stockade::api::{self, ApiError, Catalog, ErrorCode};
+use stockade::api::session::{self, Mode, SessionInfo};
+use stockade::api::{ApiError, ErrorCode};
 use stockade::layers::filesystem::exchange::{self, Pick};
 use stockade::policy::Limits;
 use subtle::ConstantTimeEq;
 
+mod disk;
+mod files;
+mod open;
 mod turn;
 pub use turn::Turn;
 
@@ -49,10 +56,12 @@ pub struct Spec {
     pub lifetime: Duration,
 }
 
-/// A file of a workspace, and when its content last changed.
-#[derive(Debug)]
+/// A file of a workspace: its blob in the session's directory, its size, when its content last
+/// changed.
+#[derive(Debug, Clone, Copy)]
 struct Stored {
-    bytes: Vec<u8>,
+    blob: Hash,
+    len: u64,
     modified_unix_ms: u64,
 }
 
@@ -60,15 +69,28 @@ struct Stored {
 struct Session {
     owner: Owner,
     spec: Spec,
-    created: Instant,
     created_unix_ms: u64,
-    last_used: Instant,
+    last_used_unix_ms: u64,
     files: BTreeMap<String, Stored>,
     bytes: u64,
     runs: u64,
     running: Option<String>,
     /// A live session's interpreter, between its runs (a run holds it).
     interp: Option<super::live::Interp>,
+    /// Why a live session has no interpreter though it had one (its next run says so).
+    lost: Option<String>,
+    /// Its changes so far, and the last one on disk: a change is written with its number, and
+    /// one older than what is on disk is not written (a later one holds it too).
+    changes: u64,
+    saved: Arc<Mutex<u64>>,
+}
+
+/// A change of a session to write: its meta as of the change, and the change's number.
+struct Save {
+    id: String,
+    json: Vec<u8>,
+    change: u64,
+    saved: Arc<Mutex<u64>>,
 }
 
 /// What ended a session.
@@ -103,6 +125,10 @@ struct Ended {
 const ENDED_KEPT: Duration = Duration::from_secs(3600);
 const ENDED_MAX: usize = 4096;
 
+/// Why a live session has no interpreter after its server drained.
+const LOST_IN_DRAIN: &str =
+    "the server stopped: a live interpreter that was not hibernated does not outlive its server";
+
 #[derive(Debug, Default)]
 struct State {
     open: HashMap<String, Session>,
@@ -117,10 +143,14 @@ pub struct Sessions {
     state: Mutex<State>,
     /// What a run of a session takes back: its whole workspace, within the quota.
     workspace: Pick,
+    /// Where they live.
+    dir: Arc<StateDir>,
 }
 
 impl Sessions {
-    pub fn new(bounds: SessionBounds, metrics: Arc<Metrics>) -> Sessions {
+    /// The sessions of state directory `dir`: those on it are the server's again (each as of its
+    /// last change; what cannot be read is said in the returned problems and left out).
+    pub fn new(bounds: SessionBounds, metrics: Arc<Metrics>, dir: Arc<StateDir>) -> (Sessions, Vec<String>) {
         let all = vec!["**".to_string()];
         let workspace = Pick {
             patterns: exchange::patterns(&all).unwrap_or_default(),
@@ -128,132 +158,47 @@ impl Sessions {
             max_files: usize::try_from(bounds.workspace_max_files).unwrap_or(usize::MAX),
             max_bytes: bounds.workspace_max_bytes,
         };
-        Sessions { bounds, metrics, state: Mutex::new(State::default()), workspace }
+        let (found, problems) = disk::load_all(&dir);
+        let mut state = State::default();
+        state.open.extend(found);
+        metrics.sessions_open(state.open.len());
+        (Sessions { bounds, metrics, state: Mutex::new(state), workspace, dir }, problems)
+    }
+
+    /// Writes a change of a session (unless a later one is on disk already). `Err`: 500 naming
+    /// the state directory (the change holds in this server, and goes to disk with the next).
+    fn write(&self, save: Save) -> Result<(), ApiError> {
+        let mut last = save.saved.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if save.change <= *last {
+            return Ok(());
+        }
+        self.dir.save(&save.id, &save.json).map_err(|e| self.disk_error(&save.id, &e))?;
+        *last = save.change;
+        Ok(())
+    }
+
+    fn disk_error(&self, id: &str, e: &std::io::Error) -> ApiError {
+        super::incident(
+            ErrorCode::Internal,
+            "the server could not write the session to its state directory",
+            &format!("session {id} in {}: {e}", self.dir.root().display()),
+        )
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Checks `body` against what the server offers: a runtime (not a module), a policy it may
-    /// run under, limits only tighter, clocks within the server's.
-    pub fn check(&self, body: SessionBody, catalog: &Catalog) -> Result<Spec, ApiError> {
-        if body.runtime == "wasm" {
-            return Err(ApiError::field("runtime", "a session runs a runtime's code, not modules"));
-        }
-        let probe = api::RunBody {
-            runtime: body.runtime.clone(),
-            code: Some(String::new()),
-            module: None,
-            argv: Vec::new(),
-            stdin: None,
-            stdin_base64: None,
-            files: Vec::new(),
-            policy: body.policy,
-            limits: body.limits,
-            return_files: Vec::new(),
-            tools: Vec::new(),
-        };
-        let checked = api::check(probe, catalog)?;
-        let clock = |field: &str, asked: Option<u64>, most: u64, key: &str| match asked {
-            None => Ok(most),
-            Some(0) => Err(ApiError::field(field, "must be more than 0")),
-            Some(ms) if ms > most => {
-                Err(ApiError::field(field, format!("{ms} is more than the server's {most} (sessions.{key})")))
-            }
-            Some(ms) => Ok(ms),
-        };
-        let b = &self.bounds;
-        let idle = clock("idle-timeout-ms", body.idle_timeout_ms, b.idle_timeout_ms, "idle-timeout-ms")?;
-        let life = clock("max-lifetime-ms", body.max_lifetime_ms, b.max_lifetime_ms, "max-lifetime-ms")?;
-        Ok(Spec {
-            runtime: body.runtime,
-            mode: body.mode,
-            policy: checked.policy_name,
-            limits: checked.limits,
-            idle: Duration::from_millis(idle),
-            lifetime: Duration::from_millis(life),
-        })
-    }
-
-    /// Opens a session: 429 (with the seconds until the first one ends) when the server holds
-    /// as many as it may.
-    pub fn create(&self, owner: Owner, spec: Spec) -> Result<SessionInfo, ApiError> {
-        let mut st = self.lock();
-        if st.open.len() >= self.bounds.max {
-            if self.bounds.max == 0 {
-                return Err(ApiError::new(
-                    ErrorCode::TooManySessions,
-                    "this server keeps no sessions (sessions.max = 0)",
-                ));
-            }
-            return Err(ApiError::new(
-                ErrorCode::TooManySessions,
-                format!("the server holds {} sessions, its most (sessions.max): end one, or wait", st.open.len()),
-            )
-            .retry_after(wait_for_first(st.open.values())));
-        }
-        let live = st.open.values().filter(|s| s.spec.mode == Mode::Live).count();
-        if spec.mode == Mode::Live && live >= self.bounds.live_max {
-            let e = ApiError::new(
-                ErrorCode::TooManySessions,
-                format!("the server holds {live} live sessions, its most (sessions.live-max): end one, or wait"),
-            );
-            return Err(if self.bounds.live_max == 0 {
-                ApiError::field("mode", "this server keeps no live sessions (sessions.live-max = 0)")
-            } else {
-                e.retry_after(wait_for_first(st.open.values().filter(|s| s.spec.mode == Mode::Live)))
-            });
-        }
-        let mine = st.open.values().filter(|s| same_owner(&s.owner, &owner)).count();
-        if mine >= self.bounds.max_per_token {
-            return Err(ApiError::new(
-                ErrorCode::TooManySessions,
-                format!("this token holds {mine} sessions, its most (sessions.max-per-token): end one, or wait"),
-            )
-            .retry_after(wait_for_first(st.open.values().filter(|s| same_owner(&s.owner, &owner)))));
-        }
-        let live_of = |s: &&Session| s.spec.mode == Mode::Live && same_owner(&s.owner, &owner);
-        let mine_live = st.open.values().filter(live_of).count();
-        if spec.mode == Mode::Live && mine_live >= self.bounds.live_max_per_token {
-            return Err(ApiError::new(
-                ErrorCode::TooManySessions,
-                format!(
-                    "this token holds {mine_live} live sessions, its most (sessions.live-max-per-token): end one, or wait"
-                ),
-            )
-            .retry_after(wait_for_first(st.open.values().filter(live_of))));
-        }
-        let id = format!("s-{}", random_hex(16)?);
-        let now = Instant::now();
-        let s = Session {
-            owner,
-            spec,
-            created: now,
-            created_unix_ms: unix_ms(),
-            last_used: now,
-            files: BTreeMap::new(),
-            bytes: 0,
-            runs: 0,
-            running: None,
-            interp: None,
-        };
-        let info = s.info(&id, &self.bounds, now);
-        st.open.insert(id, s);
-        self.metrics.session_opened(st.open.len());
-        Ok(info)
-    }
-
     pub fn info(&self, id: &str, owner: Owner) -> Result<SessionInfo, ApiError> {
         let mut st = self.lock();
         let s = find(&mut st, id, owner)?;
-        Ok(s.info(id, &self.bounds, Instant::now()))
+        Ok(s.info(id, &self.bounds, unix_ms()))
     }
 
     /// The sessions `owner` made.
     pub fn list(&self, owner: Owner) -> Vec<SessionInfo> {
         let st = self.lock();
-        let now = Instant::now();
+        let now = unix_ms();
         let mut all: Vec<SessionInfo> = st
             .open
             .iter()
@@ -264,29 +209,30 @@ impl Sessions {
         all
     }
 
-    /// Ends a session and forgets its files (a run in progress goes on to its end, its
+    /// Ends a session and removes its files (a run in progress goes on to its end, its
     /// workspace not kept).
     pub fn delete(&self, id: &str, owner: Owner) -> Result<(), ApiError> {
         let mut st = self.lock();
         find(&mut st, id, owner)?;
         st.open.remove(id);
         end(&mut st, id, owner, End::Deleted, &self.metrics);
-        Ok(())
+        drop(st);
+        self.dir.remove(id).map_err(|e| self.disk_error(id, &e))
     }
 
     /// Ends every session past one of its clocks (not while it runs: its run's own wall limit
     /// ends that, and the session after it). Returns how many ended.
     pub fn reap(&self) -> usize {
         let mut st = self.lock();
-        let now = Instant::now();
+        let now = unix_ms();
         let expired: Vec<(String, Owner, End)> = st
             .open
             .iter()
             .filter(|(_, s)| s.running.is_none())
             .filter_map(|(id, s)| {
-                let why = if now >= s.created + s.spec.lifetime {
+                let why = if now >= s.created_unix_ms.saturating_add(millis(s.spec.lifetime)) {
                     End::Lifetime
-                } else if now >= s.last_used + s.spec.idle {
+                } else if now >= s.last_used_unix_ms.saturating_add(millis(s.spec.idle)) {
                     End::Idle
                 } else {
                     return None;
@@ -298,15 +244,20 @@ impl Sessions {
             st.open.remove(id);
             end(&mut st, id, *owner, *why, &self.metrics);
         }
-        let cutoff = now.checked_sub(ENDED_KEPT);
+        let cutoff = Instant::now().checked_sub(ENDED_KEPT);
         while st.ended.front().is_some_and(|e| cutoff.is_some_and(|c| e.at < c)) {
             st.ended.pop_front();
+        }
+        drop(st);
+        for (id, _, _) in &expired {
+            let _ = self.dir.remove(id);
         }
         expired.len()
     }
 
     /// Starts a run of a session: 409 while another runs. The run is the session's until the
-    /// returned turn is finished or dropped.
+    /// returned turn is finished or dropped. Reads the workspace's files from the state
+    /// directory (500 when one of them was changed there: nothing runs on it).
     pub fn begin(self: &Arc<Self>, id: &str, owner: Owner) -> Result<Turn, ApiError> {
         let mut st = self.lock();
         let s = find(&mut st, id, owner)?;
@@ -321,79 +272,33 @@ impl Sessions {
         }
         let run = format!("r-{}", random_hex(8)?);
         s.running = Some(run.clone());
-        s.last_used = Instant::now();
-        let files = s.files.iter().map(|(p, f)| (p.clone(), f.bytes.clone())).collect();
-        let lifetime_left = (s.created + s.spec.lifetime).saturating_duration_since(Instant::now());
-        Ok(Turn {
+        s.idle_reset();
+        let refs: Vec<(String, Stored)> = s.files.iter().map(|(p, f)| (p.clone(), *f)).collect();
+        let left = s.created_unix_ms.saturating_add(millis(s.spec.lifetime)).saturating_sub(unix_ms());
+        let mut turn = Turn {
             sessions: self.clone(),
             id: id.to_string(),
             run,
             spec: s.spec.clone(),
-            files,
+            files: Vec::new(),
             done: false,
             interp: s.interp.take(),
-            lifetime_left,
-        })
-    }
-
-    /// Writes a file into a session's workspace (replacing one of that path): 409 when a run
-    /// is under way or the path is a directory of the workspace (or below a file), 413 past its
-    /// quota.
-    pub fn put_file(&self, id: &str, owner: Owner, path: &str, bytes: Vec<u8>) -> Result<FileInfo, ApiError> {
-        let rel = checked_path(path)?;
-        let mut st = self.lock();
-        let s = find(&mut st, id, owner)?;
-        s.idle_reset();
-        s.not_running(id)?;
-        if let Some(other) = s.files.keys().find(|k| nested(k, &rel)) {
-            return Err(ApiError::new(
-                ErrorCode::FileConflict,
-                format!("{rel}: the workspace has {other}: a path cannot be both a file and a directory"),
-            ));
+            lost: s.lost.take(),
+            lifetime_left: Duration::from_millis(left),
+        };
+        drop(st);
+        // Read with the session marked running: its files do not change meanwhile. A refusal
+        // drops the turn, which frees the session.
+        for (path, f) in refs {
+            let bytes = self.read(id, &path, &f)?;
+            turn.files.push((path, bytes));
         }
-        let old = s.files.get(&rel).map_or(0, |f| f.bytes.len() as u64);
-        let count = s.files.len() as u64 + u64::from(!s.files.contains_key(&rel));
-        let bytes_after = s.bytes - old + bytes.len() as u64;
-        over_quota(&self.bounds, count, bytes_after)?;
-        let info = FileInfo { path: rel.clone(), bytes: bytes.len() as u64, modified_unix_ms: unix_ms() };
-        s.files.insert(rel, Stored { bytes, modified_unix_ms: info.modified_unix_ms });
-        s.bytes = bytes_after;
-        Ok(info)
+        Ok(turn)
     }
 
-    pub fn get_file(&self, id: &str, owner: Owner, path: &str) -> Result<Vec<u8>, ApiError> {
-        let rel = checked_path(path)?;
-        let mut st = self.lock();
-        let s = find(&mut st, id, owner)?;
-        s.idle_reset();
-        s.files.get(&rel).map(|f| f.bytes.clone()).ok_or_else(|| no_file(&rel))
-    }
-
-    pub fn delete_file(&self, id: &str, owner: Owner, path: &str) -> Result<(), ApiError> {
-        let rel = checked_path(path)?;
-        let mut st = self.lock();
-        let s = find(&mut st, id, owner)?;
-        s.idle_reset();
-        s.not_running(id)?;
-        let f = s.files.remove(&rel).ok_or_else(|| no_file(&rel))?;
-        s.bytes -= f.bytes.len() as u64;
-        Ok(())
-    }
-
-    pub fn files(&self, id: &str, owner: Owner) -> Result<FileList, ApiError> {
-        let mut st = self.lock();
-        let s = find(&mut st, id, owner)?;
-        s.idle_reset();
-        let files = s
-            .files
-            .iter()
-            .map(|(p, f)| FileInfo {
-                path: p.clone(),
-                bytes: f.bytes.len() as u64,
-                modified_unix_ms: f.modified_unix_ms,
-            })
-            .collect();
-        Ok(FileList { files, workspace: s.usage(&self.bounds) })
+    /// In a copy of this process that runs guests: the state directory's key wiped.
+    pub fn scrub(&self) {
+        self.dir.scrub();
     }
 
     /// The most bytes a workspace holds.
@@ -406,24 +311,44 @@ impl Sessions {
         self.lock().open.len()
     }
 
-    /// Ends every session (a draining server: their live interpreters go now).
-    pub fn end_all(&self) {
+    /// A draining server lets go of its sessions: their live interpreters go now (the next run
+    /// of each says why), and every session's clocks are written, so that a server started
+    /// again on the state directory has each as this one left it.
+    pub fn release_all(&self) {
         let mut st = self.lock();
-        let all: Vec<(String, Owner)> = st.open.iter().map(|(id, s)| (id.clone(), s.owner)).collect();
-        for (id, owner) in all {
-            st.open.remove(&id);
-            end(&mut st, &id, owner, End::Deleted, &self.metrics);
+        let saves: Vec<Save> = st
+            .open
+            .iter_mut()
+            .map(|(id, s)| {
+                if s.interp.take().is_some() {
+                    s.lost = Some(LOST_IN_DRAIN.to_string());
+                }
+                s.changed(id)
+            })
+            .collect();
+        drop(st);
+        for save in saves {
+            let _ = self.write(save);
         }
     }
 }
 
 impl Session {
-    fn expires(&self) -> Instant {
-        (self.created + self.spec.lifetime).min(self.last_used + self.spec.idle)
+    /// When it ends by its clocks, in milliseconds since the Unix epoch.
+    fn expires(&self) -> u64 {
+        let lifetime = self.created_unix_ms.saturating_add(millis(self.spec.lifetime));
+        lifetime.min(self.last_used_unix_ms.saturating_add(millis(self.spec.idle)))
     }
 
+    /// Its idle clock starts again (held in memory; on disk with its next change).
     fn idle_reset(&mut self) {
-        self.last_used = Instant::now();
+        self.last_used_unix_ms = unix_ms();
+    }
+
+    /// Counts a change of session `id` and makes its write.
+    fn changed(&mut self, id: &str) -> Save {
+        self.changes += 1;
+        Save { id: id.to_string(), json: disk::meta_of(self), change: self.changes, saved: self.saved.clone() }
     }
 
     fn not_running(&self, id: &str) -> Result<(), ApiError> {
@@ -448,8 +373,7 @@ impl Session {
         }
     }
 
-    fn info(&self, id: &str, b: &SessionBounds, now: Instant) -> SessionInfo {
-        let left = self.expires().saturating_duration_since(now);
+    fn info(&self, id: &str, b: &SessionBounds, now: u64) -> SessionInfo {
         SessionInfo {
             id: id.to_string(),
             runtime: self.spec.runtime.clone(),
@@ -459,7 +383,7 @@ impl Session {
             idle_timeout_ms: millis(self.spec.idle),
             max_lifetime_ms: millis(self.spec.lifetime),
             created_unix_ms: self.created_unix_ms,
-            expires_unix_ms: unix_ms() + millis(left),
+            expires_unix_ms: self.expires().max(now),
             runs: self.runs,
             running: self.running.clone(),
             workspace: self.usage(b),
@@ -498,9 +422,9 @@ fn find<'s>(st: &'s mut State, id: &str, owner: Owner) -> Result<&'s mut Session
 
 /// Seconds until the first of `sessions` ends by its clocks (1 to 3600), for `Retry-After`.
 fn wait_for_first<'a>(sessions: impl Iterator<Item = &'a Session>) -> u64 {
-    let now = Instant::now();
+    let now = unix_ms();
     let soonest = sessions.map(Session::expires).min().unwrap_or(now);
-    soonest.saturating_duration_since(now).as_secs().clamp(1, 3600)
+    (soonest.saturating_sub(now) / 1000).clamp(1, 3600)
 }
 
 fn ended_why(why: End) -> &'static str {
@@ -530,12 +454,6 @@ fn end(st: &mut State, id: &str, owner: Owner, why: End, metrics: &Metrics) {
     }
     st.ended.push_back(Ended { id: id.to_string(), owner, why, at: Instant::now() });
     metrics.session_ended(why.as_str(), st.open.len());
-}
-
-/// A file path of a workspace as a request wrote it (URL-decoded): plain names only.
-fn checked_path(path: &str) -> Result<String, ApiError> {
-    exchange::check_relative(path).map_err(|why| ApiError::field("path", format!("{path:?} {why}")))?;
-    Ok(path.to_string())
 }
 
 /// Whether one of two paths is a directory of the other.
@@ -572,13 +490,6 @@ fn kept_reason(reason: &str) -> String {
         exchange::OVER_COUNT => "over the workspace's quota of files (sessions.workspace-max-files)".into(),
         exchange::OVER_BYTES => "over the workspace's quota of bytes (sessions.workspace-max-bytes)".into(),
         other => other.to_string(),
-    }
-}
-
-fn no_file(path: &str) -> ApiError {
-    ApiError {
-        field: Some("path".into()),
-        ..ApiError::new(ErrorCode::NotFound, format!("no file {path} in the workspace"))
     }
 }
 
@@ -631,7 +542,8 @@ mod tests {
             workspace_max_bytes: 10,
             workspace_max_files: 2,
         };
-        let s = Sessions::new(b, Arc::new(Metrics::new()));
+        let dir = Arc::new(StateDir::temporary().expect("state directory"));
+        let (s, _) = Sessions::new(b, Arc::new(Metrics::new()), dir);
         for path in ["a", ".hidden", "d/e/f.bin", "x y"] {
             assert!(s.workspace.patterns.is_match(path), "{path}");
         }

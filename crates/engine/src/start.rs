@@ -38,9 +38,10 @@ pub fn delegate(cfg: &mut config::Config) -> Result<(), String> {
 pub fn front_config(
     config: Option<&std::path::Path>,
     policy: Option<&str>,
+    state_dir: Option<&std::path::Path>,
     cgroups: &config::CgroupFlags,
 ) -> Result<config::Config, String> {
-    let over = config::Overrides { also: policy, ..config::Overrides::default() };
+    let over = config::Overrides { also: policy, state_dir, ..config::Overrides::default() };
     let mut cfg = config::load(config, &over).map_err(|e| e.to_string())?;
     cfg.apply_cgroups(cgroups).map_err(|e| e.to_string())?;
     raise_fd_limit();

@@ -29,8 +29,8 @@ impl Engine {
         }
         let asked = req.return_files.replace(workspace);
         let then = move |report, taken| {
-            let (session, returned) = turn.finish(taken, asked.as_ref());
-            RunResult { session: Some(session), ..RunResult::new(report, returned.as_ref()) }
+            let (session, returned) = turn.finish(taken, asked.as_ref())?;
+            Ok(RunResult { session: Some(session), ..RunResult::new(report, returned.as_ref()) })
         };
         self.execute_then(permit, req, streams, then).await
     }
@@ -65,6 +65,8 @@ impl Engine {
                     }
                 },
                 None => match engine.live_start(&req, &turn.spec.limits, turn.lifetime_left, files).await? {
+                    // One lost since the last run (its server restarted): its state is gone.
+                    live::Started::Ready(i) if turn.lost.is_some() => (i, Interpreter::Restarted),
                     live::Started::Ready(i) => (i, Interpreter::Started),
                     live::Started::Died(report) => {
                         drop(running);
@@ -74,8 +76,10 @@ impl Engine {
                             false,
                             t0.elapsed().as_secs_f64(),
                         );
-                        let (mut session, returned) = turn.finish(None, asked.as_ref());
+                        let lost = turn.lost.take();
+                        let (mut session, returned) = finish(turn, None, asked).await?;
                         session.interpreter = Some(Interpreter::Restarted);
+                        session.interpreter_reason = lost;
                         return Ok(RunResult { session: Some(session), ..RunResult::new(*report, returned.as_ref()) });
                     }
                 },
@@ -91,10 +95,25 @@ impl Engine {
             }
             drop(running);
             engine.metrics.run_done(&req.runtime_name, report.status.as_str(), true, t0.elapsed().as_secs_f64());
-            let (mut session, returned) = turn.finish(taken, asked.as_ref());
+            let lost = turn.lost.take();
+            let (mut session, returned) = finish(turn, taken, asked).await?;
             session.interpreter = Some(how);
+            if how != Interpreter::Kept {
+                session.interpreter_reason = lost;
+            }
             Ok(RunResult { session: Some(session), ..RunResult::new(report, returned.as_ref()) })
         });
         task.await.unwrap_or_else(|_| Err(internal("the run's task ended abnormally")))
     }
+}
+
+/// [`sessions::Turn::finish`], on a thread that may block (it writes to disk).
+async fn finish(
+    turn: sessions::Turn,
+    taken: Option<stockade::layers::filesystem::exchange::Taken>,
+    asked: Option<stockade::layers::filesystem::exchange::Pick>,
+) -> Result<(stockade::api::session::SessionRun, Option<stockade::layers::filesystem::exchange::Taken>), ApiError> {
+    tokio::task::spawn_blocking(move || turn.finish(taken, asked.as_ref()))
+        .await
+        .unwrap_or_else(|_| Err(internal("the run's answer ended abnormally")))
 }

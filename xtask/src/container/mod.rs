@@ -201,7 +201,7 @@ fn kubernetes_like(root: &Path, engine: &Engine, ctx: &Path) -> Result<(), Strin
             .map(|s| s.to_string())
             .collect();
     line.extend(["--security-opt".into(), "systempaths=unconfined".into(), "--read-only".into()]);
-    line.extend(["--tmpfs".into(), "/tmp".into()]);
+    line.extend(["--tmpfs".into(), "/tmp".into(), "--tmpfs".into(), "/var/lib/stockade/state".into()]);
     for (host, inside) in [
         ("serve.toml", "/etc/stockade/serve.toml:ro"),
         ("policies", "/etc/stockade/policies:ro"),

@@ -4,7 +4,7 @@
 use super::file::{ConfigFile, PoliciesFile, RuntimeFile, ServerFile, SessionsFile};
 use super::{Bounds, Config, Kind, Listen, Listeners, Runtime, SessionBounds};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use stockade::api::{Catalog, RequestCaps, RuntimeSpec};
 use stockade::policy::{self, LocatedProblem, Policy, PolicyError};
@@ -96,6 +96,7 @@ pub(super) fn check(
             workspace_max_bytes: file.sessions.workspace_max_bytes,
             workspace_max_files: u64::from(file.sessions.workspace_max_files),
         },
+        state_dir: Some(&file.sessions.state_dir).filter(|d| !d.is_empty()).map(PathBuf::from),
     };
     let catalog = Catalog {
         runtimes: runtimes
@@ -194,9 +195,12 @@ fn check_bounds(s: &ServerFile, r: &RequestCaps, bad: &mut dyn FnMut(&str, Strin
     }
 }
 
-/// `[sessions]`: clocks and quotas more than 0 (when sessions are kept), and a workspace that
-/// fits the server's memory.
+/// `[sessions]`: clocks and quotas more than 0 (when sessions are kept), a workspace that fits
+/// the server's memory, a state directory named absolutely.
 fn check_sessions(s: &SessionsFile, bad: &mut dyn FnMut(&str, String)) {
+    if !s.state_dir.is_empty() && !Path::new(&s.state_dir).is_absolute() {
+        bad("sessions.state-dir", format!("{:?} must be an absolute path", s.state_dir));
+    }
     if s.max == 0 {
         return;
     }
@@ -225,7 +229,7 @@ fn check_sessions(s: &SessionsFile, bad: &mut dyn FnMut(&str, String)) {
         bad("sessions.live-max-per-token", "must be more than 0 (or sessions.live-max = 0: no live sessions)".into());
     }
     if s.workspace_max_bytes > 1 << 30 {
-        bad("sessions.workspace-max-bytes", "at most 1 GiB (workspaces are held in the server's memory)".into());
+        bad("sessions.workspace-max-bytes", "at most 1 GiB (a run's workspace is in the server's memory)".into());
     }
     if s.workspace_max_files > 100_000 {
         bad("sessions.workspace-max-files", "at most 100000".into());

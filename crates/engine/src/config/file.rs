@@ -85,7 +85,7 @@ impl Default for ServerFile {
     }
 }
 
-/// `[sessions]`: runs that share a workspace, kept in the server's memory between runs.
+/// `[sessions]`: runs that share a workspace, kept in the state directory between runs.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct SessionsFile {
@@ -106,10 +106,15 @@ pub struct SessionsFile {
     /// A session ends this long after it was made, whatever it does (a session may ask for
     /// less, not more).
     pub max_lifetime_ms: u64,
-    /// A session's workspace: its bytes and its files, together (its files are held in the
-    /// server's memory: `max` times this, at most).
+    /// A session's workspace: its bytes and its files, together (on disk between runs; a run's
+    /// workspace is in the server's memory while it starts and ends).
     pub workspace_max_bytes: u64,
     pub workspace_max_files: u32,
+    /// Where sessions live (an absolute path; this user's, mode 0700): each session's settings,
+    /// clocks and files, so that a server started again on it has them again. `""`: `stockade
+    /// serve`'s default (`/var/lib/stockade/state` for root, else `$XDG_STATE_HOME/stockade`
+    /// or `~/.local/state/stockade`); an embedding engine's sessions then end with it.
+    pub state_dir: String,
 }
 
 impl SessionsFile {
@@ -137,6 +142,7 @@ impl Default for SessionsFile {
             max_lifetime_ms: 3_600_000,
             workspace_max_bytes: 8 << 20,
             workspace_max_files: 256,
+            state_dir: String::new(),
         }
     }
 }

@@ -148,6 +148,8 @@ pub struct Bounds {
     pub spawner: bool,
     /// `[sessions]`.
     pub sessions: SessionBounds,
+    /// `sessions.state-dir` (`None`: a directory of the engine's own, gone with it).
+    pub state_dir: Option<PathBuf>,
 }
 
 /// `[sessions]`, checked: how many, their clocks' most, their workspaces' quota.
@@ -185,6 +187,25 @@ pub struct Overrides<'a> {
     pub listen: &'a [String],
     pub tokens_file: Option<&'a Path>,
     pub also: Option<&'a str>,
+    /// `--state-dir` (replaces `sessions.state-dir`).
+    pub state_dir: Option<&'a Path>,
+    /// With neither `--state-dir` nor `sessions.state-dir`: [`default_state_dir`] (`stockade
+    /// serve`), or none (an engine of its own).
+    pub default_state_dir: bool,
+}
+
+/// Where `stockade serve` keeps sessions when told nowhere: `/var/lib/stockade/state` for root,
+/// else `$XDG_STATE_HOME/stockade`, else `~/.local/state/stockade`. `None` with no home to put
+/// it in.
+pub fn default_state_dir() -> Option<PathBuf> {
+    if rustix::process::geteuid().is_root() {
+        return Some(PathBuf::from("/var/lib/stockade/state"));
+    }
+    let absolute = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
+    if let Some(xdg) = std::env::var_os("XDG_STATE_HOME").and_then(absolute) {
+        return Some(xdg.join("stockade"));
+    }
+    std::env::var_os("HOME").and_then(absolute).map(|h| h.join(".local/state/stockade"))
 }
 
 /// Checks a configuration given as text (an embedding program's), `origin` naming it in every
@@ -225,6 +246,14 @@ pub fn load(path: Option<&Path>, over: &Overrides<'_>) -> Result<Config, PolicyE
     }
     if let Some(t) = over.tokens_file {
         file.server.tokens_file = t.display().to_string();
+    }
+    if let Some(d) = over.state_dir {
+        file.sessions.state_dir = d.display().to_string();
+    } else if file.sessions.state_dir.is_empty()
+        && over.default_state_dir
+        && let Some(d) = default_state_dir()
+    {
+        file.sessions.state_dir = d.display().to_string();
     }
     let flags = check::Flags { listen: !over.listen.is_empty(), tokens_file: over.tokens_file.is_some() };
     check::check(file, &text, &origin, path.is_none(), flags, over.also)

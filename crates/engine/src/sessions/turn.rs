@@ -5,7 +5,7 @@
 use super::{Sessions, Spec, Stored, kept_reason, nested, over_quota, unix_ms};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use stockade::api::session::{self, SessionRun, SessionRunBody};
 use stockade::api::{self, ApiError, Catalog, ErrorCode, RunRequest, SkippedFile};
 use stockade::layers::filesystem::exchange::{self, Pick, PutFile, Taken};
@@ -23,6 +23,8 @@ pub struct Turn {
     pub(super) done: bool,
     /// A live session's interpreter, held by its run (`None`: none yet, or it was lost).
     pub interp: Option<crate::live::Interp>,
+    /// Why a live session's interpreter was lost since its last run, if it was.
+    pub lost: Option<String>,
     /// How long the session has until its lifetime ends.
     pub lifetime_left: Duration,
 }
@@ -68,13 +70,18 @@ impl Turn {
     }
 
     /// The run is over: its workspace, as the run left it (within the quota), is the session's
-    /// (unless the session ended meanwhile). Returns what the answer says of the session, and
-    /// the files the request asked back (`None`: it asked none).
-    pub fn finish(mut self, taken: Option<Taken>, asked: Option<&Pick>) -> (SessionRun, Option<Taken>) {
+    /// (unless the session ended meanwhile), written to the state directory. Returns what the
+    /// answer says of the session, and the files the request asked back (`None`: it asked
+    /// none); `Err` (500) when the session could not be written.
+    pub fn finish(
+        mut self,
+        taken: Option<Taken>,
+        asked: Option<&Pick>,
+    ) -> Result<(SessionRun, Option<Taken>), ApiError> {
         self.done = true;
         let now_ms = unix_ms();
-        let mut st = self.sessions.lock();
-        let bounds = self.sessions.bounds;
+        let sessions = self.sessions.clone();
+        let bounds = sessions.bounds;
         let mut out = SessionRun {
             id: self.id.clone(),
             run: self.run.clone(),
@@ -87,16 +94,16 @@ impl Turn {
             dropped: Vec::new(),
             dropped_count: 0,
             interpreter: None,
+            interpreter_reason: None,
         };
         let returned = match (&taken, asked) {
             (Some(t), Some(pick)) => Some(exchange::select(&t.files, pick)),
             (None, Some(_)) => Some(Taken::default()),
             _ => None,
         };
-        let Some(s) = st.open.get_mut(&self.id) else { return (out, returned) };
-        if let Some(t) = taken {
-            let mut files = BTreeMap::new();
-            let mut bytes = 0u64;
+        // The files' blobs first, outside the lock (the session is this run's meanwhile).
+        let written = taken.map(|t| {
+            let mut files = Vec::with_capacity(t.files.len());
             let mut unkept = Vec::new();
             for (path, data) in t.files {
                 // A file no later run could be given (nested too deep) is not the workspace's.
@@ -104,23 +111,42 @@ impl Turn {
                     unkept.push(SkippedFile { reason: format!("{why}: no later run could be given it"), path });
                     continue;
                 }
-                let kept = s.files.get(&path).filter(|old| old.bytes == data).map(|old| old.modified_unix_ms);
-                bytes += data.len() as u64;
-                files.insert(path, Stored { bytes: data, modified_unix_ms: kept.unwrap_or(now_ms) });
+                match sessions.dir.put_blob(&self.id, &data) {
+                    Ok(blob) => files.push((path, blob, data.len() as u64)),
+                    Err(e) => unkept.push(SkippedFile {
+                        reason: format!("the server could not write it to its state directory: {e}"),
+                        path,
+                    }),
+                }
+            }
+            (files, unkept, t.skipped, t.skipped_count)
+        });
+        let mut st = sessions.lock();
+        let Some(s) = st.open.get_mut(&self.id) else { return Ok((out, returned)) };
+        if let Some((written, unkept, skipped, skipped_count)) = written {
+            let mut files = BTreeMap::new();
+            let mut bytes = 0u64;
+            for (path, blob, len) in written {
+                let kept = s.files.get(&path).filter(|old| old.blob == blob).map(|old| old.modified_unix_ms);
+                bytes += len;
+                files.insert(path, Stored { blob, len, modified_unix_ms: kept.unwrap_or(now_ms) });
             }
             s.files = files;
             s.bytes = bytes;
-            out.dropped_count = (t.skipped_count + unkept.len()) as u64;
+            out.dropped_count = (skipped_count + unkept.len()) as u64;
             out.dropped = unkept;
             out.dropped
-                .extend(t.skipped.into_iter().map(|k| SkippedFile { reason: kept_reason(&k.reason), path: k.path }));
+                .extend(skipped.into_iter().map(|k| SkippedFile { reason: kept_reason(&k.reason), path: k.path }));
         }
         s.running = None;
         s.interp = self.interp.take();
         s.runs += 1;
-        s.last_used = Instant::now();
+        s.idle_reset();
         out.workspace = s.usage(&bounds);
-        (out, returned)
+        let save = s.changed(&self.id);
+        drop(st);
+        sessions.write(save)?;
+        Ok((out, returned))
     }
 }
 
@@ -137,7 +163,10 @@ impl Drop for Turn {
         {
             s.running = None;
             s.interp = self.interp.take();
-            s.last_used = Instant::now();
+            if s.lost.is_none() {
+                s.lost = self.lost.take();
+            }
+            s.idle_reset();
         }
     }
 }

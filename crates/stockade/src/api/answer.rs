@@ -306,8 +306,10 @@ pub enum Interpreter {
     Started,
     /// The same one as the run before: its state kept.
     Kept,
-    /// It ended in this run (its wall limit, a memory limit, its own exit) and was taken down:
-    /// its state is gone, the workspace's files are kept, and the next run starts a new one.
+    /// Its state is gone, the workspace's files kept: it ended in this run (its wall limit, a
+    /// memory limit, its own exit) and was taken down, and the next run starts a new one; or it
+    /// was lost since the run before (`interpreter-reason` says how: its server stopped, say)
+    /// and a new one ran this run.
     Restarted,
 }
 
@@ -341,6 +343,9 @@ pub struct SessionRun {
     /// A live session's run: what became of its interpreter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interpreter: Option<Interpreter>,
+    /// Why its interpreter was not kept, when it was lost before this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interpreter_reason: Option<String>,
 }
 
 fn is_zero(n: &u64) -> bool {
