@@ -53,7 +53,7 @@ class Replica:
     def start(self, settle=True):
         env = dict(os.environ, STOCKADE_GUEST_DIR=self.guests)
         self.proc = subprocess.Popen(
-            [self.binary, "serve", self.config],
+            [self.binary, "serve", self.config, "--state-dir", os.path.join(self.dir, "state")],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
