@@ -201,3 +201,75 @@ fn a_state_directory_another_user_could_reach_is_refused() {
     assert!(err.contains("sessions.state-dir") && err.contains(&state.display().to_string()), "{err}");
     assert!(!state.join("key").exists(), "it wrote a key into a directory it refused");
 }
+
+#[test]
+fn a_fork_has_a_copy_of_the_workspace_and_goes_on_on_its_own() {
+    if !guests() {
+        return;
+    }
+    let s = Server::start("", RUNTIMES, true);
+    s.wait_warm();
+    let (_, made) = ask(&s, TOKEN, "POST", "/v1/sessions", &json!({"runtime": "python"}));
+    let id = made["id"].as_str().expect("id").to_string();
+    let write = |sid: &str, text: &str| {
+        let code = format!("open('/app/who.txt', 'w').write({text:?})\nprint(open('/app/big.bin', 'rb').read(3))");
+        let (_, v) = ask(&s, TOKEN, "POST", &format!("/v1/sessions/{sid}/runs"), &json!({"code": code}));
+        assert_eq!(v["stdout"]["text"], "b'\\x07\\x07\\x07'\n", "{v}");
+    };
+    let r = request(
+        To::Tcp(s.tcp.expect("tcp")),
+        "PUT",
+        &format!("/v1/sessions/{id}/files/big.bin"),
+        &[("authorization", &format!("Bearer {TOKEN}"))],
+        vec![7u8; 1 << 20],
+    );
+    assert_eq!(r.status, 200);
+    write(&id, "parent");
+    let r = request(
+        To::Tcp(s.tcp.expect("tcp")),
+        "POST",
+        &format!("/v1/sessions/{id}/fork"),
+        &[("authorization", &format!("Bearer {TOKEN}"))],
+        Vec::new(),
+    );
+    let fork: Value = serde_json::from_slice(&r.body).expect("JSON");
+    assert_eq!((r.status, &fork["forked-from"]), (201, &json!(id)), "{fork}");
+    let fid = fork["id"].as_str().expect("id").to_string();
+    assert_ne!(fid, id);
+    let location = r.headers.get("location").and_then(|l| l.to_str().ok());
+    assert_eq!(location, Some(format!("/v1/sessions/{fid}").as_str()));
+    assert_eq!((fork["runs"].as_u64(), fork["workspace"]["files"].as_u64()), (Some(0), Some(2)), "{fork}");
+    // Another token cannot fork it; each goes on on its own.
+    assert_eq!(ask(&s, OTHER_TOKEN, "POST", &format!("/v1/sessions/{id}/fork"), &Value::Null).0, 403);
+    write(&fid, "fork");
+    let read = |sid: &str| {
+        let r = request(
+            To::Tcp(s.tcp.expect("tcp")),
+            "GET",
+            &format!("/v1/sessions/{sid}/files/who.txt"),
+            &[("authorization", &format!("Bearer {TOKEN}"))],
+            Vec::new(),
+        );
+        String::from_utf8_lossy(&r.body).to_string()
+    };
+    assert_eq!((read(&id), read(&fid)), ("parent".to_string(), "fork".to_string()));
+    // The megabyte both hold is one file on disk, linked.
+    let inode = |sid: &str| {
+        use std::os::unix::fs::MetadataExt;
+        let blobs = session_dir(&s, sid).join("blobs");
+        let mut inodes: Vec<(u64, u64)> = std::fs::read_dir(blobs)
+            .expect("blobs")
+            .flatten()
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| (m.size(), m.ino()))
+            .collect();
+        inodes.sort();
+        inodes.last().copied()
+    };
+    assert_eq!(inode(&id), inode(&fid));
+    // A live session's interpreter does not cross: refused, naming the mode.
+    let (_, live) = ask(&s, TOKEN, "POST", "/v1/sessions", &json!({"runtime": "python", "mode": "live"}));
+    let (status, v) =
+        ask(&s, TOKEN, "POST", &format!("/v1/sessions/{}/fork", live["id"].as_str().unwrap_or("")), &Value::Null);
+    assert_eq!((status, v["error"]["field"].as_str()), (400, Some("mode")), "{v}");
+}

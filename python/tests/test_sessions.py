@@ -92,6 +92,19 @@ def test_one_run_at_a_time_and_a_session_is_its_token_s(server) -> None:
                 stranger._request("GET", f"/v1/sessions/{s.id}")
 
 
+def test_a_fork_goes_on_on_its_own(server) -> None:
+    with Client(socket=server.socket) as client, client.session("python") as s:
+        s.upload("n.txt", "1")
+        with s.fork() as f:
+            assert f.id != s.id and f.info["forked-from"] == s.id and f.info["runs"] == 0
+            assert f.run("open('n.txt', 'w').write('2')").ok
+            assert (s.download("n.txt"), f.download("n.txt")) == (b"1", b"2")
+        with client.session("python", mode="live") as live:
+            with pytest.raises(BadRequest) as e:
+                live.fork()
+            assert e.value.field == "mode"
+
+
 def test_async_sessions(server) -> None:
     async def main() -> None:
         async with AsyncClient(socket=server.socket) as client:
@@ -101,6 +114,8 @@ def test_async_sessions(server) -> None:
                 assert r.ok and r.stdout == "abc\n", r
                 assert await s.download("out.txt") == b"ABC"
                 assert [f.path for f in await s.files()] == ["in.txt", "out.txt"]
+                async with await s.fork() as f:
+                    assert f.info["forked-from"] == s.id and await f.download("out.txt") == b"ABC"
 
     asyncio.run(main())
 

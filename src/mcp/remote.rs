@@ -45,6 +45,9 @@ impl Remote {
             Command::CloseSession(id) => {
                 self.ok("DELETE", &format!("/v1/sessions/{id}"), None).await.map(|_| Reply::Done)?
             }
+            Command::ForkSession(id) => {
+                Reply::Session(parse(&self.ok("POST", &format!("/v1/sessions/{id}/fork"), None).await?)?)
+            }
             Command::Files(id) => {
                 Reply::Files(parse(&self.ok("GET", &format!("/v1/sessions/{id}/files"), None).await?)?)
             }

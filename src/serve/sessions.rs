@@ -50,11 +50,26 @@ pub async fn create(State(app): State<App>, Extension(caller): Extension<Caller>
         ask(&app, caller.0, Command::OpenSession(body)).await
     }
     .await;
+    created(&app, made)
+}
+
+/// `POST /v1/sessions/{id}/fork`: 201, the new session, at its `Location`.
+pub async fn fork(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    id: Result<Path<String>, PathRejection>,
+) -> Response {
+    let forked = async { ask(&app, caller.0, Command::ForkSession(parts(id)?)).await }.await;
+    created(&app, forked)
+}
+
+/// A session made (201), at its `Location`.
+fn created(app: &App, made: Result<Reply, ApiError>) -> Response {
     let location = match &made {
         Ok(Reply::Session(s)) => HeaderValue::from_str(&format!("/v1/sessions/{}", s.id)).ok(),
         _ => None,
     };
-    let mut r = answer(&app, StatusCode::CREATED, made);
+    let mut r = answer(app, StatusCode::CREATED, made);
     if let Some(l) = location {
         r.headers_mut().insert(header::LOCATION, l);
     }

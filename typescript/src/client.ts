@@ -525,6 +525,16 @@ export class Session {
     return this.info;
   }
 
+  /**
+   * `POST /v1/sessions/{id}/fork`: a new session with a copy of this one's workspace and its own
+   * clocks (`info["forked-from"]` names this one); each goes on on its own. A live session
+   * cannot be forked ({@link BadRequest} naming `mode`).
+   */
+  async fork(options: CallOptions = {}): Promise<Session> {
+    const a = await this.#client._request("POST", this.#path("/fork"), undefined, options.signal, false);
+    return new Session(this.#client, json<SessionInfo>(a));
+  }
+
   /** Ends the session (`DELETE`); one that already ended is left as it is. */
   async close(options: CallOptions = {}): Promise<void> {
     try {

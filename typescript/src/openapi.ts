@@ -429,6 +429,104 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{id}/fork": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Fork a session: a new session of the caller's with a copy of this one's workspace, its own clocks; each goes on on its own */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the new session (`forked-from` names this one) */
+                201: {
+                    headers: {
+                        /** @description /v1/sessions/ID of the new session */
+                        Location?: string;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SessionInfo"];
+                    };
+                };
+                /** @description a live session (its interpreter's state cannot be forked): the field is `mode` */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description not this token's */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description no such session */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the session is running a run: its workspace is the run's until it is over */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the session ended */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the server, or the token, holds as many sessions as it may */
+                429: {
+                    headers: {
+                        /** @description seconds */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions/{id}/runs": {
         parameters: {
             query?: never;
@@ -1765,6 +1863,8 @@ export interface components {
             /** @description The run in progress, if any. */
             running?: string | null;
             workspace: components["schemas"]["WorkspaceUse"];
+            /** @description The session it was forked from (`POST /v1/sessions/{id}/fork`), if it was. */
+            "forked-from"?: string | null;
         };
         /** @description A file of a session's workspace (`GET /v1/sessions/{id}/files`). */
         FileInfo: {

@@ -108,10 +108,16 @@ export class RunResult {
 
   /**
    * A live session's run: `started` (a new interpreter), `kept` (the same one as the run before)
-   * or `restarted` (it ended in this run; its state is gone, the files are kept). Else `null`.
+   * or `restarted` (its state is gone, the files are kept: it ended in this run, or it was lost
+   * before it and {@link interpreterReason} says why). Else `null`.
    */
   get interpreter(): Interpreter | null {
     return this.session?.interpreter ?? null;
+  }
+
+  /** Why a live session's interpreter was not kept, when it was lost before this run; else `null`. */
+  get interpreterReason(): string | null {
+    return this.session?.["interpreter-reason"] ?? null;
   }
 
   /** Throws {@link RunFailed} unless the run's status is `ok`; returns the result. */

@@ -1,6 +1,6 @@
 // Sessions through the SDK against a real server: a file uploaded, transformed by Python,
-// downloaded; two turns of a live session, ended by its disposer; one run at a time; a session is its
-// token's; the session errors.
+// downloaded; a fork that goes on on its own; two turns of a live session, ended by its disposer;
+// one run at a time; a session is its token's; the session errors.
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { BadRequest, Client, Session, SessionBusy, SessionEnded, SessionNotFound, Unauthorized } from "stockade";
@@ -32,6 +32,22 @@ test("a file round trip and two turns of a workspace session", async () => {
   await s.close();
   await assert.rejects(s.run("1"), (e) => e instanceof SessionNotFound);
   await s.close(); // an ended session is left as it is
+});
+
+test("a fork has a copy of the workspace and goes on on its own", async () => {
+  const s = await ctx.client.session("python");
+  await s.upload("n.txt", "1");
+  const f = await s.fork();
+  assert.notEqual(f.id, s.id);
+  assert.deepEqual([f.info["forked-from"], f.info.runs], [s.id, 0]);
+  assert.equal((await f.run("open('n.txt', 'w').write('2')")).status, "ok");
+  const text = async (x) => new TextDecoder().decode(await x.download("n.txt"));
+  assert.deepEqual([await text(s), await text(f)], ["1", "2"]);
+  await f.close();
+  await s.close();
+  const live = await ctx.client.session("python", { mode: "live" });
+  await assert.rejects(live.fork(), (e) => e instanceof BadRequest && e.field === "mode");
+  await live.close();
 });
 
 test("a live session keeps its variables; disposing of it ends it", async () => {

@@ -31,6 +31,8 @@ pub enum Command {
     ListSessions,
     Session(String),
     CloseSession(String),
+    /// A new session of the caller's, a copy of this one's workspace ([`Reply::Session`]).
+    ForkSession(String),
     /// A session's workspace: its files, with sizes and modification times.
     Files(String),
     GetFile {
@@ -184,6 +186,11 @@ impl Engine {
             Command::ListSessions => Reply::Sessions(s.list(owner)),
             Command::Session(id) => Reply::Session(s.info(&id, owner)?),
             Command::CloseSession(id) => s.delete(&id, owner).map(|()| Reply::Done)?,
+            Command::ForkSession(id) => {
+                let s = s.clone();
+                let forked = tokio::task::spawn_blocking(move || s.fork(&id, owner)).await;
+                Reply::Session(forked.unwrap_or_else(|_| Err(crate::internal("a fork ended abnormally")))?)
+            }
             Command::Files(id) => Reply::Files(s.files(&id, owner)?),
             Command::GetFile { session, path } => {
                 let bytes = s.get_file(&session, owner, &path)?;

@@ -79,6 +79,8 @@ struct Session {
     interp: Option<super::live::Interp>,
     /// Why a live session has no interpreter though it had one (its next run says so).
     lost: Option<String>,
+    /// The session it was forked from, if it was.
+    forked_from: Option<String>,
     /// Its changes so far, and the last one on disk: a change is written with its number, and
     /// one older than what is on disk is not written (a later one holds it too).
     changes: u64,
@@ -387,6 +389,7 @@ impl Session {
             runs: self.runs,
             running: self.running.clone(),
             workspace: self.usage(b),
+            forked_from: self.forked_from.clone(),
         }
     }
 }

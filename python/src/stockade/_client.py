@@ -665,6 +665,13 @@ class Session:
         self.info = cast(SessionInfo, dict(self._client._request("GET", f"/v1/sessions/{self.id}").json()))
         return self.info
 
+    def fork(self) -> "Session":
+        """``POST /v1/sessions/{id}/fork``: a new session of this client's with a copy of this
+        one's workspace and its own clocks (``info["forked-from"]`` names this one); each goes
+        on on its own. A live session cannot be forked (:class:`BadRequest` naming ``mode``)."""
+        info = self._client._request("POST", f"/v1/sessions/{self.id}/fork", idempotent=False)
+        return Session(self._client, cast(SessionInfo, dict(info.json())))
+
     def close(self) -> None:
         """Ends the session (``DELETE``); one that already ended is left as it is."""
         try:
@@ -731,6 +738,11 @@ class AsyncSession:
         """See :meth:`Session.refresh`."""
         self.info = cast(SessionInfo, dict((await self._client._request("GET", f"/v1/sessions/{self.id}")).json()))
         return self.info
+
+    async def fork(self) -> "AsyncSession":
+        """See :meth:`Session.fork`."""
+        info = await self._client._request("POST", f"/v1/sessions/{self.id}/fork", idempotent=False)
+        return AsyncSession(self._client, cast(SessionInfo, dict(info.json())))
 
     async def close(self) -> None:
         """See :meth:`Session.close`."""

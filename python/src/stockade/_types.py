@@ -298,10 +298,16 @@ class Result:
     @property
     def interpreter(self) -> Optional[str]:
         """A live session's run: ``"started"`` (a new interpreter, no state from before),
-        ``"kept"`` (the same one as the run before) or ``"restarted"`` (it ended in this run: its
-        wall limit, a memory limit, its own exit; its state is gone, the files are kept). Else
-        ``None``."""
+        ``"kept"`` (the same one as the run before) or ``"restarted"`` (its state is gone, the
+        files are kept: it ended in this run, by its wall limit, a memory limit or its own exit;
+        or it was lost before it, and :attr:`interpreter_reason` says why). Else ``None``."""
         return None if self.session is None else self.session.get("interpreter")
+
+    @property
+    def interpreter_reason(self) -> Optional[str]:
+        """Why a live session's interpreter was not kept, when it was lost before this run (its
+        server stopped, say); else ``None``."""
+        return None if self.session is None else self.session.get("interpreter-reason")
 
     @property
     def ok(self) -> bool:
@@ -575,12 +581,15 @@ _SessionInfo = TypedDict(
 )
 
 
-class _SessionInfoOptional(TypedDict, total=False):
-    running: Optional[str]
+_SessionInfoOptional = TypedDict(
+    "_SessionInfoOptional",
+    {"running": Optional[str], "forked-from": str},
+    total=False,
+)
 
 
 class SessionInfo(_SessionInfo, _SessionInfoOptional):
     """A session as the server answers it (``Session.info``, ``Session.refresh()``): its ``id``,
     runtime, mode and policy, every run's ``limits``, its clocks (``expires-unix-ms``: when it ends
     if nothing else happens), its ``runs`` so far, the run in progress (``running``), and what its
-    workspace holds."""
+    workspace holds, and the session it was forked from (``forked-from``), if it was."""

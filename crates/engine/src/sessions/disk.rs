@@ -31,6 +31,8 @@ struct Meta {
     created_unix_ms: u64,
     last_used_unix_ms: u64,
     runs: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    forked_from: Option<String>,
     files: Vec<FileMeta>,
 }
 
@@ -57,6 +59,7 @@ pub(super) fn meta_of(s: &Session) -> Vec<u8> {
         created_unix_ms: s.created_unix_ms,
         last_used_unix_ms: s.last_used_unix_ms,
         runs: s.runs,
+        forked_from: s.forked_from.clone(),
         files: s
             .files
             .iter()
@@ -108,6 +111,7 @@ fn session_of(json: &[u8]) -> Result<Session, String> {
         running: None,
         interp: None,
         lost: (m.mode == Mode::Live).then(|| LOST_IN_RESTART.to_string()),
+        forked_from: m.forked_from.filter(|p| state::valid_id(p)),
         changes: 0,
         saved: Arc::new(Mutex::new(0)),
     })

@@ -1,8 +1,8 @@
 //! A session's making: its settings checked against what the server offers ([`Sessions::check`]),
 //! room for it among the server's sessions and its token's, its directory and first meta written
-//! ([`Sessions::create`]).
+//! ([`Sessions::create`]); a session forked from another ([`Sessions::fork`]).
 
-use super::{Owner, Session, Sessions, Spec, random_hex, same_owner, unix_ms, wait_for_first};
+use super::{Owner, Session, Sessions, Spec, find, random_hex, same_owner, unix_ms, wait_for_first};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -55,6 +55,90 @@ impl Sessions {
     /// as many as it may.
     pub fn create(&self, owner: Owner, spec: Spec) -> Result<SessionInfo, ApiError> {
         let mut st = self.lock();
+        self.room(&st, owner, spec.mode)?;
+        let now = unix_ms();
+        let s = Session {
+            owner,
+            spec,
+            created_unix_ms: now,
+            last_used_unix_ms: now,
+            files: BTreeMap::new(),
+            bytes: 0,
+            runs: 0,
+            running: None,
+            interp: None,
+            lost: None,
+            forked_from: None,
+            changes: 0,
+            saved: Arc::new(Mutex::new(0)),
+        };
+        let id = format!("s-{}", random_hex(16)?);
+        self.dir.create(&id).map_err(|e| self.disk_error(&id, &e))?;
+        self.made(&mut st, id, s)
+    }
+
+    /// Forks session `id`: a new session of the same owner, runtime, policy and limits, its own
+    /// clocks from now, a copy of the workspace (its blobs linked, never copied: they never
+    /// change); each goes on on its own. 409 while the session runs (its workspace is the run's),
+    /// 429 as [`Sessions::create`]; a live session's interpreter does not cross (400 naming
+    /// `mode`).
+    pub fn fork(&self, id: &str, owner: Owner) -> Result<SessionInfo, ApiError> {
+        let mut st = self.lock();
+        let parent = find(&mut st, id, owner)?;
+        parent.idle_reset();
+        parent.not_running(id)?;
+        if parent.spec.mode == Mode::Live {
+            return Err(ApiError::field(
+                "mode",
+                format!("session {id} is live: its interpreter's state cannot be forked (a workspace session can be)"),
+            ));
+        }
+        let now = unix_ms();
+        let s = Session {
+            owner: parent.owner,
+            spec: parent.spec.clone(),
+            created_unix_ms: now,
+            last_used_unix_ms: now,
+            files: parent.files.clone(),
+            bytes: parent.bytes,
+            runs: 0,
+            running: None,
+            interp: None,
+            lost: None,
+            forked_from: Some(id.to_string()),
+            changes: 0,
+            saved: Arc::new(Mutex::new(0)),
+        };
+        self.room(&st, owner, s.spec.mode)?;
+        let new = format!("s-{}", random_hex(16)?);
+        let linked = self
+            .dir
+            .create(&new)
+            .and_then(|()| s.files.values().try_for_each(|f| self.dir.link_blob(id, &new, &f.blob)));
+        if let Err(e) = linked {
+            let _ = self.dir.remove(&new);
+            return Err(self.disk_error(&new, &e));
+        }
+        self.made(&mut st, new, s)
+    }
+
+    /// Session `s`, its directory made as `id`, written and held. Written under the lock, once:
+    /// no other request knows of it yet.
+    fn made(&self, st: &mut super::State, id: String, mut s: Session) -> Result<SessionInfo, ApiError> {
+        let save = s.changed(&id);
+        if let Err(e) = self.write(save) {
+            let _ = self.dir.remove(&id);
+            return Err(e);
+        }
+        let info = s.info(&id, &self.bounds, unix_ms());
+        st.open.insert(id, s);
+        self.metrics.session_opened(st.open.len());
+        Ok(info)
+    }
+
+    /// Whether a session of `mode` for `owner` fits: 429 (with the seconds until the first one
+    /// ends) when the server, or the token, holds as many as it may.
+    fn room(&self, st: &super::State, owner: Owner, mode: Mode) -> Result<(), ApiError> {
         if st.open.len() >= self.bounds.max {
             if self.bounds.max == 0 {
                 return Err(ApiError::new(
@@ -69,7 +153,7 @@ impl Sessions {
             .retry_after(wait_for_first(st.open.values())));
         }
         let live = st.open.values().filter(|s| s.spec.mode == Mode::Live).count();
-        if spec.mode == Mode::Live && live >= self.bounds.live_max {
+        if mode == Mode::Live && live >= self.bounds.live_max {
             let e = ApiError::new(
                 ErrorCode::TooManySessions,
                 format!("the server holds {live} live sessions, its most (sessions.live-max): end one, or wait"),
@@ -90,7 +174,7 @@ impl Sessions {
         }
         let live_of = |s: &&Session| s.spec.mode == Mode::Live && same_owner(&s.owner, &owner);
         let mine_live = st.open.values().filter(live_of).count();
-        if spec.mode == Mode::Live && mine_live >= self.bounds.live_max_per_token {
+        if mode == Mode::Live && mine_live >= self.bounds.live_max_per_token {
             return Err(ApiError::new(
                 ErrorCode::TooManySessions,
                 format!(
@@ -99,32 +183,6 @@ impl Sessions {
             )
             .retry_after(wait_for_first(st.open.values().filter(live_of))));
         }
-        let id = format!("s-{}", random_hex(16)?);
-        let now = unix_ms();
-        let mut s = Session {
-            owner,
-            spec,
-            created_unix_ms: now,
-            last_used_unix_ms: now,
-            files: BTreeMap::new(),
-            bytes: 0,
-            runs: 0,
-            running: None,
-            interp: None,
-            lost: None,
-            changes: 0,
-            saved: Arc::new(Mutex::new(0)),
-        };
-        self.dir.create(&id).map_err(|e| self.disk_error(&id, &e))?;
-        let save = s.changed(&id);
-        // Written under the lock, once: no other request knows of the session yet.
-        if let Err(e) = self.write(save) {
-            let _ = self.dir.remove(&id);
-            return Err(e);
-        }
-        let info = s.info(&id, &self.bounds, now);
-        st.open.insert(id, s);
-        self.metrics.session_opened(st.open.len());
-        Ok(info)
+        Ok(())
     }
 }

@@ -164,7 +164,7 @@ fn run_paths(paths: &mut Map<String, Value>, run: Schema) {
     );
 }
 
-/// The paths of sessions themselves: `/v1/sessions` and `/v1/sessions/{id}`.
+/// The paths of sessions themselves: `/v1/sessions`, `/v1/sessions/{id}` and its fork.
 fn session_paths(paths: &mut Map<String, Value>, session_body: Schema) {
     paths.insert(
         "/v1/sessions".into(),
@@ -207,6 +207,28 @@ fn session_paths(paths: &mut Map<String, Value>, session_body: Schema) {
             "delete": {
                 "summary": "End a session and forget its files (a run in progress ends at its own wall limit; its workspace is not kept)",
                 "responses": {"204": {"description": "ended"}, "403": err("not this token's"), "404": err("no such session"), "410": err("already ended")}
+            }
+        }),
+    );
+    paths.insert(
+        "/v1/sessions/{id}/fork".into(),
+        json!({
+            "parameters": [session_id_param()],
+            "post": {
+                "summary": "Fork a session: a new session of the caller's with a copy of this one's workspace, its own clocks; each goes on on its own",
+                "responses": {
+                    "201": {
+                        "description": "the new session (`forked-from` names this one)",
+                        "headers": {"Location": {"schema": {"type": "string"}, "description": "/v1/sessions/ID of the new session"}},
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SessionInfo"}}}
+                    },
+                    "400": err("a live session (its interpreter's state cannot be forked): the field is `mode`"),
+                    "403": err("not this token's"),
+                    "404": err("no such session"),
+                    "409": err("the session is running a run: its workspace is the run's until it is over"),
+                    "410": err("the session ended"),
+                    "429": busy("the server, or the token, holds as many sessions as it may")
+                }
             }
         }),
     );

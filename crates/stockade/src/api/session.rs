@@ -118,6 +118,9 @@ pub struct SessionInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub running: Option<String>,
     pub workspace: WorkspaceUse,
+    /// The session it was forked from (`POST /v1/sessions/{id}/fork`), if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<String>,
 }
 
 /// A file of a session's workspace (`GET /v1/sessions/{id}/files`).
