@@ -54,8 +54,9 @@ pub fn wasm_job(args: &RunArgs) -> Result<Option<WasmJob>, String> {
         stdin: None,
         // `stockade run` compiles a guest it lacks, once, as the installing user would.
         compile_guests: true,
-        // A one-off CLI run has nobody to answer host calls.
+        // A one-off CLI run has nobody to answer host calls, and no interpreter to keep.
         host_calls: false,
+        images: None,
     }))
 }
 

@@ -164,6 +164,11 @@ def _turn(code, stdin, env):
         _fresh(env)
         if os.path.isdir("/app"):
             os.chdir("/app")
+        # The host resources every live interpreter's first turn makes, in this order (its
+        # preopened directories above, then its stdout and stderr streams): a hibernated one's
+        # image holds their handles, and a resumed one makes them again the same way.
+        os.write(1, b"")
+        os.write(2, b"")
         sys.argv = ["-c"]
         _live = type(sys)("__main__")
         _live.__dict__.update({"__name__": "__main__", "__builtins__": __builtins__, "__doc__": None})

@@ -170,7 +170,7 @@ fn serve_turns(
     let mut asking: Option<oneshot::Sender<Answer>> = None;
     let mut next = |turned: Turned| {
         match turned {
-            Turned::Ready => {
+            Turned::Ready { .. } => {
                 ready.take().map(|r| r.send(Ok(())));
             }
             Turned::Returned { report, .. } => {

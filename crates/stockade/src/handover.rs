@@ -296,6 +296,11 @@ pub fn turn_frame(code: &str, stdin: &[u8], fuel: Option<u64>) -> Vec<u8> {
     out
 }
 
+/// The frame that asks a live Python guest's runner for its image (in place of a turn's; it is
+/// never one: its lengths are not numbers). The runner writes the image, says so on its summary
+/// channel as a turn's account, and waits for the next frame.
+pub const HIBERNATE_FRAME: &[u8; TURN_HEAD_LEN] = b"hibernate! 0000000000 00000000000000000000\n";
+
 /// A turn's head read back: its code's and stdin's lengths, its fuel (`None`: the session's).
 pub fn parse_turn_head(head: &[u8]) -> Option<(usize, usize, Option<u64>)> {
     let text = std::str::from_utf8(head).ok()?.strip_suffix('\n')?;

@@ -80,6 +80,9 @@ pub struct Job {
     /// named in `$STOCKADE_HOST_CALLS` (`REQUESTS,ANSWERS`). A run with no host calls closes
     /// their other ends at its start: a call then fails at once.
     pub host_calls: bool,
+    /// Files the caller passes the jail at its prestart ([`Plan::prestart_passing`]), as the fds
+    /// after the host-call channel's (after the extra outputs when it has none), in order.
+    pub passed_fds: usize,
     /// The program serves turns ([`Prepared::run_turns`](crate::Prepared::run_turns)), and says
     /// each one's end so. It needs a stdin pipe ([`Job::stdin_data`]) and a first extra output
     /// (its account, or its status); [`TurnEnd::Read`](TurnEnd::Read) needs seccomp and
@@ -99,6 +102,7 @@ impl Job {
             argv_display: None,
             announces_end: false,
             host_calls: false,
+            passed_fds: 0,
             turns: None,
         }
     }
@@ -151,6 +155,8 @@ pub struct Plan {
     pub(crate) announces_end: bool,
     /// See [`Job::host_calls`].
     pub(crate) host_calls: bool,
+    /// See [`Job::passed_fds`].
+    pub(crate) passed_fds: usize,
     /// See [`Job::turns`].
     pub(crate) turns: Option<TurnEnd>,
     pub(crate) dev_null: OwnedFd,
@@ -205,7 +211,7 @@ impl Plan {
         if let Some(shown) = &job.argv_display {
             program.argv_display.clone_from(shown);
         }
-        if job.extra_outputs.len() + 2 * usize::from(job.host_calls) > MAX_EXTRA_OUTPUTS {
+        if job.extra_outputs.len() + 2 * usize::from(job.host_calls) + job.passed_fds > MAX_EXTRA_OUTPUTS {
             return Err(Error::Supervisor {
                 what: "give the program more than 7 extra outputs",
                 errno: sys::Errno(libc::EMFILE),
@@ -235,6 +241,7 @@ impl Plan {
             extra_outputs: job.extra_outputs.clone(),
             announces_end: job.announces_end && !job.extra_outputs.is_empty(),
             host_calls: job.host_calls,
+            passed_fds: job.passed_fds,
             turns: job.turns,
             dev_null: renumber(dev_null.into(), "renumber /dev/null")?,
         })
@@ -292,8 +299,15 @@ impl Plan {
         let env_names: Vec<&str> = self.envp.iter().filter_map(|e| e.to_str().ok()?.split('=').next()).collect();
         let env = format!("cleared; set: {}", if env_names.is_empty() { "none".into() } else { env_names.join(", ") });
         out.push(LayerReport::new("environment", &env, &env));
+        let passed = match self.passed_fds {
+            0 => String::new(),
+            n => format!(
+                ", {n} file(s) its caller passed (from fd {})",
+                3 + self.extra_outputs.len() + 2 * usize::from(self.host_calls)
+            ),
+        };
         let fds = format!(
-            "fds 0-2{}{}; stdin {}",
+            "fds 0-2{}{}{passed}; stdin {}",
             match (self.extra_outputs.len(), self.host_calls) {
                 (0, false) => " only".to_string(),
                 (0, true) => String::new(),

@@ -88,11 +88,24 @@ impl Recipe {
     /// turns): refused, naming them, where the host has none. `Err` too for code that reads its
     /// code whole from stdin (it cannot keep an interpreter).
     pub fn build_live(code: Code<'_>, policy: &Policy, runner: &Path) -> Result<Recipe, Error> {
+        Recipe::build_live_imaged(code, policy, runner, None)
+    }
+
+    /// [`Recipe::build_live`], a Python guest's interpreter with `images` (see
+    /// [`wasm::LiveImages`]): its jails are built with [`Recipe::prestart_passing`], given the
+    /// image files. Ignored for the other languages (their interpreters have no image).
+    pub fn build_live_imaged(
+        code: Code<'_>,
+        policy: &Policy,
+        runner: &Path,
+        images: Option<wasm::LiveImages>,
+    ) -> Result<Recipe, Error> {
         match code {
             Code::Guest(guest) => {
                 let mut job = WasmJob::new((guest.language().turns)(), runner);
                 job.compile_guests = false;
                 job.host_calls = true;
+                job.images = images;
                 Ok(Recipe::Wasm(wasm::prepare(policy, &job)?))
             }
             Code::Program { path, args, framed: true } => {
@@ -143,6 +156,19 @@ impl Recipe {
     /// Builds one jail up to its program's exec (see [`Plan::prestart`]).
     pub fn prestart(&self) -> Result<Waiting<'_>, Error> {
         self.prestart_joining(crate::JoinNet::Own)
+    }
+
+    /// Whether its jails are passed image files ([`Recipe::build_live_imaged`]): how many.
+    pub fn passed_fds(&self) -> usize {
+        self.plan().passed_fds
+    }
+
+    /// [`Recipe::prestart`], the jail passed `fds` (its image files, in order).
+    pub fn prestart_passing(&self, fds: &[std::os::fd::BorrowedFd<'_>]) -> Result<Waiting<'_>, Error> {
+        Ok(match self {
+            Recipe::Wasm(w) => Waiting::Wasm(w.prestart_passing(crate::JoinNet::Own, fds)?),
+            Recipe::Program(p) => Waiting::Program(p.prestart_passing(crate::JoinNet::Own, fds)?),
+        })
     }
 
     /// [`Recipe::prestart`], the jail joining `net` where its plan allows ([`crate::JoinNet`]).

@@ -391,6 +391,7 @@ pub(super) fn open(
     host_calls: bool,
     feed: bool,
     inherit_stdin: bool,
+    passed: &[BorrowedFd<'_>],
 ) -> Result<(Pipes, ChildEnds), Error> {
     let sv = |what: &'static str| move |errno: Errno| Error::Supervisor { what, errno };
     let child = |fd: OwnedFd| sys::above_stdio(fd).map_err(sv("renumber an fd"));
@@ -415,6 +416,13 @@ pub(super) fn open(
     } else {
         None
     };
+    // After the host-call channel: the files the caller passes, in its order.
+    for fd in passed {
+        extra_child.push(child(fd.try_clone_to_owned().map_err(|e| Error::Supervisor {
+            what: "pass a file to the jail",
+            errno: Errno(e.raw_os_error().unwrap_or(libc::EBADF)),
+        })?)?);
+    }
     // stdin: the caller's bytes through a pipe (fed while the program runs), the caller's own
     // stdin, or /dev/null.
     let (stdin_child, stdin_feed) = if feed {

@@ -242,32 +242,45 @@ impl Plan {
 
     /// Builds the jail up to the exec and parks it there (see [`Prepared`]).
     pub fn prestart(&self) -> Result<Prepared<'_>, Error> {
-        self.prestart_with(None, JoinNet::Own)
+        self.prestart_with(None, JoinNet::Own, &[])
     }
 
     /// [`Plan::prestart`], the jail joining `net` instead of creating its network namespace
     /// when its plan can take one in turn ([`Plan::takes_net_in_turn`], [`JoinNet::InTurn`]).
     pub fn prestart_joining(&self, net: JoinNet<'_>) -> Result<Prepared<'_>, Error> {
-        self.prestart_with(None, net)
+        self.prestart_with(None, net, &[])
     }
 
     /// [`Plan::prestart_joining`], with the jail running `code` of this process instead of
     /// exec'ing (see [`InProcess`]) when it can; `Ok(true)` with the jail when it does.
     pub fn prestart_in_process(&self, code: &InProcess, net: JoinNet<'_>) -> Result<(Prepared<'_>, bool), Error> {
         if !code.usable() {
-            return Ok((self.prestart_with(None, net)?, false));
+            return Ok((self.prestart_with(None, net, &[])?, false));
         }
         let faults = sys::FaultHandlers::now()
             .map_err(|errno| Error::Supervisor { what: "read the fault signals' handlers", errno })?;
-        Ok((self.prestart_with(Some((code, &faults)), net)?, true))
+        Ok((self.prestart_with(Some((code, &faults)), net, &[])?, true))
+    }
+
+    /// [`Plan::prestart_joining`], the jail passed `fds` (as many as [`Job::passed_fds`] says:
+    /// `Err` otherwise), as the fds after its host-call channel's.
+    ///
+    /// [`Job::passed_fds`]: crate::Job::passed_fds
+    pub fn prestart_passing(&self, net: JoinNet<'_>, fds: &[BorrowedFd<'_>]) -> Result<Prepared<'_>, Error> {
+        self.prestart_with(None, net, fds)
     }
 
     fn prestart_with(
         &self,
         code: Option<(&InProcess, &sys::FaultHandlers)>,
         net: JoinNet<'_>,
+        passed: &[BorrowedFd<'_>],
     ) -> Result<Prepared<'_>, Error> {
         let sv = |what: &'static str| move |errno: Errno| Error::Supervisor { what, errno };
+        (passed.len() == self.passed_fds)
+            .then_some(())
+            .ok_or(Errno(libc::EINVAL))
+            .map_err(sv("pass the jail its files"))?;
         let renumber = |fds: Vec<OwnedFd>| {
             fds.into_iter().map(sys::above_stdio).collect::<Result<Vec<_>, _>>().map_err(sv("renumber an fd"))
         };
@@ -276,6 +289,7 @@ impl Plan {
             self.host_calls,
             self.stdin_data.is_some(),
             self.stdin == StdinMode::Inherit,
+            passed,
         )?;
         // The run's cgroup leaves (removed when `leaf` drops, on every path out of here).
         let leaf = self.cgroup.create_leaf()?;

@@ -67,8 +67,9 @@ pub type ReadAccount<'a> = &'a dyn Fn(&[u8]) -> Option<TurnTold>;
 /// Where a jail that serves turns is, when it asks its caller for the next turn.
 #[derive(Debug)]
 pub enum Turned {
-    /// Its start is done: the program waits for its first turn.
-    Ready,
+    /// Its start is done: the program waits for its first turn; its program's account of its
+    /// start.
+    Ready { account: Vec<u8> },
     /// A turn returned, its program alive: its report, and its program's account of it.
     Returned { report: Box<Report>, account: Vec<u8> },
     /// The turn asked what the jail cannot give (a limit it holds for its life): it did not run,
@@ -167,7 +168,7 @@ impl Prepared<'_> {
                 Step::Returned(at, account, told) => (at, account, told),
             };
             let mut turned = if first {
-                Turned::Ready
+                Turned::Ready { account }
             } else {
                 let calls = by_turn.as_ref().map(|t| t.end()).unwrap_or_default();
                 let wall = returned_at.duration_since(begun.start);

@@ -187,3 +187,99 @@ pub fn populate(addr: usize, len: usize, write: bool) -> std::io::Result<()> {
         Err(std::io::Error::last_os_error())
     }
 }
+
+/// Writes `len` bytes of this process's memory at `addr` to `fd` at file offset `offset` (a
+/// hibernating guest's linear memory into its image). `Err` from `pwrite(2)`; a short write is
+/// written on.
+#[cfg(feature = "wasm")]
+pub fn write_memory(fd: std::os::fd::BorrowedFd<'_>, addr: usize, len: usize, offset: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut done = 0usize;
+    while done < len {
+        let at = i64::try_from(offset + done as u64).map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+        // SAFETY: the caller gives a range of a mapping of this process that is readable and that
+        // nothing writes meanwhile (a guest's linear memory between two of its calls, one thread);
+        // the kernel reads it, and fails (EFAULT) for what is not mapped.
+        let n = unsafe { libc::pwrite(fd.as_raw_fd(), (addr + done) as *const libc::c_void, len - done, at) };
+        match n {
+            n if n > 0 => done += n as usize,
+            0 => return Err(std::io::Error::from_raw_os_error(libc::EIO)),
+            _ => {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EINTR) {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads `len` bytes of `fd` at file offset `offset` into this process's memory at `addr` (a
+/// resuming guest's linear memory from its image). `Err` from `pread(2)`, or at the file's end.
+#[cfg(feature = "wasm")]
+pub fn read_into_memory(fd: std::os::fd::BorrowedFd<'_>, offset: u64, addr: usize, len: usize) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut done = 0usize;
+    while done < len {
+        let at = i64::try_from(offset + done as u64).map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+        // SAFETY: the caller gives a range of a writable private mapping of this process that no
+        // code reads or writes meanwhile (a guest's linear memory before its next call, one
+        // thread); the kernel writes it, and fails (EFAULT) for what is not mapped.
+        let n = unsafe { libc::pread(fd.as_raw_fd(), (addr + done) as *mut libc::c_void, len - done, at) };
+        match n {
+            n if n > 0 => done += n as usize,
+            0 => return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof)),
+            _ => {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EINTR) {
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Gives `[addr, addr + len)` back its mappings' own bytes (`MADV_DONTNEED`): a private file
+/// mapping's pages are the file's again, an anonymous mapping's zero. `Err` when the range is not
+/// wholly mapped.
+#[cfg(feature = "wasm")]
+pub fn discard(addr: usize, len: usize) -> std::io::Result<()> {
+    // SAFETY: the caller gives a range of private mappings of this process that no code reads or
+    // writes meanwhile (a guest's linear memory before its next call): the advice replaces their
+    // bytes with the mappings' own (file or zero) and changes no mapping; the kernel fails for
+    // what is not mapped.
+    if unsafe { libc::madvise(addr as *mut libc::c_void, len, libc::MADV_DONTNEED) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Maps `len` bytes of `fd` at file offset `offset` over `[addr, addr + len)`, private and
+/// writable (`MAP_FIXED`: the range's mapping is replaced, its pages faulted from the file, and
+/// copied when written). `Err` from `mmap(2)`.
+#[cfg(feature = "wasm")]
+pub fn map_over(fd: std::os::fd::BorrowedFd<'_>, offset: u64, addr: usize, len: usize) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let off = libc::off_t::try_from(offset).map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+    // SAFETY: the caller gives a page-aligned range inside a guest's linear memory, a private
+    // read-write mapping of this process that no code touches meanwhile (before the guest's next
+    // call): the new mapping keeps its protection and its place, so every pointer into it stays
+    // valid; only its bytes change, to the file's.
+    let at = unsafe {
+        libc::mmap(
+            addr as *mut libc::c_void,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_FIXED,
+            fd.as_raw_fd(),
+            off,
+        )
+    };
+    if at == libc::MAP_FAILED || at as usize != addr {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

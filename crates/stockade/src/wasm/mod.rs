@@ -18,6 +18,9 @@ mod deadline;
 pub mod engine;
 mod exit;
 pub mod guests;
+mod image;
+mod job;
+pub use job::{LiveImages, WasmJob};
 pub mod languages;
 pub use languages::check_installed;
 mod limits;
@@ -43,7 +46,7 @@ use crate::report::{GuestEnd, Report, WasmTime};
 use crate::supervisor::{Gate, Gated, Output, Prepared};
 use engine::EngineKind;
 use guests::GuestError;
-use shared::{Entry, Outcome, Preopen, RunnerConfig, Summary, pieces};
+use shared::{Entry, ImageFds, Outcome, Preopen, RunnerConfig, Summary, pieces};
 use std::path::{Path, PathBuf};
 
 /// What to run in the runner.
@@ -73,46 +76,6 @@ impl GuestCode {
     /// Whether the interpreter waits for its code on stdin.
     fn waits_for_code(&self) -> bool {
         matches!(self, GuestCode::PythonFromStdin | GuestCode::JsFromStdin)
-    }
-}
-
-/// A Wasm job: the code, its arguments, and where its files live.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WasmJob {
-    pub code: GuestCode,
-    pub args: Vec<String>,
-    /// Host directory seen as `/app`, kept between runs; `None`: a fresh one, removed afterwards.
-    pub workspace: Option<PathBuf>,
-    /// Host directories the guest reads at the same path.
-    pub data: Vec<PathBuf>,
-    /// Where guests and artifacts live; `None`: [`guests::default_dir`].
-    pub guest_dir: Option<PathBuf>,
-    /// The stockade binary that runs as stage 2.
-    pub runner: PathBuf,
-    /// Bytes for the guest's stdin (`None`: its stdin is empty, unless its code comes there).
-    pub stdin: Option<Vec<u8>>,
-    /// A managed guest's artifact missing (or made by another engine) is compiled now, in this
-    /// process, outside any jail (`stockade run`: the guest's bytes are pinned). `false` (a
-    /// server): refused, naming `stockade guest install`.
-    pub compile_guests: bool,
-    /// The jail gets a host-call channel ([`Job::host_calls`]) that the Python guest's
-    /// `stockade_host` reaches (the other guests have no way to it: ignored for them).
-    pub host_calls: bool,
-}
-
-impl WasmJob {
-    pub fn new(code: GuestCode, runner: impl Into<PathBuf>) -> WasmJob {
-        WasmJob {
-            code,
-            args: Vec::new(),
-            workspace: None,
-            data: Vec::new(),
-            guest_dir: None,
-            runner: runner.into(),
-            stdin: None,
-            compile_guests: true,
-            host_calls: false,
-        }
     }
 }
 
@@ -314,6 +277,7 @@ fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(Run
         // A runner run alone (for comparison) has no supervisor to tell it to go.
         linger: false,
         turns: matches!(job.code, GuestCode::PythonTurns | GuestCode::JsTurns),
+        images: None,
     };
     Ok((config, code))
 }
@@ -384,10 +348,17 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
         let first = i32::try_from(3 + 1 + usize::from(compiles)).unwrap_or(i32::MAX);
         config.host_calls = Some((first, first + 1));
     }
+    // The files a live Python guest's images go through come after the host-call channel.
+    let images = job.images.filter(|_| matches!(job.code, GuestCode::PythonTurns));
+    if let Some(i) = images {
+        let first = i32::try_from(3 + 1 + usize::from(compiles) + 2 * usize::from(host_calls)).unwrap_or(i32::MAX);
+        config.images = Some(ImageFds { hibernate: first, resume: i.resume.then_some(first + 1), reseed: i.reseed });
+    }
     let json = serde_json::to_string(&config).map_err(GuestError::Config)?;
     let mut run = Job::new(text(&job.runner)).args(std::iter::once("__runner".to_string()).chain(pieces(&json)));
     run.extra_outputs = vec![SUMMARY_MAX_BYTES];
     run.host_calls = host_calls;
+    run.passed_fds = images.map_or(0, |i| 1 + usize::from(i.resume));
     // The runner writes its summary, closes its fds and exits; the guest cannot start a process.
     run.announces_end = true;
     run.argv_display = Some(std::iter::once(text(&job.runner)).chain(config.argv.iter().cloned()).collect());
@@ -456,6 +427,16 @@ impl WasmPlan {
             None => self.plan.prestart_joining(net)?,
         };
         Ok(WasmPrepared { prepared, wasm: self })
+    }
+
+    /// [`WasmPlan::prestart`], the jail passed `fds` (a live guest's image files: see
+    /// [`LiveImages`]); its runner is exec'd.
+    pub fn prestart_passing(
+        &self,
+        net: crate::JoinNet<'_>,
+        fds: &[std::os::fd::BorrowedFd<'_>],
+    ) -> Result<WasmPrepared<'_>, Error> {
+        Ok(WasmPrepared { prepared: self.plan.prestart_passing(net, fds)?, wasm: self })
     }
 
     /// Loads this plan's guest into this process (its engine, its artifact, its memory images),

@@ -43,7 +43,11 @@ pub(super) fn start(
     let times = tell(Times { load, compile, instantiate: t1.elapsed(), started: Instant::now() });
     if let Some(t) = store.data_mut().turn.as_mut() {
         // Said at its first read of stdin, where it waits for its first turn.
-        t.ready = Some(super::turns::Account::Ready { load_ms: ms(times.load), instantiate_ms: ms(times.instantiate) });
+        t.ready = Some(super::turns::Account::Ready {
+            load_ms: ms(times.load),
+            instantiate_ms: ms(times.instantiate),
+            resumed: None,
+        });
     }
     let result = start.call(&mut store, ()).map(|()| 0);
     returned();

@@ -15,7 +15,7 @@
 
 use super::shared::one_line;
 use super::store::{Instanced, State, fresh_store};
-use super::turns::{Account, TurnIo, next_frame, tell, turn_fuel};
+use super::turns::{Account, Next, TurnIo, next_frame, tell, turn_fuel};
 use std::time::Instant;
 use wasmtime::{AsContextMut, Caller, Extern, Linker};
 use wasmtime_wasi::WasiCtxBuilder;
@@ -219,7 +219,16 @@ pub(super) fn js_turn_bytes(caller: &mut Caller<'_, State<WasiP1Ctx>>) -> Result
         let started = started.unwrap_or_else(Instant::now);
         tell(&Account::turn(status, fuel, left, &caller.data().limits, started));
     }
-    let Some(frame) = next_frame().map_err(|_| ERRNO_IO)? else { return Ok(()) };
+    let frame = loop {
+        match next_frame().map_err(|_| ERRNO_IO)? {
+            None => return Ok(()),
+            Some(Next::Turn(f)) => break f,
+            // Its interpreter is in the middle of a call between its turns: no image of it.
+            Some(Next::Hibernate) => tell(&Account::NotHibernated {
+                why: "a JavaScript interpreter waits inside a call between its turns: it has no image".into(),
+            }),
+        }
+    };
     let session = caller.data().turn.as_ref().and_then(|t| t.session_fuel);
     let fuel = turn_fuel(session, frame.fuel);
     if let Some(f) = fuel {

@@ -30,7 +30,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// 4 KiB: the kernel's page on the hosts stockade runs on (x86_64).
-const PAGE: usize = 4096;
+pub(super) const PAGE: usize = 4096;
 
 /// What a list's first line starts with; `component-sha256=HEX memory-bytes=N` follow. It still
 /// says "writes", as the lists of installs before the read pages (`r N` lines) were added did:
@@ -44,7 +44,7 @@ pub const LEARNED_CODE: &str = "print(1)";
 /// where in the artifact that mapping starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Memory {
-    base: usize,
+    pub(super) base: usize,
     image: (usize, usize),
     offset: u64,
 }
@@ -81,7 +81,7 @@ pub(super) fn linear_memory(artifact: &Path, file: (u64, u64), size: usize) -> R
 }
 
 /// Each page's entry in this process's /proc/self/pagemap, for the `size` bytes at `base`.
-fn page_entries(base: usize, size: usize) -> std::io::Result<Vec<u64>> {
+pub(super) fn page_entries(base: usize, size: usize) -> std::io::Result<Vec<u64>> {
     let mut entries = vec![0u8; size / PAGE * 8];
     std::fs::File::open("/proc/self/pagemap")?.read_exact_at(&mut entries, (base / PAGE * 8) as u64)?;
     Ok(entries.chunks_exact(8).map(|e| u64::from_le_bytes(e.try_into().unwrap_or_default())).collect())
@@ -132,6 +132,11 @@ fn memory_as_is(
 /// that was written.
 fn anonymous(entry: u64) -> bool {
     present(entry) && entry & (1 << 61) == 0
+}
+
+/// A pagemap entry's page is this process's own: written here (anonymous) or swapped out.
+pub(super) fn own(entry: u64) -> bool {
+    anonymous(entry) || swapped(entry)
 }
 
 /// A pagemap entry's page is present (mapped in this process).

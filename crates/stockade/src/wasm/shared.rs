@@ -76,6 +76,20 @@ pub struct RunnerConfig {
     /// end on fd 3. Each turn's clock is its supervisor's: the runner keeps no deadline of its own.
     #[serde(default)]
     pub turns: bool,
+    /// A live Python guest's image files: the fd it hibernates into, the one it resumes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub images: Option<ImageFds>,
+}
+
+/// A live Python guest's image files, as fds the supervisor passed (see `image.rs`): the file it
+/// hibernates into, the image it resumes from (`None`: a fresh interpreter), and whether the
+/// resumed one is a fork's (its `random` drawn again).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ImageFds {
+    pub hibernate: i32,
+    pub resume: Option<i32>,
+    pub reseed: bool,
 }
 
 /// What of the guest the runner calls.

@@ -19,11 +19,32 @@ use std::time::Instant;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Account {
-    /// The guest is loaded and instantiated, and waits for its first turn.
-    Ready { load_ms: f64, instantiate_ms: f64 },
+    /// The guest is loaded and instantiated (and, resumed, given its image back), and waits
+    /// for its first turn.
+    Ready {
+        load_ms: f64,
+        instantiate_ms: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        resumed: Option<ResumedFrom>,
+    },
+    /// The guest's image was written (a hibernation's frame): its size, its pages, its memory's
+    /// size, the time it took. The guest waits for its next turn as before.
+    #[serde(rename_all = "kebab-case")]
+    Hibernated { image_bytes: u64, image_pages: usize, memory_bytes: usize, write_ms: f64 },
+    /// No image was written, and why. The guest waits as before.
+    NotHibernated { why: String },
     /// A turn returned: its status, and what it used of the guest's limits.
     #[serde(rename_all = "kebab-case")]
     Turn { status: i32, fuel_consumed: Option<u64>, memory_peak_bytes: u64, memory_limit_hit: bool, run_ms: f64 },
+}
+
+/// What a resumed guest says of its image as it is ready.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ResumedFrom {
+    pub image_pages: usize,
+    pub memory_bytes: usize,
+    pub restore_ms: f64,
 }
 
 impl Account {
@@ -87,14 +108,16 @@ impl super::WasmPrepared<'_> {
 }
 
 /// The last turn account of a runner's summary channel's bytes.
-fn last_account(bytes: &[u8]) -> Option<Account> {
+pub fn last_account(bytes: &[u8]) -> Option<Account> {
     String::from_utf8_lossy(bytes).lines().rev().find_map(Account::read)
 }
 
 /// What a runner's account of a turn says (`None`: it is not one, the runner is ending).
 fn turn_told(bytes: &[u8]) -> Option<crate::TurnTold> {
     match last_account(bytes)? {
-        Account::Ready { .. } => Some(crate::TurnTold { status: 0, guest: None }),
+        Account::Ready { .. } | Account::Hibernated { .. } | Account::NotHibernated { .. } => {
+            Some(crate::TurnTold { status: 0, guest: None })
+        }
         Account::Turn { status, memory_limit_hit, .. } => Some(crate::TurnTold {
             status,
             guest: Some(crate::report::GuestEnd::Exited { code: status, memory_limit_hit }),
@@ -133,11 +156,21 @@ impl Frame {
     }
 }
 
-/// The next turn's frame from the runner's stdin (blocking); `None` at its end, before a byte.
-pub(super) fn next_frame() -> Result<Option<Frame>, String> {
+/// What comes next on the runner's stdin.
+pub(super) enum Next {
+    Turn(Frame),
+    /// Write the guest's image ([`crate::handover::HIBERNATE_FRAME`]).
+    Hibernate,
+}
+
+/// The next frame from the runner's stdin (blocking); `None` at its end, before a byte.
+pub(super) fn next_frame() -> Result<Option<Next>, String> {
     let mut head = vec![0u8; crate::handover::TURN_HEAD_LEN];
     if !exact(&mut head)? {
         return Ok(None);
+    }
+    if head == crate::handover::HIBERNATE_FRAME {
+        return Ok(Some(Next::Hibernate));
     }
     let (n, k, fuel) = crate::handover::parse_turn_head(&head).ok_or("a turn's frame has no head")?;
     let mut bytes = head;
@@ -148,7 +181,7 @@ pub(super) fn next_frame() -> Result<Option<Frame>, String> {
     if std::str::from_utf8(&bytes[crate::handover::TURN_HEAD_LEN..crate::handover::TURN_HEAD_LEN + n]).is_err() {
         return Err("a turn's code is not UTF-8".into());
     }
-    Ok(Some(Frame { bytes, code_len: n, fuel }))
+    Ok(Some(Next::Turn(Frame { bytes, code_len: n, fuel })))
 }
 
 /// Fills `buf` from fd 0: `false` at its end before the first byte, an error after it.
