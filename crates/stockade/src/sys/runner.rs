@@ -194,25 +194,12 @@ pub fn populate(addr: usize, len: usize, write: bool) -> std::io::Result<()> {
 #[cfg(feature = "wasm")]
 pub fn write_memory(fd: std::os::fd::BorrowedFd<'_>, addr: usize, len: usize, offset: u64) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
-    let mut done = 0usize;
-    while done < len {
-        let at = i64::try_from(offset + done as u64).map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+    whole(len, offset, libc::EIO, |done, at| {
         // SAFETY: the caller gives a range of a mapping of this process that is readable and that
         // nothing writes meanwhile (a guest's linear memory between two of its calls, one thread);
         // the kernel reads it, and fails (EFAULT) for what is not mapped.
-        let n = unsafe { libc::pwrite(fd.as_raw_fd(), (addr + done) as *const libc::c_void, len - done, at) };
-        match n {
-            n if n > 0 => done += n as usize,
-            0 => return Err(std::io::Error::from_raw_os_error(libc::EIO)),
-            _ => {
-                let e = std::io::Error::last_os_error();
-                if e.raw_os_error() != Some(libc::EINTR) {
-                    return Err(e);
-                }
-            }
-        }
-    }
-    Ok(())
+        unsafe { libc::pwrite(fd.as_raw_fd(), (addr + done) as *const libc::c_void, len - done, at) }
+    })
 }
 
 /// Reads `len` bytes of `fd` at file offset `offset` into this process's memory at `addr` (a
@@ -220,16 +207,24 @@ pub fn write_memory(fd: std::os::fd::BorrowedFd<'_>, addr: usize, len: usize, of
 #[cfg(feature = "wasm")]
 pub fn read_into_memory(fd: std::os::fd::BorrowedFd<'_>, offset: u64, addr: usize, len: usize) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
-    let mut done = 0usize;
-    while done < len {
-        let at = i64::try_from(offset + done as u64).map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+    whole(len, offset, libc::ENODATA, |done, at| {
         // SAFETY: the caller gives a range of a writable private mapping of this process that no
         // code reads or writes meanwhile (a guest's linear memory before its next call, one
         // thread); the kernel writes it, and fails (EFAULT) for what is not mapped.
-        let n = unsafe { libc::pread(fd.as_raw_fd(), (addr + done) as *mut libc::c_void, len - done, at) };
-        match n {
-            n if n > 0 => done += n as usize,
-            0 => return Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof)),
+        unsafe { libc::pread(fd.as_raw_fd(), (addr + done) as *mut libc::c_void, len - done, at) }
+    })
+}
+
+/// Calls `io(done, file offset)` until `len` bytes are done (from file offset `offset`): each
+/// call's count added, `EINTR` asked again, a call that does nothing `Err(stalled)`.
+#[cfg(feature = "wasm")]
+fn whole(len: usize, offset: u64, stalled: i32, mut io: impl FnMut(usize, i64) -> isize) -> std::io::Result<()> {
+    let mut done = 0usize;
+    while done < len {
+        let at = i64::try_from(offset + done as u64).map_err(|_| std::io::Error::from_raw_os_error(libc::EFBIG))?;
+        match io(done, at) {
+            n if n > 0 => done += n.unsigned_abs(),
+            0 => return Err(std::io::Error::from_raw_os_error(stalled)),
             _ => {
                 let e = std::io::Error::last_os_error();
                 if e.raw_os_error() != Some(libc::EINTR) {
