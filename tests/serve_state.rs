@@ -68,7 +68,12 @@ fn sessions_outlive_a_stopped_and_a_killed_server() {
         let want = if signal == libc::SIGTERM { "1\n" } else { "2\n" };
         assert_eq!(v["stdout"]["text"], want, "{v}");
     }
-    // The live session's interpreter did not outlive its server: its next run says so, with why.
+    // The live session's interpreter was hibernated as its server drained: it resumes.
+    let (_, v) = ask(&s, TOKEN, "POST", &format!("/v1/sessions/{live_id}/runs"), &json!({"code": "print(x)"}));
+    assert_eq!((&v["session"]["interpreter"], &v["stdout"]["text"]), (&json!("resumed"), &json!("41\n")), "{v}");
+    // One that was not (its server killed) did not outlive it: its next run says so, with why.
+    s = s.restart(libc::SIGKILL);
+    s.wait_warm();
     let (_, v) = ask(&s, TOKEN, "POST", &format!("/v1/sessions/{live_id}/runs"), &json!({"code": "print(1)"}));
     assert_eq!(v["session"]["interpreter"], "restarted", "{v}");
     assert!(v["session"]["interpreter-reason"].as_str().is_some_and(|r| r.contains("server")), "{v}");
@@ -267,9 +272,10 @@ fn a_fork_has_a_copy_of_the_workspace_and_goes_on_on_its_own() {
         inodes.last().copied()
     };
     assert_eq!(inode(&id), inode(&fid));
-    // A live session's interpreter does not cross: refused, naming the mode.
+    // A live session with no interpreter yet forks to one with none (its interpreter's forks are
+    // serve_hibernate.rs's).
     let (_, live) = ask(&s, TOKEN, "POST", "/v1/sessions", &json!({"runtime": "python", "mode": "live"}));
     let (status, v) =
         ask(&s, TOKEN, "POST", &format!("/v1/sessions/{}/fork", live["id"].as_str().unwrap_or("")), &Value::Null);
-    assert_eq!((status, v["error"]["field"].as_str()), (400, Some("mode")), "{v}");
+    assert_eq!((status, &v["state"], &v["mode"]), (201, &json!("none"), &json!("live")), "{v}");
 }

@@ -100,8 +100,16 @@ def test_a_fork_goes_on_on_its_own(server) -> None:
             assert f.run("open('n.txt', 'w').write('2')").ok
             assert (s.download("n.txt"), f.download("n.txt")) == (b"1", b"2")
         with client.session("python", mode="live") as live:
+            live.run("x = 41")
+            assert live.hibernate()["state"] == "hibernated" and live.info["image-bytes"] > 0
+            with live.fork() as g:
+                assert g.info["state"] == "hibernated"
+                r = g.run("print(x + 1)")
+                assert (r.stdout, r.interpreter) == ("42\n", "resumed") and r.resume_ms > 0
+            r = live.run("print(x)")
+            assert (r.stdout, r.interpreter) == ("41\n", "resumed")
             with pytest.raises(BadRequest) as e:
-                live.fork()
+                s.hibernate()
             assert e.value.field == "mode"
 
 
@@ -116,6 +124,11 @@ def test_async_sessions(server) -> None:
                 assert [f.path for f in await s.files()] == ["in.txt", "out.txt"]
                 async with await s.fork() as f:
                     assert f.info["forked-from"] == s.id and await f.download("out.txt") == b"ABC"
+            async with await client.session("python", mode="live") as live:
+                await live.run("y = 'kept'")
+                assert (await live.hibernate())["state"] == "hibernated"
+                r = await live.run("print(y)")
+                assert (r.stdout, r.interpreter) == ("kept\n", "resumed")
 
     asyncio.run(main())
 

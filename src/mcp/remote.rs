@@ -48,6 +48,9 @@ impl Remote {
             Command::ForkSession(id) => {
                 Reply::Session(parse(&self.ok("POST", &format!("/v1/sessions/{id}/fork"), None).await?)?)
             }
+            Command::HibernateSession(id) => {
+                Reply::Session(parse(&self.ok("POST", &format!("/v1/sessions/{id}/hibernate"), None).await?)?)
+            }
             Command::Files(id) => {
                 Reply::Files(parse(&self.ok("GET", &format!("/v1/sessions/{id}/files"), None).await?)?)
             }

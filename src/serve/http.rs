@@ -22,6 +22,7 @@ pub fn router(app: App) -> Router {
         .route("/v1/sessions", post(sessions::create).get(sessions::list))
         .route("/v1/sessions/{id}", get(sessions::show).delete(sessions::delete))
         .route("/v1/sessions/{id}/fork", post(sessions::fork))
+        .route("/v1/sessions/{id}/hibernate", post(sessions::hibernate))
         .route("/v1/sessions/{id}/runs", post(sessions::run))
         .route("/v1/sessions/{id}/runs/{run}/calls/{call}", post(sessions::answer_session_call))
         .route("/v1/sessions/{id}/files", get(sessions::files))

@@ -63,6 +63,16 @@ pub async fn fork(
     created(&app, forked)
 }
 
+/// `POST /v1/sessions/{id}/hibernate`: 200, the session, hibernated.
+pub async fn hibernate(
+    State(app): State<App>,
+    Extension(caller): Extension<Caller>,
+    id: Result<Path<String>, PathRejection>,
+) -> Response {
+    let r = async { ask(&app, caller.0, Command::HibernateSession(parts(id)?)).await }.await;
+    answer(&app, StatusCode::OK, r)
+}
+
 /// A session made (201), at its `Location`.
 fn created(app: &App, made: Result<Reply, ApiError>) -> Response {
     let location = match &made {

@@ -145,6 +145,8 @@ export type StreamEvent = Output | Done;
 export type HostCall = Schemas["HostCall"];
 /** A session, as the server describes it. */
 export type SessionInfo = Schemas["SessionInfo"];
+/** Where a session's interpreter is: `live`, `hibernated` (the next run resumes it) or `none`. */
+export type SessionState = Schemas["SessionState"];
 /** A file of a session's workspace. */
 export type FileInfo = Schemas["FileInfo"];
 /** The server's readiness (`GET /v1/health`). */
@@ -526,13 +528,25 @@ export class Session {
   }
 
   /**
-   * `POST /v1/sessions/{id}/fork`: a new session with a copy of this one's workspace and its own
-   * clocks (`info["forked-from"]` names this one); each goes on on its own. A live session
-   * cannot be forked ({@link BadRequest} naming `mode`).
+   * `POST /v1/sessions/{id}/fork`: a new session with a copy of this one's workspace, of its
+   * interpreter's state (a live `python` session's: the fork's `random` is drawn again) and its
+   * own clocks (`info["forked-from"]` names this one); each goes on on its own. A
+   * `cannot-hibernate` conflict when the interpreter cannot be copied now (a file it holds open).
    */
   async fork(options: CallOptions = {}): Promise<Session> {
     const a = await this.#client._request("POST", this.#path("/fork"), undefined, options.signal, false);
     return new Session(this.#client, json<SessionInfo>(a));
+  }
+
+  /**
+   * `POST /v1/sessions/{id}/hibernate`: a live session's interpreter written to the server's state
+   * directory and its jail ended (`info.state` is `hibernated`); its next run resumes it
+   * (`result.interpreter === "resumed"`). One that cannot be written (not the python guest's) is
+   * ended, its workspace kept; a `cannot-hibernate` conflict when it cannot be now.
+   */
+  async hibernate(options: CallOptions = {}): Promise<SessionInfo> {
+    this.info = json(await this.#client._request("POST", this.#path("/hibernate"), undefined, options.signal));
+    return this.info;
   }
 
   /** Ends the session (`DELETE`); one that already ended is left as it is. */

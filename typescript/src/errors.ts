@@ -114,6 +114,7 @@ export const ERROR_STATUS: Readonly<Record<ErrorCode, number>> = Object.freeze({
   "body-timeout": 408,
   "session-busy": 409,
   "file-conflict": 409,
+  "cannot-hibernate": 409,
   "idempotency-conflict": 409,
   "session-ended": 410,
   "payload-too-large": 413,

@@ -26,6 +26,7 @@ export {
   type Output,
   type RunOptions,
   type SessionInfo,
+  type SessionState,
   type SessionOptions,
   type SessionRunOptions,
   type StreamEvent,

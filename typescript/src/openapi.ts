@@ -440,7 +440,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Fork a session: a new session of the caller's with a copy of this one's workspace, its own clocks; each goes on on its own */
+        /** Fork a session: a new session of the caller's with a copy of this one's workspace and interpreter state (a python guest's), its own clocks; each goes on on its own */
         post: {
             parameters: {
                 query?: never;
@@ -463,7 +463,94 @@ export interface paths {
                         "application/json": components["schemas"]["SessionInfo"];
                     };
                 };
-                /** @description a live session (its interpreter's state cannot be forked): the field is `mode` */
+                /** @description not this token's */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description no such session */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the session is running a run (`session-busy`), or its interpreter cannot be copied now (`cannot-hibernate`: files it holds open, say) */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the session ended */
+                410: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the server, or the token, holds as many sessions as it may */
+                429: {
+                    headers: {
+                        /** @description seconds */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/sessions/{id}/hibernate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Hibernate a live session: its interpreter written to the state directory and its jail ended; its next run resumes it (`interpreter: resumed`). An interpreter that cannot be written (not the python guest's) is ended, the workspace kept */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description the session (`state`: `hibernated`, with `hibernate-ms` and `image-bytes`) */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["SessionInfo"];
+                    };
+                };
+                /** @description a workspace session: the field is `mode` */
                 400: {
                     headers: {
                         [name: string]: unknown;
@@ -490,7 +577,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description the session is running a run: its workspace is the run's until it is over */
+                /** @description the session is running a run (`session-busy`), or its interpreter cannot be written now (`cannot-hibernate`: files it holds open, say); it goes on as it was */
                 409: {
                     headers: {
                         [name: string]: unknown;
@@ -502,17 +589,6 @@ export interface paths {
                 /** @description the session ended */
                 410: {
                     headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description the server, or the token, holds as many sessions as it may */
-                429: {
-                    headers: {
-                        /** @description seconds */
-                        "Retry-After"?: number;
                         [name: string]: unknown;
                     };
                     content: {
@@ -1708,6 +1784,12 @@ export interface components {
             interpreter?: components["schemas"]["Interpreter"] | null;
             /** @description Why its interpreter was not kept, when it was lost before this run. */
             "interpreter-reason"?: string | null;
+            /**
+             * Format: double
+             * @description A resumed interpreter's resume, in milliseconds: its jail built, its guest loaded and
+             *     its image mapped back, before this run's code.
+             */
+            "resume-ms"?: number | null;
         };
         /** @description What a session's workspace holds, against its quota. */
         WorkspaceUse: {
@@ -1721,7 +1803,7 @@ export interface components {
             "bytes-max": number;
         };
         /** @description What became of a live session's interpreter in a run. */
-        Interpreter: "started" | "kept" | "restarted";
+        Interpreter: "started" | "kept" | "restarted" | "resumed";
         /** @description `{"error": {"code", "message", "field"}}`: a refusal's body. */
         Error: {
             error: components["schemas"]["ApiError"];
@@ -1736,7 +1818,7 @@ export interface components {
             run?: string | null;
         };
         /** @description A refusal's stable code. */
-        ErrorCode: "method-not-allowed" | "bad-request" | "unauthorized" | "forbidden" | "policy-not-found" | "not-found" | "session-not-found" | "call-not-found" | "session-ended" | "session-busy" | "too-many-sessions" | "file-conflict" | "idempotency-conflict" | "idempotency-mismatch" | "body-timeout" | "payload-too-large" | "unsupported-media-type" | "queue-full" | "queue-timeout" | "busy" | "draining" | "runtime-unavailable" | "jail-setup-failed" | "internal";
+        ErrorCode: "method-not-allowed" | "bad-request" | "unauthorized" | "forbidden" | "policy-not-found" | "not-found" | "session-not-found" | "call-not-found" | "session-ended" | "session-busy" | "too-many-sessions" | "file-conflict" | "cannot-hibernate" | "idempotency-conflict" | "idempotency-mismatch" | "body-timeout" | "payload-too-large" | "unsupported-media-type" | "queue-full" | "queue-timeout" | "busy" | "draining" | "runtime-unavailable" | "jail-setup-failed" | "internal";
         /**
          * @description The last event of a streamed run (`?stream=ndjson`): its result, or why it did not run. The
          *     events before it carry output: `{"stdout": TEXT}` (or `"stdout-base64"` for bytes that are not
@@ -1865,7 +1947,21 @@ export interface components {
             workspace: components["schemas"]["WorkspaceUse"];
             /** @description The session it was forked from (`POST /v1/sessions/{id}/fork`), if it was. */
             "forked-from"?: string | null;
+            /** @description Where a live session's interpreter is (a workspace session's is `none`). */
+            state: components["schemas"]["SessionState"];
+            /**
+             * Format: double
+             * @description The last hibernation's time, in milliseconds, while the session is hibernated.
+             */
+            "hibernate-ms"?: number | null;
+            /**
+             * Format: uint64
+             * @description The size of its hibernated image on disk, while it is hibernated.
+             */
+            "image-bytes"?: number | null;
         };
+        /** @description Where a session's interpreter is. */
+        SessionState: "live" | "hibernated" | "none";
         /** @description A file of a session's workspace (`GET /v1/sessions/{id}/files`). */
         FileInfo: {
             /** @description Relative to the workspace. */
@@ -2054,6 +2150,11 @@ export interface components {
             "idle-timeout-ms": number;
             /** Format: uint64 */
             "max-lifetime-ms": number;
+            /**
+             * Format: uint64
+             * @description After how long idle a live session's interpreter is hibernated (none: only when asked).
+             */
+            "hibernate-after-ms"?: number | null;
             /** Format: uint64 */
             "workspace-max-bytes": number;
             /** Format: uint64 */

@@ -107,9 +107,10 @@ export class RunResult {
   }
 
   /**
-   * A live session's run: `started` (a new interpreter), `kept` (the same one as the run before)
-   * or `restarted` (its state is gone, the files are kept: it ended in this run, or it was lost
-   * before it and {@link interpreterReason} says why). Else `null`.
+   * A live session's run: `started` (a new interpreter), `kept` (the same one as the run before),
+   * `resumed` (its state back from its hibernated image: {@link resumeMs}) or `restarted` (its
+   * state is gone, the files are kept: it ended in this run, or it was lost before it and
+   * {@link interpreterReason} says why). Else `null`.
    */
   get interpreter(): Interpreter | null {
     return this.session?.interpreter ?? null;
@@ -118,6 +119,11 @@ export class RunResult {
   /** Why a live session's interpreter was not kept, when it was lost before this run; else `null`. */
   get interpreterReason(): string | null {
     return this.session?.["interpreter-reason"] ?? null;
+  }
+
+  /** A resumed interpreter's resume, in milliseconds (its jail, its guest, its image); else `null`. */
+  get resumeMs(): number | null {
+    return this.session?.["resume-ms"] ?? null;
   }
 
   /** Throws {@link RunFailed} unless the run's status is `ok`; returns the result. */

@@ -44,10 +44,21 @@ test("a fork has a copy of the workspace and goes on on its own", async () => {
   const text = async (x) => new TextDecoder().decode(await x.download("n.txt"));
   assert.deepEqual([await text(s), await text(f)], ["1", "2"]);
   await f.close();
-  await s.close();
   const live = await ctx.client.session("python", { mode: "live" });
-  await assert.rejects(live.fork(), (e) => e instanceof BadRequest && e.field === "mode");
+  await live.run("x = 41");
+  const info = await live.hibernate();
+  assert.equal(info.state, "hibernated");
+  assert.ok(info["image-bytes"] > 0);
+  const g = await live.fork();
+  const r = await g.run("print(x + 1)");
+  assert.deepEqual([r.stdout, r.interpreter], ["42\n", "resumed"]);
+  assert.ok(r.resumeMs > 0);
+  const back = await live.run("print(x)");
+  assert.deepEqual([back.stdout, back.interpreter], ["41\n", "resumed"]);
+  await assert.rejects(s.hibernate(), (e) => e instanceof BadRequest && e.field === "mode");
+  await g.close();
   await live.close();
+  await s.close();
 });
 
 test("a live session keeps its variables; disposing of it ends it", async () => {

@@ -6,7 +6,7 @@
 //! anything, then [`Admitted::run`] runs it. Admission, the answers' budget, the host calls'
 //! opening and a session's begin and finish happen here, once, whatever the front.
 //!
-//! Imports (layers): `budget`, `calls`, `sessions`.
+//! Imports (layers): `budget`, `calls`, `hibernate`, `sessions`.
 
 use crate::Engine;
 use crate::budget::Reserved;
@@ -31,8 +31,12 @@ pub enum Command {
     ListSessions,
     Session(String),
     CloseSession(String),
-    /// A new session of the caller's, a copy of this one's workspace ([`Reply::Session`]).
+    /// A new session of the caller's, a copy of this one's workspace and interpreter
+    /// ([`Reply::Session`]).
     ForkSession(String),
+    /// A live session's interpreter written to the state directory, its jail ended; its next
+    /// run resumes it ([`Reply::Session`]).
+    HibernateSession(String),
     /// A session's workspace: its files, with sizes and modification times.
     Files(String),
     GetFile {
@@ -186,10 +190,9 @@ impl Engine {
             Command::ListSessions => Reply::Sessions(s.list(owner)),
             Command::Session(id) => Reply::Session(s.info(&id, owner)?),
             Command::CloseSession(id) => s.delete(&id, owner).map(|()| Reply::Done)?,
-            Command::ForkSession(id) => {
-                let s = s.clone();
-                let forked = tokio::task::spawn_blocking(move || s.fork(&id, owner)).await;
-                Reply::Session(forked.unwrap_or_else(|_| Err(crate::internal("a fork ended abnormally")))?)
+            Command::ForkSession(id) => Reply::Session(self.fork_session(&id, owner).await?),
+            Command::HibernateSession(id) => {
+                Reply::Session(self.hibernate_session(&id, Some(owner), crate::hibernate::Why::Asked).await?)
             }
             Command::Files(id) => Reply::Files(s.files(&id, owner)?),
             Command::GetFile { session, path } => {
@@ -232,6 +235,7 @@ impl Engine {
                 (Job::Fresh(Box::new(request)), calls)
             }
             Run::InSession { session, body } => {
+                self.make_room(&session, owner).await;
                 // The session is this run's from here until the run is over (or refused).
                 let mut turn = self.sessions.begin(&session, owner)?;
                 let (request, workspace) = turn.request(body, &self.catalog)?;

@@ -80,6 +80,7 @@ impl Engine {
                 live_max: s.live_max,
                 idle_timeout_ms: s.idle_timeout_ms,
                 max_lifetime_ms: s.max_lifetime_ms,
+                hibernate_after_ms: s.hibernate_after_ms,
                 workspace_max_bytes: s.workspace_max_bytes,
                 workspace_max_files: s.workspace_max_files,
             },

@@ -16,6 +16,7 @@ pub mod door;
 mod ending;
 mod handoff;
 mod health;
+pub mod hibernate;
 pub mod live;
 pub mod metrics;
 mod pool;
@@ -162,16 +163,18 @@ impl Engine {
 
     /// Starts filling the warm pools, and proving the runtimes without any (in the background);
     /// and ending sessions as their clocks run out.
-    pub fn fill_pools(&self) {
+    pub fn fill_pools(self: &Arc<Self>) {
         for p in self.pools.values() {
             tokio::spawn(p.clone().keep_filled());
         }
-        let sessions = self.sessions.clone();
+        let engine = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_millis(250));
             loop {
                 tick.tick().await;
-                sessions.reap();
+                if !hibernate::keep_sessions(&engine).await {
+                    break;
+                }
             }
         });
     }
@@ -237,11 +240,12 @@ impl Engine {
     pub async fn drain(&self) {
         self.draining.store(true, Ordering::SeqCst);
         self.slots.close();
-        self.sessions.release_all();
         for p in self.pools.values() {
             p.stop();
         }
         self.running.idle().await;
+        self.hibernate_all().await;
+        self.sessions.release_all();
         self.jails.idle().await;
         if let Some(spawner) = self.spawner.get().cloned() {
             let _ = tokio::task::spawn_blocking(move || spawner.stop()).await;

@@ -7,20 +7,24 @@
 //! started with the session's limits and files, each run's code handed over as a turn, the
 //! session's files brought to the interpreter's directory between turns and taken back.
 //!
-//! Imports (layers): `config`, `ending`, `slot`.
+//! Imports (layers): `config`, `ending`, `slot`, `state`.
 
 use super::ending::{AFTER_ANSWER, panic_words};
 use super::slot::{SlotError, Tracker};
 use super::{Engine, Streams, internal};
 use crate::config::Kind;
+use crate::state::ImageOut;
 use sha2::Digest;
 use std::collections::BTreeMap;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 use stockade::api::{ApiError, RunRequest, Target};
 use stockade::layers::filesystem::exchange::{Pick, PutFile, Taken};
 use stockade::policy::Limits;
 use stockade::runtime::{Guest, Language, Recipe, WORK_DIR};
+use stockade::wasm::LiveImages;
+use stockade::wasm::turns::{Account, ResumedFrom, last_account};
 use stockade::{Exchange, Gated, Host, LiveRun, Report, Start, Turn, TurnCalls, Turned};
 use tokio::sync::oneshot;
 
@@ -32,13 +36,37 @@ pub struct Interp {
     run: Arc<LiveRun>,
     /// What the interpreter's directory held after the last turn, by path: its content's hash.
     mirror: BTreeMap<String, [u8; 32]>,
+    /// The file its jail writes its images into, when it can be hibernated.
+    image: Option<ImageOut>,
 }
+
+/// What a live interpreter that can be hibernated is given: the file its jail writes its images
+/// into, and the image it resumes from (and whether its `random` is drawn again: a fork's).
+#[derive(Debug)]
+pub struct Images {
+    pub out: ImageOut,
+    pub resume: Option<(std::fs::File, bool)>,
+}
+
+/// What an interpreter asked for its image did.
+#[derive(Debug)]
+pub enum Imaged {
+    /// It wrote it into its image file, and waits for its next turn as before.
+    Written { memory_bytes: u64, write_ms: f64 },
+    /// It wrote none, and why; it waits as before.
+    Refused(String),
+    /// It ended (its jail is gone), and why.
+    Lost(String),
+}
+
+/// How long an interpreter has to write its image.
+const IMAGE_WALL_MS: u64 = 120_000;
 
 /// What became of a turn.
 #[derive(Debug)]
 enum Answer {
-    /// It returned: the interpreter waits for the next.
-    Kept(Box<Report>),
+    /// It returned (with the runner's account of it): the interpreter waits for the next.
+    Kept(Box<Report>, Vec<u8>),
     /// The library refused it (a limit the jail holds for its life): the interpreter is as it was.
     Refused(stockade::Error),
     /// The interpreter ended in it (a limit, its own exit): the turn's report.
@@ -50,7 +78,8 @@ enum Answer {
 /// How a live interpreter's start went.
 #[derive(Debug)]
 pub enum Started {
-    Ready(Interp),
+    /// Ready for its first turn; what it resumed from, if it did.
+    Ready(Interp, Option<ResumedFrom>),
     /// It ended before it was ready (its start's report).
     Died(Box<Report>),
 }
@@ -68,13 +97,15 @@ impl Engine {
 
     /// Starts a live interpreter of `req`'s runtime and policy under the session's `limits` for
     /// its whole life (its memory, processes, a guest's memory and fuel; its lifetime its wall),
-    /// its directory given `files`; its start's clock is `req`'s wall limit.
+    /// its directory given `files`; its start's clock is `req`'s wall limit. With `images`, a
+    /// Python guest's interpreter that can be hibernated (and resumed from one).
     pub async fn live_start(
         &self,
         req: &RunRequest,
         session: &Limits,
         lifetime: Duration,
         files: Vec<PutFile>,
+        images: Option<Images>,
     ) -> Result<Started, ApiError> {
         let Target::Runtime(name) = &req.target else { return Err(internal("a live session without a runtime")) };
         let rt = self.runtimes.get(name).cloned().ok_or_else(|| internal("the session's runtime is gone"))?;
@@ -99,26 +130,41 @@ impl Engine {
         let (to_jail, turns) = mpsc::channel();
         let (ready_tx, ready) = oneshot::channel();
         let (runner, jails) = (self.runner.clone(), self.jails.clone());
+        let (out, resume) = match images {
+            Some(Images { out, resume }) => (Some(out), resume),
+            None => (None, None),
+        };
+        let mut fds = Vec::new();
+        if let Some(o) = &out {
+            fds.push(OwnedFd::from(o.file.try_clone().map_err(|e| internal(&format!("an image file: {e}")))?));
+        }
+        let wanted =
+            out.as_ref().map(|_| LiveImages { resume: resume.is_some(), reseed: resume.as_ref().is_some_and(|r| r.1) });
+        fds.extend(resume.map(|(f, _)| OwnedFd::from(f)));
         let built = tokio::task::spawn_blocking(move || {
-            let recipe = Recipe::build_live(rt.code(), &policy, &runner).map_err(SlotError::Jail)?;
-            spawn_jail(recipe, start, turns, ready_tx, &jails)
+            let recipe = Recipe::build_live_imaged(rt.code(), &policy, &runner, wanted).map_err(SlotError::Jail)?;
+            spawn_jail(recipe, start, fds, turns, ready_tx, &jails)
         })
         .await
         .map_err(|_| internal("the jail's builder ended abnormally"))?;
         built.map_err(|e| self.cold_refusal(req, e))?;
-        match ready.await {
-            Ok(Ok(())) => {}
+        let resumed = match ready.await {
+            Ok(Ok(account)) => match last_account(&account) {
+                Some(Account::Ready { resumed, .. }) => resumed,
+                _ => None,
+            },
             Ok(Err(Some(report))) => return Ok(Started::Died(report)),
             Ok(Err(None)) | Err(_) => return Err(internal("a live interpreter's jail ended before it was ready")),
-        }
+        };
         let mirror = files.iter().map(|f| (f.path.to_string_lossy().into_owned(), hash(&f.bytes))).collect();
-        Ok(Started::Ready(Interp { to_jail, run, mirror }))
+        Ok(Started::Ready(Interp { to_jail, run, mirror, image: out }, resumed))
     }
 }
 
-/// What a live jail's thread says once its interpreter is ready, or why it is not: the report
-/// of a start it died in, or nothing (it could not be built).
-type Ready = oneshot::Sender<Result<(), Option<Box<Report>>>>;
+/// What a live jail's thread says once its interpreter is ready (the runner's account of its
+/// start), or why it is not: the report of a start it died in, or nothing (it could not be
+/// built).
+type Ready = oneshot::Sender<Result<Vec<u8>, Option<Box<Report>>>>;
 
 /// Builds the jail of `recipe` on a thread of its own (counted by `jails`) and serves its turns
 /// as they come on `turns`, until the channel closes (the session let go of it) or the
@@ -127,6 +173,7 @@ type Ready = oneshot::Sender<Result<(), Option<Box<Report>>>>;
 fn spawn_jail(
     recipe: Recipe,
     start: Start,
+    fds: Vec<OwnedFd>,
     turns: mpsc::Receiver<(Turn, oneshot::Sender<Answer>)>,
     ready: Ready,
     jails: &Tracker,
@@ -137,7 +184,7 @@ fn spawn_jail(
         // Counted out when this thread ends, however it ends (a draining server waits).
         let _live = live;
         let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            serve_turns(&recipe, start, &turns, ready, &built_tx)
+            serve_turns(&recipe, start, fds, &turns, ready, &built_tx)
         }));
         if let Err(payload) = served {
             let why = panic_words(payload.as_ref());
@@ -149,16 +196,22 @@ fn spawn_jail(
     built.recv().unwrap_or_else(|_| Err(SlotError::Thread("it ended before the jail was built".into())))
 }
 
-/// A live jail's thread: builds the jail, serves its turns, answers the turn it ended in, and
-/// cleans up after the answer.
+/// A live jail's thread: builds the jail (passed `fds`, its image files), serves its turns,
+/// answers the turn it ended in, and cleans up after the answer.
 fn serve_turns(
     recipe: &Recipe,
     start: Start,
+    fds: Vec<OwnedFd>,
     turns: &mpsc::Receiver<(Turn, oneshot::Sender<Answer>)>,
     ready: Ready,
     built: &mpsc::SyncSender<Result<(), SlotError>>,
 ) {
-    let waiting = match recipe.prestart() {
+    let passed: Vec<_> = fds.iter().map(AsFd::as_fd).collect();
+    let prestarted = if passed.is_empty() { recipe.prestart() } else { recipe.prestart_passing(&passed) };
+    drop(passed);
+    // The jail has its own copies.
+    drop(fds);
+    let waiting = match prestarted {
         Ok(w) => w,
         Err(e) => {
             let _ = built.send(Err(SlotError::Jail(e)));
@@ -170,11 +223,11 @@ fn serve_turns(
     let mut asking: Option<oneshot::Sender<Answer>> = None;
     let mut next = |turned: Turned| {
         match turned {
-            Turned::Ready { .. } => {
-                ready.take().map(|r| r.send(Ok(())));
+            Turned::Ready { account } => {
+                ready.take().map(|r| r.send(Ok(account)));
             }
-            Turned::Returned { report, .. } => {
-                asking.take().map(|a| a.send(Answer::Kept(report)));
+            Turned::Returned { report, account } => {
+                asking.take().map(|a| a.send(Answer::Kept(report, account)));
             }
             Turned::Refused(e) => {
                 asking.take().map(|a| a.send(Answer::Refused(e)));
@@ -265,7 +318,7 @@ impl Interp {
             return Ok((lost(req, "the session's interpreter was gone"), false));
         }
         match rx.await {
-            Ok(Answer::Kept(report)) => Ok((*report, true)),
+            Ok(Answer::Kept(report, _)) => Ok((*report, true)),
             Ok(Answer::Ended(mut report)) => {
                 report.add_note(format!(
                     "the session's interpreter ended in this run ({}): the next run starts a new one",
@@ -280,6 +333,58 @@ impl Interp {
             Ok(Answer::Lost(why)) => Ok((lost(req, &why), false)),
             Err(_) => Ok((lost(req, "the session's interpreter's thread ended"), false)),
         }
+    }
+}
+
+impl Interp {
+    /// Whether it can be hibernated (it has an image file).
+    pub fn imaged(&self) -> bool {
+        self.image.is_some()
+    }
+
+    /// Asks it for its image, written into its image file: between two turns, the interpreter
+    /// as it is (it goes on after, as it was).
+    pub async fn image(&mut self) -> Imaged {
+        if self.image.is_none() {
+            return Imaged::Refused("its interpreter cannot be hibernated".into());
+        }
+        let turn = Turn {
+            stdin: stockade::handover::HIBERNATE_FRAME.to_vec(),
+            limits: Limits { wall_timeout_ms: Some(IMAGE_WALL_MS), ..Limits::default() },
+            stdout_to: None,
+            stderr_to: None,
+            host: None,
+            argv_display: Some(vec!["(hibernate)".into()]),
+        };
+        let (tx, rx) = oneshot::channel();
+        if self.to_jail.send((turn, tx)).is_err() {
+            return Imaged::Lost("its interpreter was gone".into());
+        }
+        match rx.await {
+            Ok(Answer::Kept(_, account)) => match last_account(&account) {
+                Some(Account::Hibernated { memory_bytes, write_ms, .. }) => {
+                    Imaged::Written { memory_bytes: memory_bytes as u64, write_ms }
+                }
+                Some(Account::NotHibernated { why }) => Imaged::Refused(why),
+                other => Imaged::Lost(format!("its runner answered {other:?} to a hibernation")),
+            },
+            Ok(Answer::Ended(report)) => {
+                Imaged::Lost(format!("its interpreter ended as it was written ({})", report.status.as_str()))
+            }
+            Ok(Answer::Refused(e)) => Imaged::Lost(e.to_string()),
+            Ok(Answer::Lost(why)) => Imaged::Lost(why),
+            Err(_) => Imaged::Lost("its interpreter's thread ended".into()),
+        }
+    }
+
+    /// Its image file, the interpreter let go of (its jail is taken down).
+    pub fn into_image(mut self) -> Option<ImageOut> {
+        self.image.take()
+    }
+
+    /// Its image file, while it goes on (to copy what it holds).
+    pub fn image_file(&self) -> Option<&ImageOut> {
+        self.image.as_ref()
     }
 }
 

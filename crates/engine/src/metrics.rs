@@ -50,6 +50,8 @@ pub struct Metrics {
     sessions_created: Counter,
     sessions_ended: Family<ReasonLabel, Counter>,
     sessions_restarted: Counter,
+    hibernations: Family<ReasonLabel, Counter>,
+    resumes: Family<ReasonLabel, Counter>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -108,8 +110,22 @@ impl Metrics {
             "Sessions ended, by what ended them (idle-timeout, max-lifetime, deleted)",
             sessions_ended.clone(),
         );
+        let hibernations = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "session_hibernations",
+            "Live interpreters written to the state directory, by why (asked, idle, drain, fork, room: another resumed)",
+            hibernations.clone(),
+        );
+        let resumes = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "session_resumes",
+            "Hibernated interpreters' next runs, by outcome (resumed, or why their image was refused)",
+            resumes.clone(),
+        );
         Metrics {
             registry,
+            hibernations,
+            resumes,
             sessions_open,
             sessions_created,
             sessions_ended,
@@ -175,6 +191,14 @@ impl Metrics {
     pub fn session_ended(&self, why: &str, open: usize) {
         self.sessions_ended.get_or_create(&ReasonLabel { reason: why.into() }).inc();
         self.sessions_open.set(i64::try_from(open).unwrap_or(i64::MAX));
+    }
+
+    pub fn session_hibernated(&self, why: &str) {
+        self.hibernations.get_or_create(&ReasonLabel { reason: why.into() }).inc();
+    }
+
+    pub fn session_resumed(&self, outcome: &str) {
+        self.resumes.get_or_create(&ReasonLabel { reason: outcome.into() }).inc();
     }
 
     pub fn session_restarted(&self) {

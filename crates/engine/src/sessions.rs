@@ -19,10 +19,10 @@
 use super::metrics::Metrics;
 use crate::config::SessionBounds;
 use crate::state::{Hash, StateDir};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
-use stockade::api::session::{self, Mode, SessionInfo};
+use stockade::api::session::{self, Mode, SessionInfo, SessionState};
 use stockade::api::{ApiError, ErrorCode};
 use stockade::layers::filesystem::exchange::{self, Pick};
 use stockade::policy::Limits;
@@ -30,8 +30,10 @@ use subtle::ConstantTimeEq;
 
 mod disk;
 mod files;
+mod image;
 mod open;
 mod turn;
+pub use image::{Held, Hold, Image, NOT_IMAGED, ms_since};
 pub use turn::Turn;
 
 /// Who made a session: the SHA-256 of its bearer token (`None`: a unix socket's client, whom
@@ -81,6 +83,13 @@ struct Session {
     lost: Option<String>,
     /// The session it was forked from, if it was.
     forked_from: Option<String>,
+    /// A live session's hibernated interpreter (its next run resumes it).
+    image: Option<Image>,
+    /// Its interpreter could not be hibernated when it was last idle: not tried again by itself
+    /// before its next run.
+    auto_refused: bool,
+    /// Blobs it named may be garbage since its last collection.
+    gc: bool,
     /// Its changes so far, and the last one on disk: a change is written with its number, and
     /// one older than what is on disk is not written (a later one holds it too).
     changes: u64,
@@ -179,6 +188,16 @@ impl Sessions {
         Ok(())
     }
 
+    /// The state directory.
+    pub fn dir(&self) -> Arc<StateDir> {
+        self.dir.clone()
+    }
+
+    /// 500 naming the state directory, for a write of session `id`'s that failed.
+    pub fn disk_failure(&self, id: &str, e: &std::io::Error) -> ApiError {
+        self.disk_error(id, e)
+    }
+
     fn disk_error(&self, id: &str, e: &std::io::Error) -> ApiError {
         super::incident(
             ErrorCode::Internal,
@@ -250,9 +269,21 @@ impl Sessions {
         while st.ended.front().is_some_and(|e| cutoff.is_some_and(|c| e.at < c)) {
             st.ended.pop_front();
         }
+        let garbage: Vec<(String, HashSet<Hash>)> = st
+            .open
+            .iter_mut()
+            .filter(|(_, s)| s.gc && s.running.is_none())
+            .map(|(id, s)| {
+                s.gc = false;
+                (id.clone(), s.blobs())
+            })
+            .collect();
         drop(st);
         for (id, _, _) in &expired {
             let _ = self.dir.remove(id);
+        }
+        for (id, keep) in garbage {
+            self.dir.reap_garbage(&id, &keep);
         }
         expired.len()
     }
@@ -272,6 +303,26 @@ impl Sessions {
                 )
             });
         }
+        if s.hibernated() {
+            let held = |o: &&Session| o.spec.mode == Mode::Live && !o.hibernated();
+            let all = st.open.values().filter(held).count();
+            let mine = st.open.values().filter(held).filter(|o| same_owner(&o.owner, &owner)).count();
+            let over = if all >= self.bounds.live_max {
+                Some((all, "the server holds", "sessions.live-max"))
+            } else if mine >= self.bounds.live_max_per_token {
+                Some((mine, "this token holds", "sessions.live-max-per-token"))
+            } else {
+                None
+            };
+            if let Some((n, who, key)) = over {
+                return Err(ApiError::new(
+                    ErrorCode::TooManySessions,
+                    format!("session {id} is hibernated, and {who} {n} live interpreters, its most ({key}): hibernate one, or wait"),
+                )
+                .retry_after(1));
+            }
+        }
+        let s = find(&mut st, id, owner)?;
         let run = format!("r-{}", random_hex(8)?);
         s.running = Some(run.clone());
         s.idle_reset();
@@ -286,6 +337,8 @@ impl Sessions {
             done: false,
             interp: s.interp.take(),
             lost: s.lost.take(),
+            image: s.image.clone(),
+            drop_image: false,
             lifetime_left: Duration::from_millis(left),
         };
         drop(st);
@@ -350,6 +403,7 @@ impl Session {
     /// Counts a change of session `id` and makes its write.
     fn changed(&mut self, id: &str) -> Save {
         self.changes += 1;
+        self.gc = true;
         Save { id: id.to_string(), json: disk::meta_of(self), change: self.changes, saved: self.saved.clone() }
     }
 
@@ -390,7 +444,27 @@ impl Session {
             running: self.running.clone(),
             workspace: self.usage(b),
             forked_from: self.forked_from.clone(),
+            state: self.state(),
+            hibernate_ms: self.image_figures().0,
+            image_bytes: self.image_figures().1,
         }
+    }
+
+    /// Where its interpreter is: held by a run counts as live.
+    fn state(&self) -> SessionState {
+        let held = self.running.is_some() && self.spec.mode == Mode::Live && self.image.is_none();
+        if self.interp.is_some() || held {
+            SessionState::Live
+        } else if self.image.is_some() {
+            SessionState::Hibernated
+        } else {
+            SessionState::None
+        }
+    }
+
+    /// The blobs it names.
+    fn blobs(&self) -> HashSet<Hash> {
+        self.files.values().map(|f| f.blob).chain(self.image.as_ref().map(|i| i.blob)).collect()
     }
 }
 
@@ -504,6 +578,11 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// Now, in milliseconds since the Unix epoch.
+pub fn now_unix_ms() -> u64 {
+    unix_ms()
+}
+
 fn unix_ms() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, millis)
 }
@@ -542,6 +621,7 @@ mod tests {
             live_max_per_token: 1,
             idle_timeout_ms: 1,
             max_lifetime_ms: 1,
+            hibernate_after_ms: None,
             workspace_max_bytes: 10,
             workspace_max_files: 2,
         };

@@ -19,13 +19,16 @@
 //!
 //! Imports (layers): none.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
+
+mod images;
+pub use images::ImageOut;
 
 /// A blob's name: the BLAKE3 hash of its bytes.
 pub type Hash = [u8; 32];
@@ -52,6 +55,8 @@ pub struct StateDir {
     lock: Mutex<Option<File>>,
     /// A directory made for this process alone (no `state-dir` configured): removed with it.
     temporary: Option<tempfile::TempDir>,
+    /// The blobs this process hashed itself, by session and hash (see `state/images.rs`).
+    stamps: Mutex<HashMap<(String, Hash), images::Stamp>>,
 }
 
 impl std::fmt::Debug for StateDir {
@@ -81,8 +86,13 @@ impl StateDir {
         }
         let lock = take_lock(&root.join(LOCK))?;
         let key = read_or_make_key(&root.join(KEY))?;
-        let dir =
-            StateDir { root: root.to_path_buf(), key: Mutex::new(key), lock: Mutex::new(Some(lock)), temporary: None };
+        let dir = StateDir {
+            root: root.to_path_buf(),
+            key: Mutex::new(key),
+            lock: Mutex::new(Some(lock)),
+            temporary: None,
+            stamps: Mutex::default(),
+        };
         dir.empty_trash();
         Ok(dir)
     }
@@ -133,6 +143,8 @@ impl StateDir {
         let blobs = self.session(id).join(BLOBS);
         let path = blobs.join(hex(&hash));
         if path.exists() {
+            // Its clock starts again: a blob about to be named again is no garbage.
+            File::open(&path)?.set_modified(SystemTime::now())?;
             return Ok(hash);
         }
         write_whole(&blobs, &path, &[bytes])?;
@@ -212,6 +224,7 @@ impl StateDir {
     /// Ends session `id` on disk: its directory goes to the trash (one rename: no reader sees
     /// half of it), which is emptied.
     pub fn remove(&self, id: &str) -> io::Result<()> {
+        self.forget(id);
         let to = self.root.join(TRASH).join(format!("{id}-{}", hex(&random16())));
         match fs::rename(self.session(id), &to) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
@@ -227,6 +240,16 @@ impl StateDir {
         let mut gone = reap_stale(&dir, |name| name.starts_with(TMP));
         gone += reap_stale(&dir.join(BLOBS), |name| unhex(name).is_none_or(|h| !keep.contains(&h)));
         gone
+    }
+
+    /// Removes session `id`'s blobs not in `keep`, once older than [`GRACE`] (a running server's
+    /// collection: its writes in flight, an interpreter's image file among them, are left).
+    pub fn reap_garbage(&self, id: &str, keep: &HashSet<Hash>) -> usize {
+        reap_stale(&self.session(id).join(BLOBS), |name| unhex(name).is_none_or(|h| !keep.contains(&h)))
+    }
+
+    fn stamps(&self) -> std::sync::MutexGuard<'_, HashMap<(String, Hash), images::Stamp>> {
+        self.stamps.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Removes the directory of a session that has no meta (its making was cut short), once

@@ -55,6 +55,7 @@ impl Engine {
             engine.refuse_for_live(&req, &turn.spec.limits)?;
             let asked = req.return_files.take();
             let files = std::mem::take(&mut req.files);
+            let mut resume_ms = None;
             let (mut interp, mut how) = match turn.interp.take() {
                 Some(mut i) => match i.sync(files).await {
                     Ok(()) => (i, Interpreter::Kept),
@@ -64,10 +65,15 @@ impl Engine {
                         return Err(e);
                     }
                 },
-                None => match engine.live_start(&req, &turn.spec.limits, turn.lifetime_left, files).await? {
+                None => match engine.start_interp(&mut turn, &req, files).await? {
+                    live::Started::Ready(i, Some(_)) => {
+                        resume_ms = Some(crate::sessions::ms_since(t0));
+                        engine.metrics.session_resumed("resumed");
+                        (i, Interpreter::Resumed)
+                    }
                     // One lost since the last run (its server restarted): its state is gone.
-                    live::Started::Ready(i) if turn.lost.is_some() => (i, Interpreter::Restarted),
-                    live::Started::Ready(i) => (i, Interpreter::Started),
+                    live::Started::Ready(i, None) if turn.lost.is_some() => (i, Interpreter::Restarted),
+                    live::Started::Ready(i, None) => (i, Interpreter::Started),
                     live::Started::Died(report) => {
                         drop(running);
                         engine.metrics.run_done(
@@ -98,12 +104,27 @@ impl Engine {
             let lost = turn.lost.take();
             let (mut session, returned) = finish(turn, taken, asked).await?;
             session.interpreter = Some(how);
+            session.resume_ms = resume_ms;
             if how != Interpreter::Kept {
                 session.interpreter_reason = lost;
             }
             Ok(RunResult { session: Some(session), ..RunResult::new(report, returned.as_ref()) })
         });
         task.await.unwrap_or_else(|_| Err(internal("the run's task ended abnormally")))
+    }
+}
+
+impl Engine {
+    /// A new interpreter for a live session's run: resumed from the session's image when it has
+    /// one that holds (see [`Engine::images_for`]), else started anew.
+    async fn start_interp(
+        &self,
+        turn: &mut sessions::Turn,
+        req: &RunRequest,
+        files: Vec<stockade::layers::filesystem::exchange::PutFile>,
+    ) -> Result<live::Started, ApiError> {
+        let images = self.images_for(turn).await?;
+        self.live_start(req, &turn.spec.limits, turn.lifetime_left, files, images).await
     }
 }
 

@@ -667,10 +667,21 @@ class Session:
 
     def fork(self) -> "Session":
         """``POST /v1/sessions/{id}/fork``: a new session of this client's with a copy of this
-        one's workspace and its own clocks (``info["forked-from"]`` names this one); each goes
-        on on its own. A live session cannot be forked (:class:`BadRequest` naming ``mode``)."""
+        one's workspace, of its interpreter's state (a live ``python`` session's: the fork's
+        ``random`` is drawn again) and its own clocks (``info["forked-from"]`` names this one);
+        each goes on on its own. :class:`Conflict` (``cannot-hibernate``) when the interpreter
+        cannot be copied now (a file it holds open)."""
         info = self._client._request("POST", f"/v1/sessions/{self.id}/fork", idempotent=False)
         return Session(self._client, cast(SessionInfo, dict(info.json())))
+
+    def hibernate(self) -> SessionInfo:
+        """``POST /v1/sessions/{id}/hibernate``: a live session's interpreter written to the
+        server's state directory and its jail ended (``info["state"]`` is ``"hibernated"``); its
+        next run resumes it (``result.interpreter == "resumed"``). One that cannot be written (not
+        the python guest's) is ended, its workspace kept; :class:`Conflict` when it cannot be
+        now (a file it holds open), and it goes on as it was."""
+        self.info = cast(SessionInfo, dict(self._client._request("POST", f"/v1/sessions/{self.id}/hibernate").json()))
+        return self.info
 
     def close(self) -> None:
         """Ends the session (``DELETE``); one that already ended is left as it is."""
@@ -743,6 +754,12 @@ class AsyncSession:
         """See :meth:`Session.fork`."""
         info = await self._client._request("POST", f"/v1/sessions/{self.id}/fork", idempotent=False)
         return AsyncSession(self._client, cast(SessionInfo, dict(info.json())))
+
+    async def hibernate(self) -> SessionInfo:
+        """See :meth:`Session.hibernate`."""
+        answer = await self._client._request("POST", f"/v1/sessions/{self.id}/hibernate")
+        self.info = cast(SessionInfo, dict(answer.json()))
+        return self.info
 
     async def close(self) -> None:
         """See :meth:`Session.close`."""

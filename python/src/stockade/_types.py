@@ -298,10 +298,17 @@ class Result:
     @property
     def interpreter(self) -> Optional[str]:
         """A live session's run: ``"started"`` (a new interpreter, no state from before),
-        ``"kept"`` (the same one as the run before) or ``"restarted"`` (its state is gone, the
-        files are kept: it ended in this run, by its wall limit, a memory limit or its own exit;
-        or it was lost before it, and :attr:`interpreter_reason` says why). Else ``None``."""
+        ``"kept"`` (the same one as the run before), ``"resumed"`` (its state back from its
+        hibernated image: :attr:`resume_ms`) or ``"restarted"`` (its state is gone, the files are
+        kept: it ended in this run, by its wall limit, a memory limit or its own exit; or it was
+        lost before it, and :attr:`interpreter_reason` says why). Else ``None``."""
         return None if self.session is None else self.session.get("interpreter")
+
+    @property
+    def resume_ms(self) -> Optional[float]:
+        """A resumed interpreter's resume, in milliseconds (its jail, its guest, its image); else
+        ``None``."""
+        return None if self.session is None else self.session.get("resume-ms")
 
     @property
     def interpreter_reason(self) -> Optional[str]:
@@ -382,6 +389,11 @@ Readiness = Literal["ok", "starting", "unavailable", "draining"]
 #: How a session's runs share their state: ``workspace`` (each run a fresh interpreter, ``/app``
 #: kept) or ``live`` (one interpreter keeps its state between runs).
 Mode = Literal["workspace", "live"]
+
+#: Where a session's interpreter is (``SessionInfo["state"]``): ``live`` (in a jail of its own),
+#: ``hibernated`` (written to the server's state directory; the next run resumes it) or ``none``
+#: (a workspace session, or a live one whose interpreter starts with its next run).
+SessionState = Literal["live", "hibernated", "none"]
 
 
 class Warm(TypedDict):
@@ -577,13 +589,14 @@ _SessionInfo = TypedDict(
         "expires-unix-ms": int,
         "runs": int,
         "workspace": WorkspaceUse,
+        "state": SessionState,
     },
 )
 
 
 _SessionInfoOptional = TypedDict(
     "_SessionInfoOptional",
-    {"running": Optional[str], "forked-from": str},
+    {"running": Optional[str], "forked-from": str, "hibernate-ms": float, "image-bytes": int},
     total=False,
 )
 
@@ -592,4 +605,6 @@ class SessionInfo(_SessionInfo, _SessionInfoOptional):
     """A session as the server answers it (``Session.info``, ``Session.refresh()``): its ``id``,
     runtime, mode and policy, every run's ``limits``, its clocks (``expires-unix-ms``: when it ends
     if nothing else happens), its ``runs`` so far, the run in progress (``running``), and what its
-    workspace holds, and the session it was forked from (``forked-from``), if it was."""
+    workspace holds, the session it was forked from (``forked-from``), if it was, and where its
+    interpreter is (``state``; hibernated, ``hibernate-ms`` and ``image-bytes`` say what its
+    hibernation took)."""

@@ -244,6 +244,7 @@ ERROR_STATUS: Dict[str, int] = {
     "body-timeout": 408,
     "session-busy": 409,
     "file-conflict": 409,
+    "cannot-hibernate": 409,
     "idempotency-conflict": 409,
     "session-ended": 410,
     "payload-too-large": 413,

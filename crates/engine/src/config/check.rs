@@ -93,6 +93,7 @@ pub(super) fn check(
             live_max_per_token: file.sessions.live_max_per_token() as usize,
             idle_timeout_ms: file.sessions.idle_timeout_ms,
             max_lifetime_ms: file.sessions.max_lifetime_ms,
+            hibernate_after_ms: Some(file.sessions.hibernate_after_ms).filter(|&ms| ms > 0),
             workspace_max_bytes: file.sessions.workspace_max_bytes,
             workspace_max_files: u64::from(file.sessions.workspace_max_files),
         },

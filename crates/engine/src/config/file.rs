@@ -106,6 +106,11 @@ pub struct SessionsFile {
     /// A session ends this long after it was made, whatever it does (a session may ask for
     /// less, not more).
     pub max_lifetime_ms: u64,
+    /// A live session whose interpreter can be hibernated is, after this long without a run or
+    /// a file operation: its image written to the state directory, its jail ended (its next run
+    /// resumes it). 0: only when asked (`POST /v1/sessions/{id}/hibernate`) or as the server
+    /// drains.
+    pub hibernate_after_ms: u64,
     /// A session's workspace: its bytes and its files, together (on disk between runs; a run's
     /// workspace is in the server's memory while it starts and ends).
     pub workspace_max_bytes: u64,
@@ -140,6 +145,7 @@ impl Default for SessionsFile {
             live_max_per_token: None,
             idle_timeout_ms: 600_000,
             max_lifetime_ms: 3_600_000,
+            hibernate_after_ms: 60_000,
             workspace_max_bytes: 8 << 20,
             workspace_max_files: 256,
             state_dir: String::new(),

@@ -161,6 +161,8 @@ pub struct SessionBounds {
     pub live_max_per_token: usize,
     pub idle_timeout_ms: u64,
     pub max_lifetime_ms: u64,
+    /// After how long idle a live interpreter is hibernated (`None`: never by itself).
+    pub hibernate_after_ms: Option<u64>,
     pub workspace_max_bytes: u64,
     pub workspace_max_files: u64,
 }

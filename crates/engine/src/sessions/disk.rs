@@ -3,7 +3,7 @@
 //! directory. A meta is checked as any input is: a path a run could not be given, a blob name
 //! that is not a hash, a clock or a count out of range refuse it, naming the session.
 
-use super::{Owner, Session, Spec, Stored};
+use super::{Image, Owner, Session, Spec, Stored};
 use crate::state::{self, StateDir};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
@@ -34,6 +34,21 @@ struct Meta {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     forked_from: Option<String>,
     files: Vec<FileMeta>,
+    /// A live session's hibernated interpreter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    image: Option<ImageMeta>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct ImageMeta {
+    blob: String,
+    bytes: u64,
+    memory_bytes: u64,
+    component_sha256: String,
+    hibernated_unix_ms: u64,
+    hibernate_ms: f64,
+    reseed: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -70,6 +85,15 @@ pub(super) fn meta_of(s: &Session) -> Vec<u8> {
                 modified_unix_ms: f.modified_unix_ms,
             })
             .collect(),
+        image: s.image.as_ref().map(|i| ImageMeta {
+            blob: state::hex(&i.blob),
+            bytes: i.bytes,
+            memory_bytes: i.memory_bytes,
+            component_sha256: i.component.clone(),
+            hibernated_unix_ms: i.hibernated_unix_ms,
+            hibernate_ms: i.hibernate_ms,
+            reseed: i.reseed,
+        }),
     };
     // A struct of strings, numbers and a map with string keys: it serializes.
     serde_json::to_vec(&m).unwrap_or_default()
@@ -93,6 +117,19 @@ fn session_of(json: &[u8]) -> Result<Session, String> {
         bytes = bytes.checked_add(f.bytes).ok_or("its files' sizes overflow")?;
         files.insert(f.path, Stored { blob, len: f.bytes, modified_unix_ms: f.modified_unix_ms });
     }
+    let image = match m.image {
+        Some(_) if m.mode != Mode::Live => return Err("a workspace session's meta names an image".into()),
+        Some(i) => Some(Image {
+            blob: state::unhex(&i.blob).ok_or("its image names no blob")?,
+            bytes: i.bytes,
+            memory_bytes: i.memory_bytes,
+            component: i.component_sha256,
+            hibernated_unix_ms: i.hibernated_unix_ms,
+            hibernate_ms: i.hibernate_ms,
+            reseed: i.reseed,
+        }),
+        None => None,
+    };
     Ok(Session {
         owner,
         spec: Spec {
@@ -110,8 +147,11 @@ fn session_of(json: &[u8]) -> Result<Session, String> {
         runs: m.runs,
         running: None,
         interp: None,
-        lost: (m.mode == Mode::Live).then(|| LOST_IN_RESTART.to_string()),
+        lost: (m.mode == Mode::Live && image.is_none()).then(|| LOST_IN_RESTART.to_string()),
         forked_from: m.forked_from.filter(|p| state::valid_id(p)),
+        image,
+        auto_refused: false,
+        gc: false,
         changes: 0,
         saved: Arc::new(Mutex::new(0)),
     })
@@ -138,7 +178,7 @@ pub(super) fn load_all(dir: &StateDir) -> (Vec<(String, Session)>, Vec<String>) 
         }
         match dir.load(&id).and_then(|json| session_of(&json)) {
             Ok(s) => {
-                let keep: HashSet<state::Hash> = s.files.values().map(|f| f.blob).collect();
+                let keep: HashSet<state::Hash> = s.blobs();
                 dir.reap_blobs(&id, &keep);
                 found.push((id, s));
             }

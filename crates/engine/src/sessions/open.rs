@@ -2,12 +2,15 @@
 //! room for it among the server's sessions and its token's, its directory and first meta written
 //! ([`Sessions::create`]); a session forked from another ([`Sessions::fork`]).
 
-use super::{Owner, Session, Sessions, Spec, find, random_hex, same_owner, unix_ms, wait_for_first};
+use super::{Hold, Image, Owner, Session, Sessions, Spec, find, random_hex, same_owner, unix_ms, wait_for_first};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use stockade::api::session::{Mode, SessionBody, SessionInfo};
 use stockade::api::{self, ApiError, Catalog, ErrorCode};
+
+/// Why a fork of a live session whose interpreter cannot be written has none.
+const FORKED_UNIMAGED: &str = "forked from a live session whose interpreter cannot be copied (only the python guest's can): its workspace was copied, not its interpreter's state";
 
 impl Sessions {
     /// Checks `body` against what the server offers: a runtime (not a module), a policy it may
@@ -69,6 +72,9 @@ impl Sessions {
             interp: None,
             lost: None,
             forked_from: None,
+            image: None,
+            auto_refused: false,
+            gc: false,
             changes: 0,
             saved: Arc::new(Mutex::new(0)),
         };
@@ -79,20 +85,22 @@ impl Sessions {
 
     /// Forks session `id`: a new session of the same owner, runtime, policy and limits, its own
     /// clocks from now, a copy of the workspace (its blobs linked, never copied: they never
-    /// change); each goes on on its own. 409 while the session runs (its workspace is the run's),
-    /// 429 as [`Sessions::create`]; a live session's interpreter does not cross (400 naming
-    /// `mode`).
-    pub fn fork(&self, id: &str, owner: Owner) -> Result<SessionInfo, ApiError> {
+    /// change) and of its interpreter's state (its image: the parent's hibernated one, or
+    /// `written`, the image just copied of its live interpreter, a blob of the parent's it does
+    /// not name, which the session `hold` holds); each goes on on its own, a fork's interpreter
+    /// drawing its `random` again. 409 while the session runs, 429 as [`Sessions::create`].
+    pub fn fork(&self, id: &str, owner: Owner, written: Option<(&Hold, Image)>) -> Result<SessionInfo, ApiError> {
         let mut st = self.lock();
         let parent = find(&mut st, id, owner)?;
         parent.idle_reset();
-        parent.not_running(id)?;
-        if parent.spec.mode == Mode::Live {
-            return Err(ApiError::field(
-                "mode",
-                format!("session {id} is live: its interpreter's state cannot be forked (a workspace session can be)"),
-            ));
+        match &written {
+            Some((hold, _)) if parent.running.as_deref() == Some(hold.run.as_str()) => {}
+            _ => parent.not_running(id)?,
         }
+        let copied = written.as_ref().map(|(_, image)| image.clone());
+        let image = copied.clone().or_else(|| parent.image.clone().filter(|_| parent.interp.is_none()));
+        let unimaged =
+            parent.spec.mode == Mode::Live && image.is_none() && (parent.interp.is_some() || written.is_some());
         let now = unix_ms();
         let s = Session {
             owner: parent.owner,
@@ -104,22 +112,31 @@ impl Sessions {
             runs: 0,
             running: None,
             interp: None,
-            lost: None,
+            lost: unimaged.then(|| FORKED_UNIMAGED.to_string()),
             forked_from: Some(id.to_string()),
+            image: image.map(|i| Image { reseed: true, ..i }),
+            auto_refused: false,
+            gc: false,
             changes: 0,
             saved: Arc::new(Mutex::new(0)),
         };
+        let parent_names = copied.as_ref().is_some_and(|c| parent.names(Some(&c.blob)));
         self.room(&st, owner, s.spec.mode)?;
         let new = format!("s-{}", random_hex(16)?);
-        let linked = self
-            .dir
-            .create(&new)
-            .and_then(|()| s.files.values().try_for_each(|f| self.dir.link_blob(id, &new, &f.blob)));
+        let linked = self.dir.create(&new).and_then(|()| {
+            s.files.values().try_for_each(|f| self.dir.link_blob(id, &new, &f.blob))?;
+            s.image.as_ref().map_or(Ok(()), |i| self.dir.link_blob(id, &new, &i.blob))
+        });
         if let Err(e) = linked {
             let _ = self.dir.remove(&new);
             return Err(self.disk_error(&new, &e));
         }
-        self.made(&mut st, new, s)
+        let made = self.made(&mut st, new, s);
+        drop(st);
+        if let Some(c) = copied.filter(|_| !parent_names) {
+            self.dir.drop_blob(id, &c.blob);
+        }
+        made
     }
 
     /// Session `s`, its directory made as `id`, written and held. Written under the lock, once:
@@ -152,7 +169,8 @@ impl Sessions {
             )
             .retry_after(wait_for_first(st.open.values())));
         }
-        let live = st.open.values().filter(|s| s.spec.mode == Mode::Live).count();
+        // A hibernated session holds no jail: it counts against `max` alone.
+        let live = st.open.values().filter(|s| s.spec.mode == Mode::Live && !s.hibernated()).count();
         if mode == Mode::Live && live >= self.bounds.live_max {
             let e = ApiError::new(
                 ErrorCode::TooManySessions,
@@ -172,7 +190,7 @@ impl Sessions {
             )
             .retry_after(wait_for_first(st.open.values().filter(|s| same_owner(&s.owner, &owner)))));
         }
-        let live_of = |s: &&Session| s.spec.mode == Mode::Live && same_owner(&s.owner, &owner);
+        let live_of = |s: &&Session| s.spec.mode == Mode::Live && !s.hibernated() && same_owner(&s.owner, &owner);
         let mine_live = st.open.values().filter(live_of).count();
         if mode == Mode::Live && mine_live >= self.bounds.live_max_per_token {
             return Err(ApiError::new(

@@ -27,9 +27,19 @@ pub struct Turn {
     pub lost: Option<String>,
     /// How long the session has until its lifetime ends.
     pub lifetime_left: Duration,
+    /// A live session's hibernated interpreter, as the run starts.
+    pub image: Option<super::Image>,
+    /// The run started an interpreter in the image's place (resumed from it, or refused it):
+    /// the session's image is no longer its interpreter's state.
+    pub drop_image: bool,
 }
 
 impl Turn {
+    /// Its session's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
     /// The run request a session's run makes: its runtime and policy, its limits within the
     /// session's, its files written over the workspace's (within the quota). The request's
     /// `return-files` stays its own (the answer's room is reserved for it); the returned pick
@@ -95,6 +105,7 @@ impl Turn {
             dropped_count: 0,
             interpreter: None,
             interpreter_reason: None,
+            resume_ms: None,
         };
         let returned = match (&taken, asked) {
             (Some(t), Some(pick)) => Some(exchange::select(&t.files, pick)),
@@ -141,11 +152,17 @@ impl Turn {
         s.running = None;
         s.interp = self.interp.take();
         s.runs += 1;
+        s.auto_refused = false;
         s.idle_reset();
+        let old = if self.drop_image { s.image.take() } else { None };
         out.workspace = s.usage(&bounds);
         let save = s.changed(&self.id);
+        let named = s.names(old.as_ref().map(|i| &i.blob));
         drop(st);
         sessions.write(save)?;
+        if let Some(old) = old.filter(|_| !named) {
+            sessions.dir.drop_blob(&self.id, &old.blob);
+        }
         Ok((out, returned))
     }
 }

@@ -34,6 +34,9 @@ pub enum ErrorCode {
     TooManySessions,
     /// A file operation the workspace cannot do (its quota, a path that is a directory).
     FileConflict,
+    /// A live session's interpreter that cannot be written down now (the message says why:
+    /// files it holds open, say); it goes on as it was.
+    CannotHibernate,
     /// An `Idempotency-Key` whose first answer cannot be given (too large to keep, or its
     /// first request ended without one).
     IdempotencyConflict,
@@ -64,7 +67,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code.
-    pub const ALL: [ErrorCode; 24] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::BadRequest,
         ErrorCode::Unauthorized,
         ErrorCode::Forbidden,
@@ -76,6 +79,7 @@ impl ErrorCode {
         ErrorCode::SessionBusy,
         ErrorCode::TooManySessions,
         ErrorCode::FileConflict,
+        ErrorCode::CannotHibernate,
         ErrorCode::IdempotencyConflict,
         ErrorCode::IdempotencyMismatch,
         ErrorCode::MethodNotAllowed,
@@ -102,7 +106,10 @@ impl ErrorCode {
             }
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::BodyTimeout => 408,
-            ErrorCode::SessionBusy | ErrorCode::FileConflict | ErrorCode::IdempotencyConflict => 409,
+            ErrorCode::SessionBusy
+            | ErrorCode::FileConflict
+            | ErrorCode::CannotHibernate
+            | ErrorCode::IdempotencyConflict => 409,
             ErrorCode::SessionEnded => 410,
             ErrorCode::PayloadTooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
@@ -127,6 +134,7 @@ impl ErrorCode {
             ErrorCode::SessionBusy => "session-busy",
             ErrorCode::TooManySessions => "too-many-sessions",
             ErrorCode::FileConflict => "file-conflict",
+            ErrorCode::CannotHibernate => "cannot-hibernate",
             ErrorCode::IdempotencyConflict => "idempotency-conflict",
             ErrorCode::IdempotencyMismatch => "idempotency-mismatch",
             ErrorCode::MethodNotAllowed => "method-not-allowed",
@@ -311,6 +319,9 @@ pub enum Interpreter {
     /// was lost since the run before (`interpreter-reason` says how: its server stopped, say)
     /// and a new one ran this run.
     Restarted,
+    /// Its state came back from the session's hibernated image (`resume-ms` says how long
+    /// that took): the variables, modules, functions and classes of the runs before are there.
+    Resumed,
 }
 
 /// What a session's workspace holds, against its quota.
@@ -346,6 +357,10 @@ pub struct SessionRun {
     /// Why its interpreter was not kept, when it was lost before this run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interpreter_reason: Option<String>,
+    /// A resumed interpreter's resume, in milliseconds: its jail built, its guest loaded and
+    /// its image mapped back, before this run's code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_ms: Option<f64>,
 }
 
 fn is_zero(n: &u64) -> bool {

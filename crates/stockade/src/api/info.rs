@@ -154,6 +154,9 @@ pub struct SessionsInfo {
     pub live_max: usize,
     pub idle_timeout_ms: u64,
     pub max_lifetime_ms: u64,
+    /// After how long idle a live session's interpreter is hibernated (none: only when asked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hibernate_after_ms: Option<u64>,
     pub workspace_max_bytes: u64,
     pub workspace_max_files: u64,
 }

@@ -215,19 +215,35 @@ fn session_paths(paths: &mut Map<String, Value>, session_body: Schema) {
         json!({
             "parameters": [session_id_param()],
             "post": {
-                "summary": "Fork a session: a new session of the caller's with a copy of this one's workspace, its own clocks; each goes on on its own",
+                "summary": "Fork a session: a new session of the caller's with a copy of this one's workspace and interpreter state (a python guest's), its own clocks; each goes on on its own",
                 "responses": {
                     "201": {
                         "description": "the new session (`forked-from` names this one)",
                         "headers": {"Location": {"schema": {"type": "string"}, "description": "/v1/sessions/ID of the new session"}},
                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SessionInfo"}}}
                     },
-                    "400": err("a live session (its interpreter's state cannot be forked): the field is `mode`"),
                     "403": err("not this token's"),
                     "404": err("no such session"),
-                    "409": err("the session is running a run: its workspace is the run's until it is over"),
+                    "409": err("the session is running a run (`session-busy`), or its interpreter cannot be copied now (`cannot-hibernate`: files it holds open, say)"),
                     "410": err("the session ended"),
                     "429": busy("the server, or the token, holds as many sessions as it may")
+                }
+            }
+        }),
+    );
+    paths.insert(
+        "/v1/sessions/{id}/hibernate".into(),
+        json!({
+            "parameters": [session_id_param()],
+            "post": {
+                "summary": "Hibernate a live session: its interpreter written to the state directory and its jail ended; its next run resumes it (`interpreter: resumed`). An interpreter that cannot be written (not the python guest's) is ended, the workspace kept",
+                "responses": {
+                    "200": {"description": "the session (`state`: `hibernated`, with `hibernate-ms` and `image-bytes`)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SessionInfo"}}}},
+                    "400": err("a workspace session: the field is `mode`"),
+                    "403": err("not this token's"),
+                    "404": err("no such session"),
+                    "409": err("the session is running a run (`session-busy`), or its interpreter cannot be written now (`cannot-hibernate`: files it holds open, say); it goes on as it was"),
+                    "410": err("the session ended")
                 }
             }
         }),

@@ -121,6 +121,26 @@ pub struct SessionInfo {
     /// The session it was forked from (`POST /v1/sessions/{id}/fork`), if it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<String>,
+    /// Where a live session's interpreter is (a workspace session's is `none`).
+    pub state: SessionState,
+    /// The last hibernation's time, in milliseconds, while the session is hibernated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hibernate_ms: Option<f64>,
+    /// The size of its hibernated image on disk, while it is hibernated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_bytes: Option<u64>,
+}
+
+/// Where a session's interpreter is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SessionState {
+    /// Running in a jail of its own, waiting for the session's next run.
+    Live,
+    /// Written to the state directory, its jail ended: the next run resumes it.
+    Hibernated,
+    /// None: a workspace session, or a live one whose interpreter starts with its next run.
+    None,
 }
 
 /// A file of a session's workspace (`GET /v1/sessions/{id}/files`).
