@@ -14,6 +14,13 @@
 //!   load --socket PATH --sessions ROUNDS --spaced-ms MS [--runtimes ...]
 //!       per runtime, a one-off run, a run of a workspace session (a 4 KiB file in it) and a
 //!       one-off run carrying the same file in and back, in turn, spaced: medians and ratios.
+//!   load --socket PATH --hibernate ROUNDS --spaced-ms MS --big RUNTIME
+//!       live Python sessions of three sizes (the 1 GiB one of runtime RUNTIME), each round a kept
+//!       turn, a hibernation, a resumed turn and a fork: medians and ratios (`load/hibernate.rs`).
+//!   load --socket PATH --cycles N --pid PID --state DIR
+//!       N hibernations and resumed turns of one session: what server PID holds before and after.
+//!   load --socket PATH --parked N --pid PID --state DIR
+//!       N hibernated sessions: the server's RSS before and after.
 //!   load --socket PATH --against PATH --labels A,B --throughput SECS --rounds K --concurrency C
 //!       the same on two servers, alternating between them K times per runtime: the median
 //!       rates and their ratio (the first server's over the second's).
@@ -25,6 +32,9 @@ use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+
+#[path = "load/hibernate.rs"]
+mod hibernate;
 
 fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
@@ -146,6 +156,22 @@ fn main() {
         let spaced = Duration::from_millis(arg(&args, "--spaced-ms").map_or(150, |m| m.parse().expect("ms")));
         let stockade = arg(&args, "--stockade").expect("--stockade BIN");
         rt.block_on(latency(&socket, &runtimes, rounds, spaced, &stockade, &args));
+        return;
+    }
+    let spaced = Duration::from_millis(arg(&args, "--spaced-ms").map_or(150, |m| m.parse().expect("ms")));
+    if let Some(rounds) = arg(&args, "--hibernate") {
+        let big = arg(&args, "--big").unwrap_or_else(|| "python".into());
+        rt.block_on(hibernate::sizes(&socket, rounds.parse().expect("rounds"), spaced, &big));
+        return;
+    }
+    let pid: Option<u32> = arg(&args, "--pid").map(|p| p.parse().expect("pid"));
+    let state = arg(&args, "--state").map(std::path::PathBuf::from);
+    if let (Some(n), Some(pid), Some(state)) = (arg(&args, "--cycles"), pid, &state) {
+        rt.block_on(hibernate::cycles(&socket, pid, state, n.parse().expect("cycles")));
+        return;
+    }
+    if let (Some(n), Some(pid), Some(state)) = (arg(&args, "--parked"), pid, &state) {
+        rt.block_on(hibernate::parked(&socket, pid, state, n.parse().expect("sessions")));
         return;
     }
     if let Some(rounds) = arg(&args, "--sessions") {

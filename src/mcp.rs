@@ -150,6 +150,9 @@ struct Tools {
     /// This connection's session of each runtime, made at its first call (`--session
     /// workspace`), and `None` without sessions.
     sessions: Option<Arc<tokio::sync::Mutex<BTreeMap<String, String>>>>,
+    /// The sessions outlive the connection (an engine of this process's with a state directory
+    /// of its own): the next `stockade mcp` on it takes them up again.
+    keep: bool,
     /// The sessions keep an interpreter each (`--session live`).
     live: bool,
     /// The operator's tools the code may call (`--host-tools`).
@@ -213,6 +216,7 @@ impl Tools {
         ceiling: Limits,
         mode: SessionMode,
         host: Option<host::HostTools>,
+        keep: bool,
     ) -> Tools {
         let mut tool_router = Self::tool_router();
         let sessions = match mode {
@@ -225,7 +229,7 @@ impl Tools {
             }
         };
         let live = mode == SessionMode::Live;
-        Tools { backend: Arc::new(backend), policy, ceiling, sessions, live, host, tool_router }
+        Tools { backend: Arc::new(backend), policy, ceiling, sessions, keep, live, host, tool_router }
     }
 
     /// Runs Python 3.14 code (CPython for WASI) in a fresh stockade jail: no network, no host
@@ -355,9 +359,18 @@ impl Tools {
         if let Some(id) = open.get(runtime) {
             return Ok(id.clone());
         }
+        let mode = if self.live { api::session::Mode::Live } else { api::session::Mode::Workspace };
+        if self.keep
+            && let Ok(all) = self.backend.list().await
+            && let Some(last) = all.into_iter().rev().find(|s| s.runtime == runtime && s.mode == mode)
+        {
+            // One a `stockade mcp` before this one left on the state directory: taken up again.
+            open.insert(runtime.to_string(), last.id.clone());
+            return Ok(last.id);
+        }
         let body = SessionBody {
             runtime: runtime.to_string(),
-            mode: if self.live { api::session::Mode::Live } else { api::session::Mode::Workspace },
+            mode,
             policy: self.policy.clone(),
             limits: self.ceiling,
             idle_timeout_ms: None,
@@ -374,9 +387,9 @@ impl Tools {
         }
     }
 
-    /// Ends this connection's sessions (when its client goes).
+    /// Ends this connection's sessions (when its client goes), unless they outlive it.
     async fn close(&self) {
-        let Some(sessions) = &self.sessions else { return };
+        let Some(sessions) = self.sessions.as_ref().filter(|_| !self.keep) else { return };
         let open = std::mem::take(&mut *sessions.lock().await);
         for id in open.values() {
             let _ = self.backend.end(id).await;
@@ -512,12 +525,14 @@ pub fn command(args: McpArgs) -> ExitCode {
             Backend::Here(e) => Some(e.clone()),
             Backend::Server(_) | Backend::Unavailable(_) => None,
         };
-        let tools = Tools::new(backend, args.policy.clone(), ceiling, args.session, host);
+        let keep = engine.is_some() && args.state_dir.is_some();
+        let tools = Tools::new(backend, args.policy.clone(), ceiling, args.session, host, keep);
         let served = match tools.clone().serve(rmcp::transport::stdio()).await {
             Ok(s) => s.waiting().await.map(|_| ()).map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
-        // The client has gone: so have its sessions.
+        // The client has gone: so have its sessions (unless they outlive it; a live one's
+        // interpreter is hibernated as the engine drains).
         tools.close().await;
         if let Some(engine) = engine {
             engine.drain().await;

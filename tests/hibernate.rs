@@ -22,16 +22,24 @@ fn guests() -> bool {
     ok
 }
 
-/// A file for an image, read and write, in `dir`.
-fn image_file(dir: &std::path::Path, name: &str) -> OwnedFd {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(dir.join(name))
-        .expect("image")
-        .into()
+/// The pipe a jail sends its images on, and a thread writing each into `dir/name` (its length
+/// first, 8 bytes; 0: none) until the pipe's end.
+fn image_pipe(dir: &std::path::Path, name: &str) -> (OwnedFd, std::thread::JoinHandle<()>) {
+    use std::io::Read;
+    let (from_jail, to_jail) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe");
+    let path = dir.join(name);
+    let reader = std::thread::spawn(move || {
+        let mut pipe = std::fs::File::from(from_jail);
+        let mut len = [0u8; 8];
+        while pipe.read_exact(&mut len).is_ok() {
+            let mut bytes = vec![0u8; usize::try_from(u64::from_le_bytes(len)).expect("length")];
+            pipe.read_exact(&mut bytes).expect("the image whole");
+            if !bytes.is_empty() {
+                std::fs::write(&path, bytes).expect("image");
+            }
+        }
+    });
+    (to_jail, reader)
 }
 
 /// One jail of the Python guest's turns, passed `fds`: each of `codes` a turn (a `None` a
@@ -95,7 +103,7 @@ fn a_hibernated_interpreter_resumes_with_its_state() {
         return;
     }
     let dir = tempfile::tempdir().expect("tmp");
-    let first = image_file(dir.path(), "one");
+    let (first, reader) = image_pipe(dir.path(), "one");
     let code = "import json, fractions, time\n\
                 x = 41\n\
                 def f(a): return a + 1\n\
@@ -106,12 +114,13 @@ fn a_hibernated_interpreter_resumes_with_its_state() {
     let (said, _) = turns(LiveImages::default(), &[&first], &[Some(code), None]);
     assert_eq!(said[0], "ok ok\n", "{said:?}");
     assert!(said[1].contains("hibernated"), "{said:?}");
-    let image = std::fs::File::from(first.try_clone().expect("dup"));
-    let bytes = image.metadata().expect("meta").len();
+    drop(first);
+    reader.join().expect("reader");
+    let bytes = std::fs::metadata(dir.path().join("one")).expect("image").len();
     // Only what the interpreter wrote: far less than its memory (the snapshot's pages are not in it).
     assert!(bytes > 1 << 20 && bytes < 64 << 20, "{bytes}");
 
-    let second = image_file(dir.path(), "two");
+    let (second, _reader) = image_pipe(dir.path(), "two");
     let resume: OwnedFd = std::fs::File::open(dir.path().join("one")).expect("open").into();
     let code =
         "print(f(x), C().hi(), len(data['k']), json.dumps([1]), fractions.Fraction(1, 3), time.monotonic() >= t0)";

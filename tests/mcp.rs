@@ -258,6 +258,33 @@ fn calls_share_a_workspace_and_the_file_tools_reach_it() {
     }
 }
 
+/// With a state directory, a live session outlives `stockade mcp`: its interpreter is hibernated
+/// as it ends, and the next `stockade mcp` on the directory resumes it.
+#[test]
+fn live_sessions_outlive_mcp_with_a_state_directory() {
+    if !guests() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tmp");
+    let state = dir.path().join("state").display().to_string();
+    let args = ["--session", "live", "--state-dir", state.as_str()];
+    let mut m = Mcp::start(&args);
+    ran(&m.tool("run_python", json!({"code": "import fractions\nx = fractions.Fraction(1, 3)"})));
+    m.finish();
+    let mut m = Mcp::start(&args);
+    let r = ran(&m.tool("run_python", json!({"code": "print(x * 3)"}))).clone();
+    assert_eq!(r["stdout"], "1\n", "{r}");
+    m.finish();
+    // Without one, the sessions go with the process.
+    let mut m = Mcp::start(&["--session", "live"]);
+    ran(&m.tool("run_python", json!({"code": "x = 1"})));
+    m.finish();
+    let mut m = Mcp::start(&["--session", "live"]);
+    let r = ran(&m.tool("run_python", json!({"code": "print('x' in globals())"}))).clone();
+    assert_eq!(r["stdout"], "False\n", "{r}");
+    m.finish();
+}
+
 #[test]
 fn the_operator_s_limits_hold() {
     if !guests() {

@@ -100,9 +100,18 @@ fn a_hibernated_session_holds_no_jail_and_resumes_with_its_state() {
     for n in 0..5 {
         hibernate(&s, &id);
         assert_eq!(blobs(&s, &id).len(), 1, "cycle {n}");
-        let (out, how, _) = run(&s, &id, "x += 1\nprint(x)");
-        assert_eq!((out, how.as_str()), (format!("{}\n", 43 + n), "resumed"));
+        // Its data crosses each time: a resumed interpreter's pages mapped from its last image
+        // are in its next.
+        let (out, how, _) = run(&s, &id, "x += 1\nprint(x, sum(data['k']))");
+        assert_eq!((out, how.as_str()), (format!("{} 4999950000\n", 43 + n), "resumed"));
     }
+    // An image past the policy's file-size limit (64 MiB) crosses: the jail sends it on a pipe,
+    // and writes no file of the host's.
+    run(&s, &id, "big = b'\\x01' * (80 << 20)");
+    let v = hibernate(&s, &id);
+    assert!(v["image-bytes"].as_u64().is_some_and(|b| b > 80 << 20), "{v}");
+    let (out, how, _) = run(&s, &id, "print(len(big), big[-1])");
+    assert_eq!((out.as_str(), how.as_str()), ("83886080 1\n", "resumed"));
 }
 
 #[test]

@@ -90,6 +90,14 @@ impl Backend {
         }
     }
 
+    /// The sessions it holds (an MCP front's are all its own).
+    pub(super) async fn list(&self) -> Result<Vec<stockade::api::session::SessionInfo>, ApiError> {
+        match self.call(Command::ListSessions, None).await? {
+            Reply::Sessions(all) => Ok(all),
+            other => Err(other.unexpected()),
+        }
+    }
+
     pub(super) async fn end(&self, id: &str) -> Result<(), ApiError> {
         if let Backend::Unavailable(_) = self {
             return Ok(());

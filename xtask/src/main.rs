@@ -126,6 +126,12 @@ fn bench(args: &[String]) -> Result<(), String> {
         }
         None => println!("Wasm guests not installed: skipped (run ./setup.sh, or set STOCKADE_GUEST_DIR)"),
     }
+    if args.iter().any(|a| a == "--hibernate-only") {
+        return match guest_dir(&stockade) {
+            Some(g) => serve::hibernation(&root, &stockade, &dir, &g),
+            None => Err("hibernation needs the Wasm guests".into()),
+        };
+    }
     if !args.iter().any(|a| a == "--serve-only") {
         run(cmd.args(args.iter().filter(|a| *a != "--no-lws" && *a != "--no-serve")))?;
     }
@@ -133,7 +139,9 @@ fn bench(args: &[String]) -> Result<(), String> {
         return Ok(());
     }
     match guest_dir(&stockade) {
-        Some(g) => serve::bench(&root, &stockade, &dir, &g),
+        Some(g) => {
+            serve::bench(&root, &stockade, &dir, &g).and_then(|()| serve::hibernation(&root, &stockade, &dir, &g))
+        }
         None => {
             println!("the service: skipped (no guests)");
             Ok(())
@@ -577,7 +585,7 @@ fn main() -> ExitCode {
         Some("man") => man(&args[1..]),
         Some("wheel") => wheel(&args[1..]),
         Some("completions") => completions(&args[1..]),
-        _ => Err("usage: cargo xtask bench [--rounds N] [--spaced-ms MS] [--no-serve | --serve-only] | vm-test [--allow-skip] | build-static | \
+        _ => Err("usage: cargo xtask bench [--rounds N] [--spaced-ms MS] [--no-serve | --serve-only | --hibernate-only] | vm-test [--allow-skip] | build-static | \
                   man [DIR] | completions [DIR] | escape | soak [--runs N] [--workers W] [--seed S] [--release] | load [--requests N] [--concurrency C] [--release] | \
                   fuzz [--secs N] [TARGET...] | seccomp-profiles [--check] | container [--allow-skip] [--context] | scale [--allow-skip] | k8s-validate | \
                   wheel [--test]"

@@ -105,6 +105,16 @@ impl Server {
     }
 }
 
+impl Drop for Server {
+    /// A server a failed bench leaves is killed (one stopped already has exited).
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// What a stopped server left.
 pub struct Leftovers {
     pub exit_ok: bool,
@@ -315,6 +325,59 @@ pub fn bench(root: &Path, stockade: &Path, dir: &Path, guests: &Path) -> Result<
     let left = server.stop()?;
     left.print();
     if left.clean() { Ok(()) } else { Err("the server left something behind".into()) }
+}
+
+/// The hibernation rows of `cargo xtask bench`: a server of its own (sessions enough for the
+/// parked ones, none hibernated by itself, a `python-big` runtime whose policy lets a session
+/// hold 1 GiB): sizes, cycles, parked sessions (`examples/load/hibernate.rs`), then what it left.
+pub fn hibernation(root: &Path, stockade: &Path, dir: &Path, guests: &Path) -> Result<(), String> {
+    super::run(Command::new("cargo").current_dir(root).args(["build", "--quiet", "--release", "--example", "load"]))?;
+    let load = root.join("target/release/examples/load");
+    let here = dir.join("hibernate");
+    let policies = here.join("policies");
+    std::fs::create_dir_all(&policies).map_err(|e| e.to_string())?;
+    let default = std::fs::read_to_string(root.join("policies/default.toml")).map_err(|e| e.to_string())?;
+    let big = default
+        .replacen("memory-max-bytes = 536870912", "memory-max-bytes = 3221225472", 1)
+        .replacen("memory-max-bytes = 268435456", "memory-max-bytes = 1610612736", 1)
+        .replacen("wall-timeout-ms = 10000", "wall-timeout-ms = 60000", 1);
+    std::fs::write(policies.join("big.toml"), big).map_err(|e| e.to_string())?;
+    let runtimes = "[runtimes.python]\nguest = \"python\"\nwarm = 1\n\
+                    [runtimes.python-big]\nguest = \"python\"\npolicy = \"big\"\nwarm = 0\n";
+    let extra = format!(
+        "[sessions]\nmax = 10100\nmax-per-token = 10100\nhibernate-after-ms = 0\n[policies]\ndir = \"{}\"",
+        policies.display()
+    );
+    let server = Server::start(stockade, &here, runtimes, &extra, Some(guests))?;
+    let (socket, pid) = (server.socket.display().to_string(), server.pid().to_string());
+    let state = here.join("state").display().to_string();
+    println!("\nhibernation (stockade serve, its state directory on {})", fs_of(&here));
+    println!("live Python sessions by what they hold: 20 rounds (5 for 1 GiB), 100 ms apart");
+    super::run(
+        Command::new(&load)
+            .args(["--socket", &socket, "--hibernate", "20", "--spaced-ms", "100"])
+            .args(["--big", "python-big"]),
+    )?;
+    super::run(Command::new(&load).args(["--socket", &socket, "--cycles", "1000", "--pid", &pid, "--state", &state]))?;
+    super::run(Command::new(&load).args(["--socket", &socket, "--parked", "10000", "--pid", &pid, "--state", &state]))?;
+    let left = server.stop()?;
+    left.print();
+    if left.clean() { Ok(()) } else { Err("the hibernation server left something behind".into()) }
+}
+
+/// The filesystem type `dir` is on (from /proc/self/mounts: the longest mount point above it).
+fn fs_of(dir: &Path) -> String {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    mounts
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split(' ');
+            let (_, at, kind) = (f.next()?, f.next()?, f.next()?);
+            dir.starts_with(at).then(|| (at.len(), kind.to_string()))
+        })
+        .max()
+        .map_or_else(|| "an unknown filesystem".into(), |(_, k)| k)
 }
 
 /// The SDKs' rows of the service's bench: each SDK's cost over a bare request on `socket`.

@@ -10,6 +10,7 @@
 
 use crate::live::{Imaged, Images};
 use crate::sessions::{Held, Hold, Image, NOT_IMAGED, Owner, Turn, ms_since};
+use crate::state::Hash;
 use crate::{Engine, incident, internal};
 use std::fs::File;
 use std::time::Instant;
@@ -63,24 +64,22 @@ impl Engine {
             return hold.finish(Held::Ended(NOT_IMAGED.into()));
         }
         let t0 = Instant::now();
-        match interp.image().await {
-            Imaged::Written { memory_bytes, .. } => {
-                let Some(out) = interp.into_image() else { return Err(internal("an imaged interpreter has no image")) };
-                let component = self.component();
-                let metrics = self.metrics.clone();
-                let done = tokio::task::spawn_blocking(move || match hold.dir().keep_image(&hold.id, out) {
-                    Ok((blob, bytes)) => {
+        let into = match hold.new_image() {
+            Ok(f) => f,
+            Err(e) => {
+                hold.interp = Some(interp);
+                return Err(e);
+            }
+        };
+        match interp.image(into, hold.image_max).await {
+            Imaged::Written { file, hash, bytes, memory_bytes } => {
+                // Its jail ends: the image is the interpreter now.
+                drop(interp);
+                let (dir, component, metrics) = (self.sessions.dir(), self.component(), self.metrics.clone());
+                let done = tokio::task::spawn_blocking(move || match dir.keep_image(&hold.id, file, &hash) {
+                    Ok(()) => {
                         metrics.session_hibernated(why.as_str());
-                        let image = Image {
-                            blob,
-                            bytes,
-                            memory_bytes,
-                            component,
-                            hibernated_unix_ms: crate::sessions::now_unix_ms(),
-                            hibernate_ms: ms_since(t0),
-                            reseed: false,
-                        };
-                        hold.finish(Held::Hibernated(image))
+                        hold.finish(Held::Hibernated(image_of(hash, bytes, memory_bytes, component, t0, false)))
                     }
                     Err(e) => {
                         let err = incident(
@@ -121,7 +120,7 @@ impl Engine {
     }
 
     /// Forks session `id` of `owner` (see [`crate::sessions::Sessions::fork`]): a live
-    /// interpreter that can be written is, and goes on; its fork resumes a copy of its image.
+    /// interpreter that can be written is, and goes on; its fork resumes its image.
     pub async fn fork_session(&self, id: &str, owner: Owner) -> Result<SessionInfo, ApiError> {
         let live = self.sessions.info(id, owner)?.state == stockade::api::session::SessionState::Live;
         let mut written: Option<(Hold, Image)> = None;
@@ -129,42 +128,34 @@ impl Engine {
             match hold.interp.take() {
                 Some(mut interp) if interp.imaged() => {
                     let t0 = Instant::now();
-                    match interp.image().await {
-                        Imaged::Written { memory_bytes, .. } => {
-                            let component = self.component();
-                            let copied = tokio::task::spawn_blocking(move || {
-                                let out = interp.image_file().map(|o| hold.dir().copy_image(o, &hold.id));
-                                hold.interp = Some(interp);
-                                (hold, out)
-                            })
-                            .await
-                            .map_err(|_| internal("a fork ended abnormally"))?;
-                            let (hold, out) = copied;
-                            let (blob, bytes) = match out {
-                                Some(Ok(b)) => b,
-                                Some(Err(e)) => return Err(self.sessions.disk_failure(id, &e)),
-                                None => return Err(internal("an imaged interpreter has no image")),
-                            };
+                    let into = hold.new_image();
+                    let imaged = match into {
+                        Ok(into) => interp.image(into, hold.image_max).await,
+                        Err(e) => {
+                            hold.interp = Some(interp);
+                            return Err(e);
+                        }
+                    };
+                    hold.interp = Some(interp);
+                    match imaged {
+                        Imaged::Written { file, hash, bytes, memory_bytes } => {
+                            // A blob of the parent's it does not name, linked into the fork.
+                            let (dir, parent) = (self.sessions.dir(), id.to_string());
+                            let kept = tokio::task::spawn_blocking(move || dir.keep_image(&parent, file, &hash))
+                                .await
+                                .map_err(|_| internal("a fork ended abnormally"))?;
+                            kept.map_err(|e| self.sessions.disk_failure(id, &e))?;
                             self.metrics.session_hibernated("fork");
-                            let image = Image {
-                                blob,
-                                bytes,
-                                memory_bytes,
-                                component,
-                                hibernated_unix_ms: crate::sessions::now_unix_ms(),
-                                hibernate_ms: ms_since(t0),
-                                reseed: true,
-                            };
-                            written = Some((hold, image));
+                            written = Some((hold, image_of(hash, bytes, memory_bytes, self.component(), t0, true)));
                         }
                         Imaged::Refused(reason) => {
-                            hold.interp = Some(interp);
                             return Err(ApiError::new(
                                 ErrorCode::CannotHibernate,
                                 format!("session {id}'s interpreter cannot be copied now: {reason}"),
                             ));
                         }
                         Imaged::Lost(reason) => {
+                            hold.interp = None;
                             hold.finish(Held::Ended(format!("its interpreter was lost as it was forked: {reason}")))?;
                         }
                     }
@@ -190,8 +181,7 @@ impl Engine {
         if !self.hibernates(&turn.spec.runtime) {
             return Ok(None);
         }
-        let out = self.sessions.image_out(turn.id())?;
-        let Some(image) = image else { return Ok(Some(Images { out, resume: None })) };
+        let Some(image) = image else { return Ok(Some(Images { resume: None })) };
         let opened = self.open_image(turn.id(), &image).await;
         let resume = match opened {
             Ok(f) => Some((f, image.reseed)),
@@ -201,7 +191,7 @@ impl Engine {
                 None
             }
         };
-        Ok(Some(Images { out, resume }))
+        Ok(Some(Images { resume }))
     }
 
     /// Session `id`'s `image`, opened to resume from: `Err` with the metrics' outcome and the
@@ -269,6 +259,20 @@ impl Engine {
                 eprintln!("stockade serve: session {id} was not hibernated as the server stopped: {}", e.message);
             }
         }
+    }
+}
+
+/// The image `hash` (`bytes` long, of a guest memory of `memory_bytes`) written since `t0` by
+/// the guest component `component`; a fork's when `reseed`.
+fn image_of(hash: Hash, bytes: u64, memory_bytes: u64, component: String, t0: Instant, reseed: bool) -> Image {
+    Image {
+        blob: hash,
+        bytes,
+        memory_bytes,
+        component,
+        hibernated_unix_ms: crate::sessions::now_unix_ms(),
+        hibernate_ms: ms_since(t0),
+        reseed,
     }
 }
 

@@ -13,10 +13,11 @@ use super::ending::{AFTER_ANSWER, panic_words};
 use super::slot::{SlotError, Tracker};
 use super::{Engine, Streams, internal};
 use crate::config::Kind;
-use crate::state::ImageOut;
+use crate::state::ImageFile;
 use sha2::Digest;
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 use stockade::api::{ApiError, RunRequest, Target};
@@ -36,23 +37,23 @@ pub struct Interp {
     run: Arc<LiveRun>,
     /// What the interpreter's directory held after the last turn, by path: its content's hash.
     mirror: BTreeMap<String, [u8; 32]>,
-    /// The file its jail writes its images into, when it can be hibernated.
-    image: Option<ImageOut>,
+    /// The pipe its jail sends its images on, when it can be hibernated.
+    pipe: Option<std::fs::File>,
 }
 
-/// What a live interpreter that can be hibernated is given: the file its jail writes its images
-/// into, and the image it resumes from (and whether its `random` is drawn again: a fork's).
+/// What a live interpreter that can be hibernated is given: the image it resumes from, if it
+/// does (and whether its `random` is drawn again: a fork's).
 #[derive(Debug)]
 pub struct Images {
-    pub out: ImageOut,
     pub resume: Option<(std::fs::File, bool)>,
 }
 
 /// What an interpreter asked for its image did.
 #[derive(Debug)]
 pub enum Imaged {
-    /// It wrote it into its image file, and waits for its next turn as before.
-    Written { memory_bytes: u64, write_ms: f64 },
+    /// It sent it, now in `file` (`bytes` long, its BLAKE3 `hash`), and waits for its next turn
+    /// as before.
+    Written { file: ImageFile, hash: crate::state::Hash, bytes: u64, memory_bytes: u64 },
     /// It wrote none, and why; it waits as before.
     Refused(String),
     /// It ended (its jail is gone), and why.
@@ -130,17 +131,20 @@ impl Engine {
         let (to_jail, turns) = mpsc::channel();
         let (ready_tx, ready) = oneshot::channel();
         let (runner, jails) = (self.runner.clone(), self.jails.clone());
-        let (out, resume) = match images {
-            Some(Images { out, resume }) => (Some(out), resume),
-            None => (None, None),
-        };
         let mut fds = Vec::new();
-        if let Some(o) = &out {
-            fds.push(OwnedFd::from(o.file.try_clone().map_err(|e| internal(&format!("an image file: {e}")))?));
+        let mut pipe = None;
+        let wanted = images
+            .as_ref()
+            .map(|i| LiveImages { resume: i.resume.is_some(), reseed: i.resume.as_ref().is_some_and(|r| r.1) });
+        if let Some(Images { resume }) = images {
+            let (from_jail, to_jail) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+                .map_err(|e| internal(&format!("a live interpreter's image pipe: {e}")))?;
+            // Fewer turns of the two processes per MiB (best effort: the default works too).
+            let _ = rustix::pipe::fcntl_setpipe_size(&from_jail, 1 << 20);
+            pipe = Some(std::fs::File::from(from_jail));
+            fds.push(to_jail);
+            fds.extend(resume.map(|(f, _)| OwnedFd::from(f)));
         }
-        let wanted =
-            out.as_ref().map(|_| LiveImages { resume: resume.is_some(), reseed: resume.as_ref().is_some_and(|r| r.1) });
-        fds.extend(resume.map(|(f, _)| OwnedFd::from(f)));
         let built = tokio::task::spawn_blocking(move || {
             let recipe = Recipe::build_live_imaged(rt.code(), &policy, &runner, wanted).map_err(SlotError::Jail)?;
             spawn_jail(recipe, start, fds, turns, ready_tx, &jails)
@@ -157,7 +161,7 @@ impl Engine {
             Ok(Err(None)) | Err(_) => return Err(internal("a live interpreter's jail ended before it was ready")),
         };
         let mirror = files.iter().map(|f| (f.path.to_string_lossy().into_owned(), hash(&f.bytes))).collect();
-        Ok(Started::Ready(Interp { to_jail, run, mirror, image: out }, resumed))
+        Ok(Started::Ready(Interp { to_jail, run, mirror, pipe }, resumed))
     }
 }
 
@@ -337,17 +341,23 @@ impl Interp {
 }
 
 impl Interp {
-    /// Whether it can be hibernated (it has an image file).
+    /// Whether it can be hibernated (it has an image pipe).
     pub fn imaged(&self) -> bool {
-        self.image.is_some()
+        self.pipe.is_some()
     }
 
-    /// Asks it for its image, written into its image file: between two turns, the interpreter
-    /// as it is (it goes on after, as it was).
-    pub async fn image(&mut self) -> Imaged {
-        if self.image.is_none() {
+    /// Asks it for its image, received into `into` (at most `max` bytes): between two turns, the
+    /// interpreter as it is (it goes on after, as it was).
+    pub async fn image(&mut self, mut into: ImageFile, max: u64) -> Imaged {
+        let Some(pipe) = self.pipe.as_ref().and_then(|p| p.try_clone().ok()) else {
             return Imaged::Refused("its interpreter cannot be hibernated".into());
-        }
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let receiving = tokio::task::spawn_blocking(move || {
+            let got = crate::state::receive(&pipe, &mut into.file, max, &stopped);
+            (into, got)
+        });
         let turn = Turn {
             stdin: stockade::handover::HIBERNATE_FRAME.to_vec(),
             limits: Limits { wall_timeout_ms: Some(IMAGE_WALL_MS), ..Limits::default() },
@@ -357,34 +367,36 @@ impl Interp {
             argv_display: Some(vec!["(hibernate)".into()]),
         };
         let (tx, rx) = oneshot::channel();
-        if self.to_jail.send((turn, tx)).is_err() {
-            return Imaged::Lost("its interpreter was gone".into());
+        let answer = if self.to_jail.send((turn, tx)).is_err() { None } else { rx.await.ok() };
+        let said = match &answer {
+            Some(Answer::Kept(_, account)) => last_account(account),
+            _ => None,
+        };
+        // All of an image was sent before the runner said so; else nothing more comes.
+        if !matches!(said, Some(Account::Hibernated { .. } | Account::NotHibernated { .. })) {
+            stop.store(true, Ordering::SeqCst);
         }
-        match rx.await {
-            Ok(Answer::Kept(_, account)) => match last_account(&account) {
-                Some(Account::Hibernated { memory_bytes, write_ms, .. }) => {
-                    Imaged::Written { memory_bytes: memory_bytes as u64, write_ms }
-                }
-                Some(Account::NotHibernated { why }) => Imaged::Refused(why),
-                other => Imaged::Lost(format!("its runner answered {other:?} to a hibernation")),
-            },
-            Ok(Answer::Ended(report)) => {
+        let received = receiving.await;
+        match (said, received) {
+            (Some(Account::Hibernated { memory_bytes, .. }), Ok((file, Ok(Some((hash, bytes)))))) => {
+                return Imaged::Written { file, hash, bytes, memory_bytes: memory_bytes as u64 };
+            }
+            (Some(Account::NotHibernated { why }), Ok((_, Ok(None)))) => return Imaged::Refused(why),
+            (Some(_), Ok((_, Err(e)))) => return Imaged::Lost(format!("its image did not come whole: {e}")),
+            (Some(_), _) => return Imaged::Lost("its image and its runner's account disagree".into()),
+            (None, _) => {}
+        }
+        match answer {
+            None => Imaged::Lost("its interpreter was gone".into()),
+            Some(Answer::Kept(_, account)) => {
+                Imaged::Lost(format!("its runner answered {:?} to a hibernation", last_account(&account)))
+            }
+            Some(Answer::Ended(report)) => {
                 Imaged::Lost(format!("its interpreter ended as it was written ({})", report.status.as_str()))
             }
-            Ok(Answer::Refused(e)) => Imaged::Lost(e.to_string()),
-            Ok(Answer::Lost(why)) => Imaged::Lost(why),
-            Err(_) => Imaged::Lost("its interpreter's thread ended".into()),
+            Some(Answer::Refused(e)) => Imaged::Lost(e.to_string()),
+            Some(Answer::Lost(why)) => Imaged::Lost(why),
         }
-    }
-
-    /// Its image file, the interpreter let go of (its jail is taken down).
-    pub fn into_image(mut self) -> Option<ImageOut> {
-        self.image.take()
-    }
-
-    /// Its image file, while it goes on (to copy what it holds).
-    pub fn image_file(&self) -> Option<&ImageOut> {
-        self.image.as_ref()
     }
 }
 

@@ -28,7 +28,7 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 mod images;
-pub use images::ImageOut;
+pub use images::{ImageFile, receive};
 
 /// A blob's name: the BLAKE3 hash of its bytes.
 pub type Hash = [u8; 32];

@@ -4,7 +4,7 @@
 
 use super::{Owner, Session, Sessions, find, random_hex, unix_ms};
 use crate::live::Interp;
-use crate::state::{Hash, ImageOut};
+use crate::state::{Hash, ImageFile};
 use std::sync::Arc;
 use stockade::api::session::{Mode, SessionInfo};
 use stockade::api::{ApiError, ErrorCode};
@@ -40,6 +40,8 @@ pub struct Hold {
     /// What the session has hibernated already, if it has.
     pub image: Option<Image>,
     pub runtime: String,
+    /// The most bytes its image may take: its guest's memory at most, and a trailer.
+    pub image_max: u64,
     done: bool,
 }
 
@@ -79,14 +81,14 @@ impl Sessions {
             interp: s.interp.take(),
             image: s.image.clone(),
             runtime: s.spec.runtime.clone(),
+            image_max: s
+                .spec
+                .limits
+                .wasm_memory_max_bytes
+                .unwrap_or(u64::from(u32::MAX))
+                .saturating_add(IMAGE_TRAILER_MAX),
             done: false,
         })
-    }
-
-    /// A file for the images of a live interpreter of session `id` (500 naming the state
-    /// directory when it cannot be made).
-    pub fn image_out(&self, id: &str) -> Result<ImageOut, ApiError> {
-        self.dir.image_out(id).map_err(|e| self.disk_error(id, &e))
     }
 
     /// The live sessions whose interpreter has waited `after_ms` or more since their last run or
@@ -130,10 +132,14 @@ impl Sessions {
     }
 }
 
+/// The most an image's trailer takes besides its pages (the runner's own bound, and its length).
+const IMAGE_TRAILER_MAX: u64 = (64 << 20) + 16;
+
 impl Hold {
-    /// The session's directory, to write its image into.
-    pub fn dir(&self) -> &crate::state::StateDir {
-        &self.sessions.dir
+    /// A new file among the session's blobs for its interpreter's image (500 naming the state
+    /// directory when it cannot be made).
+    pub fn new_image(&self) -> Result<ImageFile, ApiError> {
+        self.sessions.dir.new_image(&self.id).map_err(|e| self.sessions.disk_error(&self.id, &e))
     }
 
     /// The hold is over: the session takes `held`, is written to the state directory, and is

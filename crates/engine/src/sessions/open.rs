@@ -121,7 +121,9 @@ impl Sessions {
             saved: Arc::new(Mutex::new(0)),
         };
         let parent_names = copied.as_ref().is_some_and(|c| parent.names(Some(&c.blob)));
-        self.room(&st, owner, s.spec.mode)?;
+        // A fork with an image is hibernated: it holds no jail.
+        let mode = if s.hibernated() { Mode::Workspace } else { s.spec.mode };
+        self.room(&st, owner, mode)?;
         let new = format!("s-{}", random_hex(16)?);
         let linked = self.dir.create(&new).and_then(|()| {
             s.files.values().try_for_each(|f| self.dir.link_blob(id, &new, &f.blob))?;
@@ -153,8 +155,8 @@ impl Sessions {
         Ok(info)
     }
 
-    /// Whether a session of `mode` for `owner` fits: 429 (with the seconds until the first one
-    /// ends) when the server, or the token, holds as many as it may.
+    /// Whether a session of `mode` (a live one: holding a jail) for `owner` fits: 429 (with the
+    /// seconds until the first one ends) when the server, or the token, holds as many as it may.
     fn room(&self, st: &super::State, owner: Owner, mode: Mode) -> Result<(), ApiError> {
         if st.open.len() >= self.bounds.max {
             if self.bounds.max == 0 {

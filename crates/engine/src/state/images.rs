@@ -1,16 +1,18 @@
-//! A live interpreter's images in the state directory. Its jail writes its image into a file of
-//! its session's directory (`.tmp-image-…`, [`StateDir::image_out`]) that the jail holds open for
-//! its life; once written, the image becomes a blob like any other: hashed, flushed, and moved
-//! under its hash (the jail ended: [`StateDir::keep_image`]) or copied there (the jail goes on: a
-//! fork's, [`StateDir::copy_image`]). A blob's hash is checked before it is given to a jail
-//! ([`StateDir::open_image`]); a blob this process wrote and hashed itself, whose inode, size and
-//! times are unchanged since, is not read again (so a resume does not read a GiB it maps lazily).
+//! A live interpreter's images in the state directory. Its jail sends its image on a pipe (the
+//! jail writes no file of the host's, and its file-size limit holds); the server writes it into a
+//! new file of the session's blobs ([`StateDir::new_image`], [`receive`]), hashing it as it comes,
+//! and names it by that hash once it is whole ([`StateDir::keep_image`]). A blob's hash is checked
+//! before it is given to a jail ([`StateDir::open_image`]); a blob this process wrote and hashed
+//! itself, whose inode, size and times are unchanged since, is not read again (so a resume does
+//! not read a GiB it maps lazily).
 
 use super::{BLOBS, Hash, StateDir, TMP, changed, hex, random16};
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 /// What a blob's file was when this process last hashed it: a later change of its bytes
 /// changes its ctime (which no one sets by hand), a rewrite its inode.
@@ -36,17 +38,19 @@ impl Stamp {
     }
 }
 
-/// The file a live interpreter's jail writes its images into, in its session's directory.
+/// An image being written into session's blobs (a write in flight until it is kept: its name
+/// goes with it otherwise).
 #[derive(Debug)]
-pub struct ImageOut {
+pub struct ImageFile {
     pub file: File,
     path: PathBuf,
 }
 
-impl Drop for ImageOut {
-    /// Its name goes with it (a kept image was renamed away first).
+impl Drop for ImageFile {
     fn drop(&mut self) {
-        let _ = fs::remove_file(&self.path);
+        if !self.path.as_os_str().is_empty() {
+            let _ = fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -54,48 +58,23 @@ impl Drop for ImageOut {
 const CHUNK: usize = 1 << 20;
 
 impl StateDir {
-    /// A new file, read and write, for the images of a live interpreter of session `id`.
-    pub fn image_out(&self, id: &str) -> io::Result<ImageOut> {
-        let path = self.session(id).join(format!("{TMP}image-{}", hex(&random16())));
+    /// A new file, among session `id`'s blobs, for an image.
+    pub fn new_image(&self, id: &str) -> io::Result<ImageFile> {
+        let path = self.session(id).join(BLOBS).join(format!("{TMP}image-{}", hex(&random16())));
         let file = OpenOptions::new().read(true).write(true).create_new(true).mode(0o600).open(&path)?;
-        Ok(ImageOut { file, path })
+        Ok(ImageFile { file, path })
     }
 
-    /// Makes the image `out` holds (its jail ended: nothing writes it again) a blob of session
-    /// `id`: hashed, flushed and renamed under its hash. Returns its hash and size.
-    pub fn keep_image(&self, id: &str, mut out: ImageOut) -> io::Result<(Hash, u64)> {
-        let (hash, len) = hash_file(&out.file, None)?;
-        out.file.sync_all()?;
+    /// Makes image `f` (received whole, its hash `hash`) a blob of session `id`: flushed, renamed
+    /// under its hash, its directory flushed.
+    pub fn keep_image(&self, id: &str, mut f: ImageFile, hash: &Hash) -> io::Result<()> {
+        f.file.sync_all()?;
         let blobs = self.session(id).join(BLOBS);
-        let to = blobs.join(hex(&hash));
-        fs::rename(&out.path, &to)?;
+        fs::rename(&f.path, blobs.join(hex(hash)))?;
         // Renamed away: its drop has no name to remove.
-        out.path = PathBuf::new();
-        self.trust(id, &hash, &out.file)?;
-        File::open(&blobs)?.sync_all()?;
-        Ok((hash, len))
-    }
-
-    /// Copies the image `out` holds (its jail goes on, and writes it again at its next image) as
-    /// a blob of session `to`. Returns its hash and size.
-    pub fn copy_image(&self, out: &ImageOut, to: &str) -> io::Result<(Hash, u64)> {
-        let blobs = self.session(to).join(BLOBS);
-        let tmp = blobs.join(format!("{TMP}{}", hex(&random16())));
-        let copied = (|| -> io::Result<(Hash, u64)> {
-            let mut dst = OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp)?;
-            let (hash, len) = hash_file(&out.file, Some(&mut dst))?;
-            dst.sync_all()?;
-            let path = blobs.join(hex(&hash));
-            fs::rename(&tmp, &path)?;
-            self.trust(to, &hash, &File::open(&path)?)?;
-            Ok((hash, len))
-        })();
-        if copied.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        let done = copied?;
-        File::open(&blobs)?.sync_all()?;
-        Ok(done)
+        f.path = PathBuf::new();
+        self.trust(id, hash, &f.file)?;
+        File::open(&blobs)?.sync_all()
     }
 
     /// Session `id`'s image `hash`, which must be `len` bytes, opened read-only for a jail to
@@ -111,7 +90,7 @@ impl StateDir {
         if known == Some(Stamp::of(&meta)) {
             return Ok(f);
         }
-        if hash_file(&f, None)? != (*hash, len) {
+        if hash_file(&f)? != (*hash, len) {
             return Err(changed(&path));
         }
         self.trust(id, hash, &f)?;
@@ -136,8 +115,8 @@ impl StateDir {
     }
 }
 
-/// The BLAKE3 hash and size of `f`'s bytes, each chunk also written to `copy` when given.
-fn hash_file(f: &File, mut copy: Option<&mut File>) -> io::Result<(Hash, u64)> {
+/// The BLAKE3 hash and size of `f`'s bytes.
+fn hash_file(f: &File) -> io::Result<(Hash, u64)> {
     let mut h = blake3::Hasher::new();
     let mut buf = vec![0u8; CHUNK];
     let mut at = 0u64;
@@ -149,10 +128,60 @@ fn hash_file(f: &File, mut copy: Option<&mut File>) -> io::Result<(Hash, u64)> {
             Err(e) => return Err(e),
         };
         h.update(&buf[..n]);
-        if let Some(dst) = copy.as_deref_mut() {
-            dst.write_all(&buf[..n])?;
-        }
         at += n as u64;
     }
     Ok((h.finalize().into(), at))
+}
+
+/// Receives an image from a jail's `pipe` into `into`: its length (8 bytes; 0: none comes), then
+/// that many bytes, hashed as they come. `Ok(None)`: none came. `Err` for a length over `max`,
+/// an end before the image's, or `stop` set while it waits (the jail will send nothing more).
+pub fn receive(pipe: &File, into: &mut File, max: u64, stop: &AtomicBool) -> io::Result<Option<(Hash, u64)>> {
+    let mut len = [0u8; 8];
+    read_exact(pipe, &mut len, stop)?;
+    let len = u64::from_le_bytes(len);
+    if len == 0 {
+        return Ok(None);
+    }
+    if len > max {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("an image of {len} bytes, over {max}")));
+    }
+    let mut h = blake3::Hasher::new();
+    let mut buf = vec![0u8; CHUNK];
+    let mut left = len;
+    while left > 0 {
+        let n = usize::try_from(left.min(CHUNK as u64)).unwrap_or(CHUNK);
+        read_exact(pipe, &mut buf[..n], stop)?;
+        h.update(&buf[..n]);
+        into.write_all(&buf[..n])?;
+        left -= n as u64;
+    }
+    Ok(Some((h.finalize().into(), len)))
+}
+
+/// Fills `buf` from `pipe`, waiting for it at most 100 ms at a time while `stop` is not set.
+fn read_exact(mut pipe: &File, buf: &mut [u8], stop: &AtomicBool) -> io::Result<()> {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let mut done = 0;
+    while done < buf.len() {
+        let mut fds = [PollFd::new(&pipe, PollFlags::IN)];
+        let wait = Timespec { tv_sec: 0, tv_nsec: i64::try_from(Duration::from_millis(100).as_nanos()).unwrap_or(0) };
+        match poll(&mut fds, Some(&wait)) {
+            Ok(0) | Err(rustix::io::Errno::INTR) => {
+                if stop.load(Ordering::SeqCst) {
+                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "no more of the image will come"));
+                }
+                continue;
+            }
+            Ok(_) => {}
+            Err(e) => return Err(e.into()),
+        }
+        match pipe.read(&mut buf[done..]) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the jail ended before its image")),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted || e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

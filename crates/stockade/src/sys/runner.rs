@@ -188,17 +188,17 @@ pub fn populate(addr: usize, len: usize, write: bool) -> std::io::Result<()> {
     }
 }
 
-/// Writes `len` bytes of this process's memory at `addr` to `fd` at file offset `offset` (a
-/// hibernating guest's linear memory into its image). `Err` from `pwrite(2)`; a short write is
+/// Writes `len` bytes of this process's memory at `addr` to `fd`, in order (a hibernating guest's
+/// linear memory into the pipe its image goes out by). `Err` from `write(2)`; a short write is
 /// written on.
 #[cfg(feature = "wasm")]
-pub fn write_memory(fd: std::os::fd::BorrowedFd<'_>, addr: usize, len: usize, offset: u64) -> std::io::Result<()> {
+pub fn write_memory(fd: std::os::fd::BorrowedFd<'_>, addr: usize, len: usize) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
-    whole(len, offset, libc::EIO, |done, at| {
+    whole(len, 0, libc::EIO, |done, _| {
         // SAFETY: the caller gives a range of a mapping of this process that is readable and that
         // nothing writes meanwhile (a guest's linear memory between two of its calls, one thread);
         // the kernel reads it, and fails (EFAULT) for what is not mapped.
-        unsafe { libc::pwrite(fd.as_raw_fd(), (addr + done) as *const libc::c_void, len - done, at) }
+        unsafe { libc::write(fd.as_raw_fd(), (addr + done) as *const libc::c_void, len - done) }
     })
 }
 

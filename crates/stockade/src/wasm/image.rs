@@ -8,7 +8,9 @@
 //! instance was made: anonymous in `/proc/self/pagemap`, or swapped), run after run, page-aligned
 //! from the file's start; then a trailer (JSON: the memory's size, the runs, the guest's clock,
 //! the resources it holds), its length and a magic. Pages it only read are the artifact's, and
-//! pages it never touched are zero: neither is written.
+//! pages it never touched are zero: neither is written. It goes out on a pipe (the jail writes
+//! no file of the host's, and no file-size limit bounds it), after its length as 8 bytes (0: no
+//! image comes); the supervisor writes the file.
 //!
 //! Resuming (`restore`): a fresh instance whose first turn made the same resources, in the same
 //! order, as the hibernated one's did (the guest's prologue: `/app`, then stdout, then stderr),
@@ -54,21 +56,25 @@ impl Trailer {
     }
 }
 
-/// Writes the image of memory `m` (`size` bytes now) to `out` from its start (what was there is
-/// cut off). Returns its trailer and its length.
+/// Writes the image of memory `m` (`size` bytes now) to pipe `out`, after its length: its own pages, and those of `mapped` (the runs a resume mapped from its image, which
+/// are the image file's until they are written). Returns its trailer and its length.
 pub(super) fn dump(
     m: &Memory,
     size: usize,
     out: BorrowedFd<'_>,
     clock_ns: u64,
     resources: u64,
+    mapped: &[(usize, usize)],
 ) -> Result<(Trailer, u64), String> {
     let cannot = |e: std::io::Error| format!("cannot write the interpreter's image: {e}");
     let entries =
         super::pages::page_entries(m.base, size).map_err(|e| format!("cannot read the memory's pages: {e}"))?;
     let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut from_image = mapped.iter().peekable();
     for (i, e) in entries.iter().enumerate() {
-        if !super::pages::own(*e) {
+        while from_image.next_if(|(first, n)| first + n <= i).is_some() {}
+        let in_image = from_image.peek().is_some_and(|(first, _)| *first <= i);
+        if !super::pages::own(*e) && !in_image {
             continue;
         }
         match runs.last_mut() {
@@ -76,23 +82,28 @@ pub(super) fn dump(
             _ => runs.push((i, 1)),
         }
     }
-    let mut at = 0u64;
-    for &(first, n) in &runs {
-        let (addr, len) = (m.base + first * PAGE, n * PAGE);
-        crate::sys::write_memory(out, addr, len, at).map_err(cannot)?;
-        at += len as u64;
-    }
     let trailer = Trailer { memory_bytes: size, runs, clock_ns, resources };
     let json = serde_json::to_vec(&trailer).map_err(|e| format!("cannot write the image's trailer: {e}"))?;
     let mut tail = json;
     tail.extend_from_slice(&(tail.len() as u64).to_le_bytes());
     tail.extend_from_slice(MAGIC);
-    let file = std::fs::File::from(out.try_clone_to_owned().map_err(cannot)?);
-    use std::os::unix::fs::FileExt;
-    file.write_all_at(&tail, at).map_err(cannot)?;
-    let len = at + tail.len() as u64;
-    file.set_len(len).map_err(cannot)?;
+    let len = (trailer.pages() * PAGE + tail.len()) as u64;
+    let mut pipe = std::fs::File::from(out.try_clone_to_owned().map_err(cannot)?);
+    use std::io::Write;
+    pipe.write_all(&len.to_le_bytes()).map_err(cannot)?;
+    for &(first, n) in &trailer.runs {
+        crate::sys::write_memory(out, m.base + first * PAGE, n * PAGE).map_err(cannot)?;
+    }
+    pipe.write_all(&tail).map_err(cannot)?;
     Ok((trailer, len))
+}
+
+/// Says on pipe `out` that no image comes (a length of 0).
+pub(super) fn none(out: BorrowedFd<'_>) {
+    use std::io::Write;
+    if let Ok(fd) = out.try_clone_to_owned() {
+        let _ = std::fs::File::from(fd).write_all(&0u64.to_le_bytes());
+    }
 }
 
 /// The trailer of image `image`: `Err` in words when it is not an image (its magic, its trailer's
@@ -132,8 +143,15 @@ pub(super) fn trailer(image: BorrowedFd<'_>) -> Result<Trailer, String> {
 }
 
 /// Gives memory `m` (`size` bytes now, at least the image's) the bytes of image `image` (its
-/// trailer `t`): every page back to its mapping's own, then the image's runs over them.
-pub(super) fn restore(m: &Memory, size: usize, image: BorrowedFd<'_>, t: &Trailer) -> Result<(), String> {
+/// trailer `t`): every page back to its mapping's own, then the image's runs over them. Returns
+/// the runs it mapped (their pages are the image file's, not the process's own, until written:
+/// the next image must hold them too).
+pub(super) fn restore(
+    m: &Memory,
+    size: usize,
+    image: BorrowedFd<'_>,
+    t: &Trailer,
+) -> Result<Vec<(usize, usize)>, String> {
     if size < t.memory_bytes {
         return Err(format!(
             "the resumed interpreter's memory is {size} bytes, less than its image's {}",
@@ -143,16 +161,18 @@ pub(super) fn restore(m: &Memory, size: usize, image: BorrowedFd<'_>, t: &Traile
     let cannot = |e: std::io::Error| format!("cannot give the interpreter its image: {e}");
     crate::sys::discard(m.base, size).map_err(cannot)?;
     let mut at = 0u64;
+    let mut mapped = Vec::new();
     for &(first, n) in &t.runs {
         let (addr, len) = (m.base + first * PAGE, n * PAGE);
         if n >= MAP_AT_LEAST {
             crate::sys::map_over(image.as_fd(), at, addr, len).map_err(cannot)?;
+            mapped.push((first, n));
         } else {
             crate::sys::read_into_memory(image.as_fd(), at, addr, len).map_err(cannot)?;
         }
         at += len as u64;
     }
-    Ok(())
+    Ok(mapped)
 }
 
 /// The monotonic clock of a live guest: on from where its image's stopped (0 for a fresh one).

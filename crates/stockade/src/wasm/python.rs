@@ -132,7 +132,7 @@ pub(super) fn python_turns(
         .get_typed_func::<(&str, &[u8], &[(String, String)]), (i32,)>(&mut store, "turn")
         .map_err(|e| format!("the Python guest has no turn export: {}", one_line(&e)))?;
     let mut times = Times { load, compile: None, instantiate: t1.elapsed(), started: Instant::now() };
-    let mut live = Live { instance, clock, baseline: 0 };
+    let mut live = Live { instance, clock, baseline: 0, mapped: Vec::new() };
     live.call(&mut store, c, "")?;
     live.baseline = resources(&mut store);
     let resumed = match (&images, &resume) {
@@ -147,7 +147,7 @@ pub(super) fn python_turns(
             None => return Ok(Ran::of(store, Ok(0), times)),
             Some(Next::Hibernate) => {
                 let out = images.as_ref().map(|i| i.hibernate.as_fd());
-                tell(&live.hibernate(&mut store, c, out));
+                tell(&live.hibernate(&mut store, c, out)?);
                 continue;
             }
             Some(Next::Turn(frame)) => frame,
@@ -188,11 +188,13 @@ fn resources(store: &mut wasmtime::Store<State<P2>>) -> u64 {
     store.data_mut().wasi.table.iter_mut().count() as u64
 }
 
-/// A live guest between its turns: its instance, its clock, the resources its prologue made.
+/// A live guest between its turns: its instance, its clock, the resources its prologue made,
+/// the runs of its memory mapped from the image it resumed from.
 struct Live {
     instance: Instance,
     clock: super::image::Resumed,
     baseline: u64,
+    mapped: Vec<(usize, usize)>,
 }
 
 /// The fuel a turn of the runner's own (a prologue, a resume's warm-up) runs with when the guest
@@ -247,7 +249,7 @@ impl Live {
             ));
         }
         let (m, size) = Live::memory(store, c)?;
-        super::image::restore(&m, size, image, t)?;
+        self.mapped = super::image::restore(&m, size, image, t)?;
         if reseed {
             self.call(store, c, "__import__('random').seed()")?;
         }
@@ -259,17 +261,23 @@ impl Live {
     }
 
     /// Writes the interpreter's image to `out` (its files left open closed first: they cannot
-    /// cross); what it says on the summary channel.
+    /// cross); what it says on the summary channel. `Err` when the image failed once begun (the
+    /// pipe holds part of one): the interpreter ends.
     fn hibernate(
         &self,
         store: &mut wasmtime::Store<State<P2>>,
         c: &RunnerConfig,
         out: Option<std::os::fd::BorrowedFd<'_>>,
-    ) -> super::turns::Account {
+    ) -> Result<super::turns::Account, String> {
         use super::turns::Account;
         let t0 = Instant::now();
-        let not = |why: String| Account::NotHibernated { why };
-        let Some(out) = out else { return not("this interpreter has no image file".into()) };
+        let Some(out) = out else {
+            return Ok(Account::NotHibernated { why: "this interpreter has no image file".into() });
+        };
+        let not = |why: String| {
+            super::image::none(out);
+            Ok(Account::NotHibernated { why })
+        };
         if resources(store) > self.baseline
             && let Err(why) = self.call(store, c, CLOSE_FILES)
         {
@@ -284,16 +292,15 @@ impl Live {
         }
         let clock_ns =
             self.clock.from_ns.saturating_add(u64::try_from(self.clock.since.elapsed().as_nanos()).unwrap_or(0));
-        let dumped = Live::memory(store, c).and_then(|(m, size)| super::image::dump(&m, size, out, clock_ns, held));
-        match dumped {
-            Ok((t, bytes)) => Account::Hibernated {
-                image_bytes: bytes,
-                image_pages: t.pages(),
-                memory_bytes: t.memory_bytes,
-                write_ms: ms(t0.elapsed()),
-            },
-            Err(why) => not(why),
-        }
+        let dumped = Live::memory(store, c)
+            .and_then(|(m, size)| super::image::dump(&m, size, out, clock_ns, held, &self.mapped));
+        let (t, bytes) = dumped?;
+        Ok(Account::Hibernated {
+            image_bytes: bytes,
+            image_pages: t.pages(),
+            memory_bytes: t.memory_bytes,
+            write_ms: ms(t0.elapsed()),
+        })
     }
 }
 
