@@ -155,6 +155,8 @@ pub async fn cycles(socket: &str, pid: u32, state: &Path, cycles: usize) {
         let (status, _, took) = post(&mut client, &hibernate, &Value::Null).await;
         assert_eq!(status, 200);
         if i == 0 {
+            // Settled: the jails it ended are gone, the warm pool full.
+            tokio::time::sleep(Duration::from_millis(1500)).await;
             before = holds(pid, state);
         } else {
             hib.push(took);
@@ -163,6 +165,7 @@ pub async fn cycles(socket: &str, pid: u32, state: &Path, cycles: usize) {
             res.push(turn(&mut client, &id, "resumed").await.0);
         }
     }
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let after = holds(pid, state);
     let _ = client.send("DELETE", &format!("/v1/sessions/{id}"), Vec::new()).await;
     println!(

@@ -76,7 +76,8 @@ impl Engine {
                 // Its jail ends: the image is the interpreter now.
                 drop(interp);
                 let (dir, component, metrics) = (self.sessions.dir(), self.component(), self.metrics.clone());
-                let done = tokio::task::spawn_blocking(move || match dir.keep_image(&hold.id, file, &hash) {
+                let sync = self.bounds.sessions.sync_images;
+                let done = tokio::task::spawn_blocking(move || match dir.keep_image(&hold.id, file, &hash, sync) {
                     Ok(()) => {
                         metrics.session_hibernated(why.as_str());
                         hold.finish(Held::Hibernated(image_of(hash, bytes, memory_bytes, component, t0, false)))
@@ -141,7 +142,8 @@ impl Engine {
                         Imaged::Written { file, hash, bytes, memory_bytes } => {
                             // A blob of the parent's it does not name, linked into the fork.
                             let (dir, parent) = (self.sessions.dir(), id.to_string());
-                            let kept = tokio::task::spawn_blocking(move || dir.keep_image(&parent, file, &hash))
+                            let sync = self.bounds.sessions.sync_images;
+                            let kept = tokio::task::spawn_blocking(move || dir.keep_image(&parent, file, &hash, sync))
                                 .await
                                 .map_err(|_| internal("a fork ended abnormally"))?;
                             kept.map_err(|e| self.sessions.disk_failure(id, &e))?;
@@ -216,8 +218,8 @@ impl Engine {
             if changed {
                 (
                     "image-changed",
-                    "its hibernated image was changed on disk: refused, never run; a new interpreter was \
-                                   started"
+                    "its hibernated image was changed on disk (or cut short by a machine crash): refused, never run; \
+                     a new interpreter was started"
                         .to_string(),
                 )
             } else {

@@ -622,6 +622,7 @@ mod tests {
             idle_timeout_ms: 1,
             max_lifetime_ms: 1,
             hibernate_after_ms: None,
+            sync_images: false,
             workspace_max_bytes: 10,
             workspace_max_files: 2,
         };

@@ -94,6 +94,7 @@ pub(super) fn check(
             idle_timeout_ms: file.sessions.idle_timeout_ms,
             max_lifetime_ms: file.sessions.max_lifetime_ms,
             hibernate_after_ms: Some(file.sessions.hibernate_after_ms).filter(|&ms| ms > 0),
+            sync_images: file.sessions.sync_images,
             workspace_max_bytes: file.sessions.workspace_max_bytes,
             workspace_max_files: u64::from(file.sessions.workspace_max_files),
         },

@@ -111,6 +111,11 @@ pub struct SessionsFile {
     /// resumes it). 0: only when asked (`POST /v1/sessions/{id}/hibernate`) or as the server
     /// drains.
     pub hibernate_after_ms: u64,
+    /// Whether a hibernation waits until its image is on the disk (fsync). Without, the image
+    /// reaches it by the kernel's writeback (seconds), the meta naming it is flushed as always,
+    /// and an image a machine crash cut short is refused by its hash, never run (its session's
+    /// next run restarts the interpreter, saying why); a killed server loses nothing either way.
+    pub sync_images: bool,
     /// A session's workspace: its bytes and its files, together (on disk between runs; a run's
     /// workspace is in the server's memory while it starts and ends).
     pub workspace_max_bytes: u64,
@@ -146,6 +151,7 @@ impl Default for SessionsFile {
             idle_timeout_ms: 600_000,
             max_lifetime_ms: 3_600_000,
             hibernate_after_ms: 60_000,
+            sync_images: false,
             workspace_max_bytes: 8 << 20,
             workspace_max_files: 256,
             state_dir: String::new(),

@@ -163,6 +163,8 @@ pub struct SessionBounds {
     pub max_lifetime_ms: u64,
     /// After how long idle a live interpreter is hibernated (`None`: never by itself).
     pub hibernate_after_ms: Option<u64>,
+    /// Whether a hibernation waits for its image to be on the disk.
+    pub sync_images: bool,
     pub workspace_max_bytes: u64,
     pub workspace_max_files: u64,
 }

@@ -65,10 +65,12 @@ impl StateDir {
         Ok(ImageFile { file, path })
     }
 
-    /// Makes image `f` (received whole, its hash `hash`) a blob of session `id`: flushed, renamed
-    /// under its hash, its directory flushed.
-    pub fn keep_image(&self, id: &str, mut f: ImageFile, hash: &Hash) -> io::Result<()> {
-        f.file.sync_all()?;
+    /// Makes image `f` (received whole, its hash `hash`) a blob of session `id`: flushed when
+    /// `sync`, renamed under its hash, its directory flushed.
+    pub fn keep_image(&self, id: &str, mut f: ImageFile, hash: &Hash, sync: bool) -> io::Result<()> {
+        if sync {
+            f.file.sync_all()?;
+        }
         let blobs = self.session(id).join(BLOBS);
         fs::rename(&f.path, blobs.join(hex(hash)))?;
         // Renamed away: its drop has no name to remove.
