@@ -536,9 +536,13 @@ _SessionsInfo = TypedDict(
 )
 
 
-class SessionsInfo(_SessionsInfo):
+_SessionsInfoOptional = TypedDict("_SessionsInfoOptional", {"hibernate-after-ms": int}, total=False)
+
+
+class SessionsInfo(_SessionsInfo, _SessionsInfoOptional):
     """The sessions the server keeps (``info()["sessions"]``): at most ``max`` (``open`` now),
     the ``modes`` it makes (``workspace``, and ``live`` when live sessions are on), their clocks
+    (``hibernate-after-ms``: after how long idle a live interpreter is hibernated, when it is)
     and workspace quotas."""
 
 
