@@ -182,13 +182,8 @@ impl Drop for Hold {
         if self.done {
             return;
         }
-        let mut st = self.sessions.lock();
-        if let Some(s) = st.open.get_mut(&self.id)
-            && s.running.as_deref() == Some(self.run.as_str())
-        {
-            s.running = None;
-            s.interp = self.interp.take();
-        }
+        let interp = self.interp.take();
+        self.sessions.free(&self.id, &self.run, |s| s.interp = interp);
     }
 }
 

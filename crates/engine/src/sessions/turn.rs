@@ -167,6 +167,20 @@ impl Turn {
     }
 }
 
+impl Sessions {
+    /// Frees session `id` of run (or hold) `run` that did not happen, `back` given it: nothing
+    /// when the session ended meanwhile, or is another's.
+    pub(super) fn free(&self, id: &str, run: &str, back: impl FnOnce(&mut super::Session)) {
+        let mut st = self.lock();
+        if let Some(s) = st.open.get_mut(id)
+            && s.running.as_deref() == Some(run)
+        {
+            s.running = None;
+            back(s);
+        }
+    }
+}
+
 impl Drop for Turn {
     /// A run that did not happen (refused, or its jail failed): the session is free again, its
     /// workspace as it was.
@@ -174,16 +188,13 @@ impl Drop for Turn {
         if self.done {
             return;
         }
-        let mut st = self.sessions.lock();
-        if let Some(s) = st.open.get_mut(&self.id)
-            && s.running.as_deref() == Some(self.run.as_str())
-        {
-            s.running = None;
-            s.interp = self.interp.take();
+        let (interp, lost) = (self.interp.take(), self.lost.take());
+        self.sessions.free(&self.id, &self.run, |s| {
+            s.interp = interp;
             if s.lost.is_none() {
-                s.lost = self.lost.take();
+                s.lost = lost;
             }
             s.idle_reset();
-        }
+        });
     }
 }
