@@ -167,12 +167,9 @@ impl Hold {
         }
         let info = s.info(&self.id, &sessions.bounds, unix_ms());
         let save = s.changed(&self.id);
-        let named = s.names(old.as_ref().map(|i| &i.blob));
+        let gone = s.unnamed(old);
         drop(st);
-        sessions.write(save)?;
-        if let Some(old) = old.filter(|_| !named) {
-            sessions.dir.drop_blob(&self.id, &old.blob);
-        }
+        sessions.write_dropping(save, gone)?;
         Ok(info)
     }
 }
@@ -191,6 +188,11 @@ impl Session {
     /// Whether it is hibernated: its interpreter written, no jail held for it.
     pub(super) fn hibernated(&self) -> bool {
         self.image.is_some() && self.interp.is_none() && self.running.is_none()
+    }
+
+    /// The blob of image `old` (its last), unless its workspace or its image names it still.
+    pub(super) fn unnamed(&self, old: Option<Image>) -> Option<Hash> {
+        old.map(|i| i.blob).filter(|h| !self.names(Some(h)))
     }
 
     /// Whether its workspace or its image names blob `hash` (`None`: no).

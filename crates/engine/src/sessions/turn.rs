@@ -157,17 +157,24 @@ impl Turn {
         let old = if self.drop_image { s.image.take() } else { None };
         out.workspace = s.usage(&bounds);
         let save = s.changed(&self.id);
-        let named = s.names(old.as_ref().map(|i| &i.blob));
+        let gone = s.unnamed(old);
         drop(st);
-        sessions.write(save)?;
-        if let Some(old) = old.filter(|_| !named) {
-            sessions.dir.drop_blob(&self.id, &old.blob);
-        }
+        sessions.write_dropping(save, gone)?;
         Ok((out, returned))
     }
 }
 
 impl Sessions {
+    /// Writes `save`, then removes its session's blob `gone` (an image its meta no longer names).
+    pub(super) fn write_dropping(&self, save: super::Save, gone: Option<crate::state::Hash>) -> Result<(), ApiError> {
+        let id = save.id.clone();
+        self.write(save)?;
+        if let Some(h) = gone {
+            self.dir.drop_blob(&id, &h);
+        }
+        Ok(())
+    }
+
     /// Frees session `id` of run (or hold) `run` that did not happen, `back` given it: nothing
     /// when the session ended meanwhile, or is another's.
     pub(super) fn free(&self, id: &str, run: &str, back: impl FnOnce(&mut super::Session)) {
