@@ -32,6 +32,8 @@ pub struct Server {
     pub tcp: Option<std::net::SocketAddr>,
     pub token: String,
     pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// Its state directory (its own, or another server's it shares as a replica).
+    pub state: PathBuf,
 }
 
 /// A test's token (a file of it is written mode 0600), and a second one the server accepts too.
@@ -48,32 +50,32 @@ impl Server {
 
     /// [`Server::start`] with these environment variables set for the server.
     pub fn start_env(server: &str, rest: &str, tcp: bool, env: &[(&str, &str)]) -> Server {
-        let dir = tempfile::Builder::new().prefix("stockade-serve-test").tempdir().expect("temp dir");
-        let socket = dir.path().join("api.sock");
-        let tokens = dir.path().join("tokens");
-        std::fs::write(&tokens, format!("# test\n{TOKEN}\n{OTHER_TOKEN}\n")).expect("tokens");
-        std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
-        let mut listen = vec![format!("\"unix:{}\"", socket.display())];
-        if tcp {
-            listen.push("\"tcp:127.0.0.1:0\"".into());
-        }
-        let config = format!(
-            "version = 1\n[server]\nlisten = [{}]\ntokens-file = \"{}\"\n{server}\n{rest}\n",
-            listen.join(", "),
-            tokens.display()
-        );
-        let path = dir.path().join("serve.toml");
-        std::fs::write(&path, &config).expect("config");
-        Server::start_with(dir, path, socket, env)
+        let (dir, config, socket) = prepare(server, rest, tcp);
+        let state = dir.path().join("state");
+        Server::start_with(dir, config, socket, env, state)
     }
 
-    fn start_with(dir: tempfile::TempDir, config: PathBuf, socket: PathBuf, env: &[(&str, &str)]) -> Server {
-        // Each server its own state directory: sessions one test leaves are no other's.
+    /// A replica beside this server: [`Server::start`] of its own (socket, configuration), on
+    /// this one's state directory.
+    pub fn beside(&self, server: &str, rest: &str) -> Server {
+        let (dir, config, socket) = prepare(server, rest, self.tcp.is_some());
+        Server::start_with(dir, config, socket, &[], self.state.clone())
+    }
+
+    fn start_with(
+        dir: tempfile::TempDir,
+        config: PathBuf,
+        socket: PathBuf,
+        env: &[(&str, &str)],
+        state: PathBuf,
+    ) -> Server {
+        // Each server its own state directory (sessions one test leaves are no other's), unless
+        // it is a replica of another's.
         let mut child = Command::new(crate::common::stockade_bin())
             .arg("serve")
             .arg(&config)
             .arg("--state-dir")
-            .arg(dir.path().join("state"))
+            .arg(&state)
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -101,12 +103,12 @@ impl Server {
         };
         let tcp = line.split([' ', ',', ';']).find_map(|w| w.strip_prefix("tcp:")).and_then(|a| a.parse().ok());
         let env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        Server { child, dir, config, env, socket, tcp, token: TOKEN.into(), log }
+        Server { child, dir, config, env, socket, tcp, token: TOKEN.into(), log, state }
     }
 
     /// The state directory it keeps its sessions in.
     pub fn state_dir(&self) -> PathBuf {
-        self.dir.path().join("state")
+        self.state.clone()
     }
 
     /// Stops it with `signal` and starts it again: the same configuration, socket and state
@@ -122,7 +124,7 @@ impl Server {
         let placeholder = tempfile::tempdir().expect("temp dir");
         let dir = std::mem::replace(&mut self.dir, placeholder);
         let env: Vec<(&str, &str)> = self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-        Server::start_with(dir, self.config.clone(), self.socket.clone(), &env)
+        Server::start_with(dir, self.config.clone(), self.socket.clone(), &env, self.state.clone())
     }
 
     pub fn pid(&self) -> u32 {
@@ -165,6 +167,29 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A directory for a server: its configuration (of `server`, lines of its `[server]` table
+/// besides the listeners and tokens, which this sets, and `rest`, other tables), its tokens'
+/// file, where its socket goes.
+fn prepare(server: &str, rest: &str, tcp: bool) -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::Builder::new().prefix("stockade-serve-test").tempdir().expect("temp dir");
+    let socket = dir.path().join("api.sock");
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, format!("# test\n{TOKEN}\n{OTHER_TOKEN}\n")).expect("tokens");
+    std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).expect("chmod");
+    let mut listen = vec![format!("\"unix:{}\"", socket.display())];
+    if tcp {
+        listen.push("\"tcp:127.0.0.1:0\"".into());
+    }
+    let config = format!(
+        "version = 1\n[server]\nlisten = [{}]\ntokens-file = \"{}\"\n{server}\n{rest}\n",
+        listen.join(", "),
+        tokens.display()
+    );
+    let path = dir.path().join("serve.toml");
+    std::fs::write(&path, &config).expect("config");
+    (dir, path, socket)
 }
 
 /// Where a request goes.

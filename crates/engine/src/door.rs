@@ -6,7 +6,7 @@
 //! anything, then [`Admitted::run`] runs it. Admission, the answers' budget, the host calls'
 //! opening and a session's begin and finish happen here, once, whatever the front.
 //!
-//! Imports (layers): `budget`, `calls`, `hibernate`, `sessions`.
+//! Imports (layers): `budget`, `calls`, `hibernate`, `replicas`, `sessions`.
 
 use crate::Engine;
 use crate::budget::Reserved;
@@ -188,21 +188,41 @@ impl Engine {
             }
             Command::OpenSession(body) => Reply::Session(self.open_session(owner, body)?),
             Command::ListSessions => Reply::Sessions(s.list(owner)),
-            Command::Session(id) => Reply::Session(s.info(&id, owner)?),
-            Command::CloseSession(id) => s.delete(&id, owner).map(|()| Reply::Done)?,
-            Command::ForkSession(id) => Reply::Session(self.fork_session(&id, owner).await?),
+            Command::Session(id) => {
+                s.refresh(&id);
+                Reply::Session(s.info(&id, owner)?)
+            }
+            Command::CloseSession(id) => {
+                self.claim(&id, owner).await?;
+                s.delete(&id, owner).map(|()| Reply::Done)?
+            }
+            Command::ForkSession(id) => {
+                self.claim(&id, owner).await?;
+                Reply::Session(self.fork_session(&id, owner).await?)
+            }
             Command::HibernateSession(id) => {
+                self.claim(&id, owner).await?;
                 Reply::Session(self.hibernate_session(&id, Some(owner), crate::hibernate::Why::Asked).await?)
             }
-            Command::Files(id) => Reply::Files(s.files(&id, owner)?),
+            Command::Files(id) => {
+                self.claim(&id, owner).await?;
+                Reply::Files(s.files(&id, owner)?)
+            }
             Command::GetFile { session, path } => {
+                self.claim(&session, owner).await?;
                 let bytes = s.get_file(&session, owner, &path)?;
                 // Held for its client within the answers' budget, as a run's answer is.
                 let room = self.answers.reserve_bytes(bytes.len()).inspect_err(|_| self.busy())?;
                 Reply::File(Held { value: bytes, room })
             }
-            Command::PutFile { session, path, bytes } => Reply::Put(s.put_file(&session, owner, &path, bytes)?),
-            Command::DeleteFile { session, path } => s.delete_file(&session, owner, &path).map(|()| Reply::Done)?,
+            Command::PutFile { session, path, bytes } => {
+                self.claim(&session, owner).await?;
+                Reply::Put(s.put_file(&session, owner, &path, bytes)?)
+            }
+            Command::DeleteFile { session, path } => {
+                self.claim(&session, owner).await?;
+                s.delete_file(&session, owner, &path).map(|()| Reply::Done)?
+            }
             Command::CallWaiting { session, run, call } => {
                 if let Some(id) = session {
                     s.info(&id, owner)?;
@@ -235,6 +255,7 @@ impl Engine {
                 (Job::Fresh(Box::new(request)), calls)
             }
             Run::InSession { session, body } => {
+                self.claim(&session, owner).await?;
                 self.make_room(&session, owner).await;
                 // The session is this run's from here until the run is over (or refused).
                 let mut turn = self.sessions.begin(&session, owner)?;

@@ -29,6 +29,8 @@ pub enum Why {
     Drain,
     /// A hibernated session's run needs its place among the live interpreters.
     Room,
+    /// Another replica wants the session.
+    Handover,
 }
 
 impl Why {
@@ -38,6 +40,7 @@ impl Why {
             Why::Idle => "idle",
             Why::Drain => "drain",
             Why::Room => "room",
+            Why::Handover => "handover",
         }
     }
 }
@@ -107,11 +110,10 @@ impl Engine {
                     hold.interp = Some(interp);
                     hold.finish(Held::Refused(reason))
                 }
-                Why::Drain => {
+                Why::Drain | Why::Handover => {
                     drop(interp);
-                    hold.finish(Held::Ended(format!(
-                        "the server stopped, and its interpreter could not be hibernated: {reason}"
-                    )))
+                    let how = if why == Why::Drain { "the server stopped" } else { "it moved to another replica" };
+                    hold.finish(Held::Ended(format!("{how}, and its interpreter could not be hibernated: {reason}")))
                 }
             },
             Imaged::Lost(reason) => {
@@ -230,7 +232,7 @@ impl Engine {
 
     /// The SHA-256 of the installed python guest's component, as its build recorded it (`""`
     /// when it cannot be read: no image then resumes).
-    fn component(&self) -> String {
+    pub(crate) fn component(&self) -> String {
         stockade::wasm::snapshot::component_sha256(&stockade::wasm::guests::default_dir()).unwrap_or_default()
     }
 

@@ -20,6 +20,7 @@ pub mod hibernate;
 pub mod live;
 pub mod metrics;
 mod pool;
+mod replicas;
 pub mod sessions;
 mod slot;
 mod spawner;
@@ -99,7 +100,7 @@ impl Engine {
             pools.insert(rt.name.clone(), Arc::new(pool));
         }
         let dir = match &config.bounds.state_dir {
-            Some(path) => state::StateDir::open(path),
+            Some(path) => state::StateDir::open(path, config.bounds.sessions.replica_lease_ms.is_some()),
             None => state::StateDir::temporary(),
         }
         .map_err(|e| format!("{}: sessions.state-dir: {e}", config.origin))?;
@@ -167,6 +168,7 @@ impl Engine {
         for p in self.pools.values() {
             tokio::spawn(p.clone().keep_filled());
         }
+        self.keep_leases();
         let engine = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(std::time::Duration::from_millis(250));

@@ -29,11 +29,14 @@ use stockade::policy::Limits;
 use subtle::ConstantTimeEq;
 
 mod disk;
+mod end;
 mod files;
 mod image;
+mod lease;
 mod open;
 mod turn;
 pub use image::{Held, Hold, Image, NOT_IMAGED, ms_since};
+pub use lease::{Claim, Tick};
 pub use turn::Turn;
 
 /// Who made a session: the SHA-256 of its bearer token (`None`: a unix socket's client, whom
@@ -94,6 +97,9 @@ struct Session {
     /// one older than what is on disk is not written (a later one holds it too).
     changes: u64,
     saved: Arc<Mutex<u64>>,
+    /// This server's hold on it (`None`: another replica may hold it; what is here is what this
+    /// one last read).
+    lease: Option<lease::Held>,
 }
 
 /// A change of a session to write: its meta as of the change, and the change's number.
@@ -102,6 +108,8 @@ struct Save {
     json: Vec<u8>,
     change: u64,
     saved: Arc<Mutex<u64>>,
+    /// The lease it was made under.
+    lease: Option<u64>,
 }
 
 /// What ended a session.
@@ -156,6 +164,8 @@ pub struct Sessions {
     workspace: Pick,
     /// Where they live.
     dir: Arc<StateDir>,
+    /// Replicas' leases (`None`: a server alone).
+    leases: Option<lease::Leases>,
 }
 
 impl Sessions {
@@ -170,10 +180,12 @@ impl Sessions {
             max_bytes: bounds.workspace_max_bytes,
         };
         let (found, problems) = disk::load_all(&dir);
+        let leases = bounds.replica_lease_ms.map(lease::Leases::new);
         let mut state = State::default();
-        state.open.extend(found);
+        let first = leases.is_none().then(lease::Held::alone);
+        state.open.extend(found.into_iter().map(|(id, s)| (id, Session { lease: first, ..s })));
         metrics.sessions_open(state.open.len());
-        (Sessions { bounds, metrics, state: Mutex::new(state), workspace, dir }, problems)
+        (Sessions { bounds, metrics, state: Mutex::new(state), workspace, dir, leases }, problems)
     }
 
     /// Writes a change of a session (unless a later one is on disk already). `Err`: 500 naming
@@ -182,6 +194,12 @@ impl Sessions {
         let mut last = save.saved.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if save.change <= *last {
             return Ok(());
+        }
+        if !self.may_write(&save.id, save.lease) {
+            return Err(ApiError::new(
+                ErrorCode::SessionBusy,
+                format!("session {} was taken by another replica meanwhile: this change was not written", save.id),
+            ));
         }
         self.dir.save(&save.id, &save.json).map_err(|e| self.disk_error(&save.id, &e))?;
         *last = save.change;
@@ -230,64 +248,6 @@ impl Sessions {
         all
     }
 
-    /// Ends a session and removes its files (a run in progress goes on to its end, its
-    /// workspace not kept).
-    pub fn delete(&self, id: &str, owner: Owner) -> Result<(), ApiError> {
-        let mut st = self.lock();
-        find(&mut st, id, owner)?;
-        st.open.remove(id);
-        end(&mut st, id, owner, End::Deleted, &self.metrics);
-        drop(st);
-        self.dir.remove(id).map_err(|e| self.disk_error(id, &e))
-    }
-
-    /// Ends every session past one of its clocks (not while it runs: its run's own wall limit
-    /// ends that, and the session after it). Returns how many ended.
-    pub fn reap(&self) -> usize {
-        let mut st = self.lock();
-        let now = unix_ms();
-        let expired: Vec<(String, Owner, End)> = st
-            .open
-            .iter()
-            .filter(|(_, s)| s.running.is_none())
-            .filter_map(|(id, s)| {
-                let why = if now >= s.created_unix_ms.saturating_add(millis(s.spec.lifetime)) {
-                    End::Lifetime
-                } else if now >= s.last_used_unix_ms.saturating_add(millis(s.spec.idle)) {
-                    End::Idle
-                } else {
-                    return None;
-                };
-                Some((id.clone(), s.owner, why))
-            })
-            .collect();
-        for (id, owner, why) in &expired {
-            st.open.remove(id);
-            end(&mut st, id, *owner, *why, &self.metrics);
-        }
-        let cutoff = Instant::now().checked_sub(ENDED_KEPT);
-        while st.ended.front().is_some_and(|e| cutoff.is_some_and(|c| e.at < c)) {
-            st.ended.pop_front();
-        }
-        let garbage: Vec<(String, HashSet<Hash>)> = st
-            .open
-            .iter_mut()
-            .filter(|(_, s)| s.gc && s.running.is_none())
-            .map(|(id, s)| {
-                s.gc = false;
-                (id.clone(), s.blobs())
-            })
-            .collect();
-        drop(st);
-        for (id, _, _) in &expired {
-            let _ = self.dir.remove(id);
-        }
-        for (id, keep) in garbage {
-            self.dir.reap_garbage(&id, &keep);
-        }
-        expired.len()
-    }
-
     /// Starts a run of a session: 409 while another runs. The run is the session's until the
     /// returned turn is finished or dropped. Reads the workspace's files from the state
     /// directory (500 when one of them was changed there: nothing runs on it).
@@ -303,10 +263,10 @@ impl Sessions {
                 )
             });
         }
+        self.held(s, id)?;
         if s.hibernated() {
-            let held = |o: &&Session| o.spec.mode == Mode::Live && !o.hibernated();
-            let all = st.open.values().filter(held).count();
-            let mine = st.open.values().filter(held).filter(|o| same_owner(&o.owner, &owner)).count();
+            let all = st.open.values().filter(|o| o.holds_jail()).count();
+            let mine = st.open.values().filter(|o| o.holds_jail()).filter(|o| same_owner(&o.owner, &owner)).count();
             let over = if all >= self.bounds.live_max {
                 Some((all, "the server holds", "sessions.live-max"))
             } else if mine >= self.bounds.live_max_per_token {
@@ -339,6 +299,7 @@ impl Sessions {
             lost: s.lost.take(),
             image: s.image.clone(),
             drop_image: false,
+            checkpoint: None,
             lifetime_left: Duration::from_millis(left),
         };
         drop(st);
@@ -365,27 +326,6 @@ impl Sessions {
     pub fn open(&self) -> usize {
         self.lock().open.len()
     }
-
-    /// A draining server lets go of its sessions: their live interpreters go now (the next run
-    /// of each says why), and every session's clocks are written, so that a server started
-    /// again on the state directory has each as this one left it.
-    pub fn release_all(&self) {
-        let mut st = self.lock();
-        let saves: Vec<Save> = st
-            .open
-            .iter_mut()
-            .map(|(id, s)| {
-                if s.interp.take().is_some() {
-                    s.lost = Some(LOST_IN_DRAIN.to_string());
-                }
-                s.changed(id)
-            })
-            .collect();
-        drop(st);
-        for save in saves {
-            let _ = self.write(save);
-        }
-    }
 }
 
 impl Session {
@@ -404,7 +344,13 @@ impl Session {
     fn changed(&mut self, id: &str) -> Save {
         self.changes += 1;
         self.gc = true;
-        Save { id: id.to_string(), json: disk::meta_of(self), change: self.changes, saved: self.saved.clone() }
+        Save {
+            id: id.to_string(),
+            json: disk::meta_of(self),
+            change: self.changes,
+            saved: self.saved.clone(),
+            lease: self.lease.map(|h| h.epoch),
+        }
     }
 
     fn not_running(&self, id: &str) -> Result<(), ApiError> {
@@ -491,7 +437,7 @@ fn find<'s>(st: &'s mut State, id: &str, owner: Owner) -> Result<&'s mut Session
         let ago = e.at.elapsed().as_secs();
         return Err(ApiError::new(
             ErrorCode::SessionEnded,
-            format!("session {id} ended {ago} s ago: {}", ended_why(e.why)),
+            format!("session {id} ended {ago} s ago: {}", end::ended_why(e.why)),
         ));
     }
     Err(none())
@@ -502,14 +448,6 @@ fn wait_for_first<'a>(sessions: impl Iterator<Item = &'a Session>) -> u64 {
     let now = unix_ms();
     let soonest = sessions.map(Session::expires).min().unwrap_or(now);
     (soonest.saturating_sub(now) / 1000).clamp(1, 3600)
-}
-
-fn ended_why(why: End) -> &'static str {
-    match why {
-        End::Idle => "its idle timeout passed with no run or file operation (idle-timeout-ms)",
-        End::Lifetime => "its lifetime was over (max-lifetime-ms)",
-        End::Deleted => "it was deleted",
-    }
 }
 
 /// Constant-time: tokens' digests are secrets' digests.
@@ -523,14 +461,6 @@ pub(super) fn same_owner(a: &Owner, b: &Owner) -> bool {
         v
     };
     bool::from(bytes(a).ct_eq(&bytes(b)))
-}
-
-fn end(st: &mut State, id: &str, owner: Owner, why: End, metrics: &Metrics) {
-    if st.ended.len() >= ENDED_MAX {
-        st.ended.pop_front();
-    }
-    st.ended.push_back(Ended { id: id.to_string(), owner, why, at: Instant::now() });
-    metrics.session_ended(why.as_str(), st.open.len());
 }
 
 /// Whether one of two paths is a directory of the other.
@@ -623,6 +553,7 @@ mod tests {
             max_lifetime_ms: 1,
             hibernate_after_ms: None,
             sync_images: false,
+            replica_lease_ms: None,
             workspace_max_bytes: 10,
             workspace_max_files: 2,
         };

@@ -14,8 +14,10 @@
 //! session ends by its directory's rename into `trash/`, emptied then and at the next start.
 //! Blobs no meta names, and writes in flight, are left alone for [`GRACE`], then reaped.
 //!
-//! One server at a time: the process that opens the directory holds an exclusive lock on its
-//! `lock` file for as long as it lives; another is refused, naming the holder's pid.
+//! One server at a time, or replicas: a server alone holds an exclusive lock on the directory's
+//! `lock` file for as long as it lives (another is refused, naming the holder's pid); replicas
+//! (`sessions.replica-lease-ms`) each hold a shared one, and hold each session by its lease
+//! (`state/lease.rs`).
 //!
 //! Imports (layers): none.
 
@@ -28,7 +30,9 @@ use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 mod images;
+mod lease;
 pub use images::{ImageFile, receive};
+pub use lease::{Lease, Taken, replica_name};
 
 /// A blob's name: the BLAKE3 hash of its bytes.
 pub type Hash = [u8; 32];
@@ -67,8 +71,9 @@ impl std::fmt::Debug for StateDir {
 
 impl StateDir {
     /// Opens (or makes) the state directory at `root`: it must be this user's and no one else's
-    /// (mode 0700 or tighter), and so must its key. `Err` in words, naming the path.
-    pub fn open(root: &Path) -> Result<StateDir, String> {
+    /// (mode 0700 or tighter), and so must its key; `shared`: by replicas, each holding its
+    /// sessions by their leases. `Err` in words, naming the path.
+    pub fn open(root: &Path, shared: bool) -> Result<StateDir, String> {
         let at = |p: &Path, e: io::Error| format!("state directory {}: {e}", p.display());
         fs::create_dir_all(root).map_err(|e| at(root, e))?;
         let meta = check(root)?.ok_or_else(|| at(root, io::ErrorKind::NotFound.into()))?;
@@ -84,7 +89,7 @@ impl StateDir {
                 Err(e) => return Err(at(&p, e)),
             }
         }
-        let lock = take_lock(&root.join(LOCK))?;
+        let lock = take_lock(&root.join(LOCK), shared)?;
         let key = read_or_make_key(&root.join(KEY))?;
         let dir = StateDir {
             root: root.to_path_buf(),
@@ -104,7 +109,7 @@ impl StateDir {
             .prefix("stockade-state-")
             .tempdir()
             .map_err(|e| format!("cannot make a temporary state directory: {e}"))?;
-        let mut dir = StateDir::open(t.path())?;
+        let mut dir = StateDir::open(t.path(), false)?;
         dir.temporary = Some(t);
         Ok(dir)
     }
@@ -127,6 +132,11 @@ impl StateDir {
 
     fn session(&self, id: &str) -> PathBuf {
         self.root.join(SESSIONS).join(id)
+    }
+
+    /// Whether session `id` has a directory.
+    pub fn exists(&self, id: &str) -> bool {
+        self.session(id).is_dir()
     }
 
     /// Makes session `id`'s directory (`Err` when it is there already).
@@ -336,24 +346,34 @@ fn older_than_grace(m: &fs::Metadata) -> bool {
     m.modified().ok().and_then(|t| SystemTime::now().duration_since(t).ok()).is_some_and(|age| age > GRACE)
 }
 
-/// The directory's lock, taken (`Err` naming the holder's pid when another process holds it),
-/// this process's pid written in it.
-fn take_lock(path: &Path) -> Result<File, String> {
+/// The directory's lock, taken: exclusive, this process's pid written in it, or `shared` by
+/// replicas. `Err` naming the holder when a server alone holds it, or replicas do and this one
+/// would be alone.
+fn take_lock(path: &Path, shared: bool) -> Result<File, String> {
     use rustix::fs::{FlockOperation, flock};
     let at = |e: io::Error| format!("{}: {e}", path.display());
     let mut f =
         OpenOptions::new().read(true).write(true).create(true).truncate(false).mode(0o600).open(path).map_err(at)?;
-    if flock(&f, FlockOperation::NonBlockingLockExclusive).is_err() {
-        let mut holder = String::new();
-        let _ = f.read_to_string(&mut holder);
+    let how = if shared { FlockOperation::NonBlockingLockShared } else { FlockOperation::NonBlockingLockExclusive };
+    if flock(&f, how).is_ok() {
+        if !shared {
+            f.set_len(0).and_then(|()| f.write_all(std::process::id().to_string().as_bytes())).map_err(at)?;
+        }
+        return Ok(f);
+    }
+    let dir = path.parent().unwrap_or(path).display();
+    // A shared lock given to this one too: replicas hold it.
+    if !shared && flock(&f, FlockOperation::NonBlockingLockShared).is_ok() {
         return Err(format!(
-            "{} is in use by another server (pid {}): one server at a time on a state directory",
-            path.parent().unwrap_or(path).display(),
-            holder.trim()
+            "{dir} is in use by replicas (sessions.replica-lease-ms): a server alone cannot share it; set the same sessions.replica-lease-ms"
         ));
     }
-    f.set_len(0).and_then(|()| f.write_all(std::process::id().to_string().as_bytes())).map_err(at)?;
-    Ok(f)
+    let mut holder = String::new();
+    let _ = f.read_to_string(&mut holder);
+    Err(format!(
+        "{dir} is in use by another server (pid {}): one server at a time on a state directory, unless every one sets sessions.replica-lease-ms",
+        holder.trim()
+    ))
 }
 
 /// The directory's key: read, or made (32 random bytes, mode 0600) when there is none.

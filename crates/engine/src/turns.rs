@@ -93,6 +93,7 @@ impl Engine {
             let (report, alive) = interp.turn(&req, streams).await?;
             let taken = interp.take(workspace).await;
             if alive {
+                engine.checkpoint(&mut turn, &mut interp).await;
                 turn.keep(interp);
             } else {
                 drop(interp);

@@ -95,6 +95,7 @@ pub(super) fn check(
             max_lifetime_ms: file.sessions.max_lifetime_ms,
             hibernate_after_ms: Some(file.sessions.hibernate_after_ms).filter(|&ms| ms > 0),
             sync_images: file.sessions.sync_images,
+            replica_lease_ms: Some(file.sessions.replica_lease_ms).filter(|&ms| ms > 0),
             workspace_max_bytes: file.sessions.workspace_max_bytes,
             workspace_max_files: u64::from(file.sessions.workspace_max_files),
         },
@@ -202,6 +203,19 @@ fn check_bounds(s: &ServerFile, r: &RequestCaps, bad: &mut dyn FnMut(&str, Strin
 fn check_sessions(s: &SessionsFile, bad: &mut dyn FnMut(&str, String)) {
     if !s.state_dir.is_empty() && !Path::new(&s.state_dir).is_absolute() {
         bad("sessions.state-dir", format!("{:?} must be an absolute path", s.state_dir));
+    }
+    if s.replica_lease_ms != 0 {
+        if !(1000..=600_000).contains(&s.replica_lease_ms) {
+            bad(
+                "sessions.replica-lease-ms",
+                format!("{} must be 0 (a server alone) or 1000 to 600000", s.replica_lease_ms),
+            );
+        } else if s.state_dir.is_empty() {
+            bad(
+                "sessions.replica-lease-ms",
+                "replicas share a state directory: set sessions.state-dir (or --state-dir)".into(),
+            );
+        }
     }
     if s.max == 0 {
         return;

@@ -116,6 +116,14 @@ pub struct SessionsFile {
     /// and an image a machine crash cut short is refused by its hash, never run (its session's
     /// next run restarts the interpreter, saying why); a killed server loses nothing either way.
     pub sync_images: bool,
+    /// 0: this server is alone on its state directory (it holds it locked). More: replicas, any
+    /// number of servers on one state directory (a shared filesystem), each holding a session
+    /// by a lease of this length that it renews; a session whose server stopped renewing is
+    /// taken by the next that is asked for it, once its lease lapsed (or at once when it was let
+    /// go: hibernated, or idle). Every answered run of a live session then leaves its
+    /// interpreter's image on disk before its answer goes (a replica killed loses no answered
+    /// run). 1000 to 600000.
+    pub replica_lease_ms: u64,
     /// A session's workspace: its bytes and its files, together (on disk between runs; a run's
     /// workspace is in the server's memory while it starts and ends).
     pub workspace_max_bytes: u64,
@@ -152,6 +160,7 @@ impl Default for SessionsFile {
             max_lifetime_ms: 3_600_000,
             hibernate_after_ms: 60_000,
             sync_images: false,
+            replica_lease_ms: 0,
             workspace_max_bytes: 8 << 20,
             workspace_max_files: 256,
             state_dir: String::new(),

@@ -165,6 +165,8 @@ pub struct SessionBounds {
     pub hibernate_after_ms: Option<u64>,
     /// Whether a hibernation waits for its image to be on the disk.
     pub sync_images: bool,
+    /// Replicas' lease on a session (`None`: a server alone on its state directory).
+    pub replica_lease_ms: Option<u64>,
     pub workspace_max_bytes: u64,
     pub workspace_max_files: u64,
 }

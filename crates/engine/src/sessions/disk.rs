@@ -154,7 +154,14 @@ fn session_of(json: &[u8]) -> Result<Session, String> {
         gc: false,
         changes: 0,
         saved: Arc::new(Mutex::new(0)),
+        lease: None,
     })
+}
+
+/// Session `id` as its meta on `dir` says it (`Err` in words when it cannot be read, or does
+/// not hold).
+pub(super) fn load_one(dir: &StateDir, id: &str) -> Result<Session, String> {
+    dir.load(id).and_then(|json| session_of(&json))
 }
 
 /// Why a live session found on disk has no interpreter.
@@ -176,7 +183,7 @@ pub(super) fn load_all(dir: &StateDir) -> (Vec<(String, Session)>, Vec<String>) 
         if dir.reap_unmade(&id) {
             continue;
         }
-        match dir.load(&id).and_then(|json| session_of(&json)) {
+        match load_one(dir, &id) {
             Ok(s) => {
                 let keep: HashSet<state::Hash> = s.blobs();
                 dir.reap_blobs(&id, &keep);

@@ -29,6 +29,7 @@ impl Sessions {
         {
             let mut st = self.lock();
             let s = find(&mut st, id, owner)?;
+            self.held(s, id)?;
             s.idle_reset();
             check(s)?;
         }
@@ -74,6 +75,7 @@ impl Sessions {
         let rel = checked_path(path)?;
         let mut st = self.lock();
         let s = find(&mut st, id, owner)?;
+        self.held(s, id)?;
         s.idle_reset();
         s.not_running(id)?;
         let f = s.files.remove(&rel).ok_or_else(|| no_file(&rel))?;

@@ -72,6 +72,7 @@ impl Sessions {
             return Err(ApiError::field("mode", format!("session {id} is a workspace session: it has no interpreter")));
         }
         s.not_running(id)?;
+        self.held(s, id)?;
         let run = format!("r-{}", random_hex(8)?);
         s.running = Some(run.clone());
         Ok(Hold {
@@ -81,12 +82,7 @@ impl Sessions {
             interp: s.interp.take(),
             image: s.image.clone(),
             runtime: s.spec.runtime.clone(),
-            image_max: s
-                .spec
-                .limits
-                .wasm_memory_max_bytes
-                .unwrap_or(u64::from(u32::MAX))
-                .saturating_add(IMAGE_TRAILER_MAX),
+            image_max: image_max(&s.spec),
             done: false,
         })
     }
@@ -111,9 +107,9 @@ impl Sessions {
     pub fn to_make_room(&self, id: &str, owner: Owner) -> Option<String> {
         let st = self.lock();
         let me = st.open.get(id).filter(|s| s.hibernated() && super::same_owner(&s.owner, &owner))?;
-        let held = |o: &&Session| o.spec.mode == Mode::Live && !o.hibernated();
-        let all = st.open.values().filter(held).count();
-        let mine: Vec<_> = st.open.values().filter(held).filter(|o| super::same_owner(&o.owner, &me.owner)).collect();
+        let all = st.open.values().filter(|o| o.holds_jail()).count();
+        let mine: Vec<_> =
+            st.open.values().filter(|o| o.holds_jail()).filter(|o| super::same_owner(&o.owner, &me.owner)).collect();
         let theirs_only = mine.len() >= self.bounds.live_max_per_token;
         if all < self.bounds.live_max && !theirs_only {
             return None;
@@ -130,6 +126,12 @@ impl Sessions {
     pub fn with_interps(&self) -> Vec<String> {
         self.lock().open.iter().filter(|(_, s)| s.interp.is_some()).map(|(id, _)| id.clone()).collect()
     }
+}
+
+/// The most bytes an image of a session of `spec` may take: its guest's memory at most, and a
+/// trailer.
+pub(super) fn image_max(spec: &super::Spec) -> u64 {
+    spec.limits.wasm_memory_max_bytes.unwrap_or(u64::from(u32::MAX)).saturating_add(IMAGE_TRAILER_MAX)
 }
 
 /// The most an image's trailer takes besides its pages (the runner's own bound, and its length).
@@ -170,6 +172,7 @@ impl Hold {
         let gone = s.unnamed(old);
         drop(st);
         sessions.write_dropping(save, gone)?;
+        sessions.let_go(&self.id);
         Ok(info)
     }
 }
@@ -185,6 +188,12 @@ impl Drop for Hold {
 }
 
 impl Session {
+    /// Whether it holds a jail of this server's (or will, at its next run): a live session held
+    /// here, not hibernated.
+    pub(super) fn holds_jail(&self) -> bool {
+        self.spec.mode == Mode::Live && !self.hibernated() && self.lease.is_some()
+    }
+
     /// Whether it is hibernated: its interpreter written, no jail held for it.
     pub(super) fn hibernated(&self) -> bool {
         self.image.is_some() && self.interp.is_none() && self.running.is_none()

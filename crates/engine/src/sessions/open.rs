@@ -77,6 +77,7 @@ impl Sessions {
             gc: false,
             changes: 0,
             saved: Arc::new(Mutex::new(0)),
+            lease: None,
         };
         let id = format!("s-{}", random_hex(16)?);
         self.dir.create(&id).map_err(|e| self.disk_error(&id, &e))?;
@@ -92,6 +93,7 @@ impl Sessions {
     pub fn fork(&self, id: &str, owner: Owner, written: Option<(&Hold, Image)>) -> Result<SessionInfo, ApiError> {
         let mut st = self.lock();
         let parent = find(&mut st, id, owner)?;
+        self.held(parent, id)?;
         parent.idle_reset();
         match &written {
             Some((hold, _)) if parent.running.as_deref() == Some(hold.run.as_str()) => {}
@@ -119,6 +121,7 @@ impl Sessions {
             gc: false,
             changes: 0,
             saved: Arc::new(Mutex::new(0)),
+            lease: None,
         };
         let parent_names = copied.as_ref().is_some_and(|c| parent.names(Some(&c.blob)));
         // A fork with an image is hibernated: it holds no jail.
@@ -144,6 +147,10 @@ impl Sessions {
     /// Session `s`, its directory made as `id`, written and held. Written under the lock, once:
     /// no other request knows of it yet.
     fn made(&self, st: &mut super::State, id: String, mut s: Session) -> Result<SessionInfo, ApiError> {
+        s.lease = match self.first_hold() {
+            Some(h) => Some(h),
+            None => Some(self.first_lease(&id)?),
+        };
         let save = s.changed(&id);
         if let Err(e) = self.write(save) {
             let _ = self.dir.remove(&id);
@@ -172,7 +179,7 @@ impl Sessions {
             .retry_after(wait_for_first(st.open.values())));
         }
         // A hibernated session holds no jail: it counts against `max` alone.
-        let live = st.open.values().filter(|s| s.spec.mode == Mode::Live && !s.hibernated()).count();
+        let live = st.open.values().filter(|s| s.holds_jail()).count();
         if mode == Mode::Live && live >= self.bounds.live_max {
             let e = ApiError::new(
                 ErrorCode::TooManySessions,
@@ -192,7 +199,7 @@ impl Sessions {
             )
             .retry_after(wait_for_first(st.open.values().filter(|s| same_owner(&s.owner, &owner)))));
         }
-        let live_of = |s: &&Session| s.spec.mode == Mode::Live && !s.hibernated() && same_owner(&s.owner, &owner);
+        let live_of = |s: &&Session| s.holds_jail() && same_owner(&s.owner, &owner);
         let mine_live = st.open.values().filter(live_of).count();
         if mode == Mode::Live && mine_live >= self.bounds.live_max_per_token {
             return Err(ApiError::new(

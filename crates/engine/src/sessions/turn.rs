@@ -32,6 +32,8 @@ pub struct Turn {
     /// The run started an interpreter in the image's place (resumed from it, or refused it):
     /// the session's image is no longer its interpreter's state.
     pub drop_image: bool,
+    /// With replicas: the image its live interpreter wrote as the run ended, the session's now.
+    pub checkpoint: Option<super::Image>,
 }
 
 impl Turn {
@@ -72,6 +74,11 @@ impl Turn {
         over_quota(b, files.len() as u64, bytes).map_err(|e| ApiError { field: Some("files".into()), ..e })?;
         req.files = files;
         Ok((req, self.sessions.workspace.clone()))
+    }
+
+    /// The most bytes an image of its interpreter may take.
+    pub fn image_max(&self) -> u64 {
+        super::image::image_max(&self.spec)
     }
 
     /// Gives the session back its live interpreter when the run is over (or does not happen).
@@ -154,7 +161,11 @@ impl Turn {
         s.runs += 1;
         s.auto_refused = false;
         s.idle_reset();
-        let old = if self.drop_image { s.image.take() } else { None };
+        let old = match self.checkpoint.take() {
+            Some(c) => s.image.replace(c),
+            None if self.drop_image => s.image.take(),
+            None => None,
+        };
         out.workspace = s.usage(&bounds);
         let save = s.changed(&self.id);
         let gone = s.unnamed(old);
