@@ -5,10 +5,13 @@ Run by `cargo xtask scale` (which builds the server, makes the SDK's venv and fi
   2. a replica killed (SIGKILL) under load: only runs in flight on it fail (502 from the
      balancer; the SDK does not retry a request that was sent), its health check takes it out,
      and every run after that succeeds; restarted, it rejoins;
-  3. sessions: each session's runs reach the replica that made it (the balancer learns where from
-     the Location of the session's 201, and matches the id in the path), while the sessions
-     themselves are spread; when that replica dies, the session's next run is a 404
-     (`SessionNotFound`) from another replica: a session lives on one server;
+  3. sessions, on one state directory shared by the replicas (`sessions.replica-lease-ms`): the
+     balancer routes a session's requests by a consistent hash of the id in the path, so each
+     session's runs reach one replica (the holder of its lease), while the sessions are spread;
+     when the replica holding a live session dies (SIGKILL), the session's next run through the
+     balancer reaches another, which takes it over once its lease lapsed and resumes its
+     interpreter as of its last answered run (its variables are there), and the workspace
+     sessions it held go on with their files;
   4. a replica drained (SIGTERM) under load: it stops listening at once (the balancer's next
      check fails), its runs in flight finish, the balancer sends it nothing new, no run fails.
 Then every server is stopped and nothing of theirs may be left (processes, cgroups, sockets).
@@ -26,6 +29,7 @@ import time
 import stockade
 
 REPLICAS = ("r1", "r2", "r3")
+LEASE_MS = 2000
 
 
 def log(msg):
@@ -35,6 +39,8 @@ def log(msg):
 class Replica:
     def __init__(self, name, binary, workdir, guests):
         self.name, self.binary, self.guests = name, binary, guests
+        # One state directory for all: any replica serves any session.
+        self.state = os.path.join(workdir, "state")
         self.dir = os.path.join(workdir, name)
         os.makedirs(self.dir, exist_ok=True)
         self.socket = os.path.join(self.dir, "api.sock")
@@ -45,6 +51,7 @@ class Replica:
                 f'listen = ["unix:{self.socket}"]\n'
                 "concurrency = 1\nqueue = 16\ndrain-timeout-ms = 20000\n"
                 '[runtimes.python]\nguest = "python"\nwarm = 1\n'
+                f"[sessions]\nreplica-lease-ms = {LEASE_MS}\n"
                 '[runtimes.javascript]\nguest = "javascript"\nwarm = 1\n'
             )
         self.proc = None
@@ -53,7 +60,7 @@ class Replica:
     def start(self, settle=True):
         env = dict(os.environ, STOCKADE_GUEST_DIR=self.guests)
         self.proc = subprocess.Popen(
-            [self.binary, "serve", self.config, "--state-dir", os.path.join(self.dir, "state")],
+            [self.binary, "serve", self.config, "--state-dir", self.state],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -89,6 +96,10 @@ class Balancer:
             self.port = s.getsockname()[1]
         self.config = os.path.join(workdir, "haproxy.cfg")
         servers = "\n".join(f"    server {r.name} {r.socket} check" for r in replicas)
+        checks = """    option httpchk
+    http-check send meth GET uri /v1/health/ready ver HTTP/1.1 hdr Host stockade
+    http-check expect status 200
+    default-server inter 200ms fall 2 rise 2"""
         with open(self.config, "w") as f:
             f.write(
                 f"""global
@@ -109,19 +120,18 @@ defaults
     option http-server-close
 frontend api
     bind 127.0.0.1:{self.port}
+    # A session's requests (/v1/sessions/ID/...) by a consistent hash of /v1/sessions/ID: each
+    # session stays warm on one replica, and when that one is out only its sessions move.
+    use_backend sessions if {{ path_beg /v1/sessions/ }}
     default_backend stockade
 backend stockade
     balance roundrobin
-    # A session's requests reach the replica that made it: the table learns the id from the
-    # Location of the session's 201 (/v1/sessions/ID) and matches it in the path
-    # (/v1/sessions/ID/...); everything else is spread. A session lives on one replica.
-    stick-table type string len 40 size 100k expire 2h
-    stick store-response res.hdr(location),field(4,/)
-    stick match path,field(4,/)
-    option httpchk
-    http-check send meth GET uri /v1/health/ready ver HTTP/1.1 hdr Host stockade
-    http-check expect status 200
-    default-server inter 200ms fall 2 rise 2
+{checks}
+{servers}
+backend sessions
+    balance uri path-only depth 4
+    hash-type consistent
+{checks}
 {servers}
 """
             )
@@ -324,10 +334,21 @@ def scenario(lb, url, rep):
     check(sessions_end == sessions_out, "the balancer sent r3 nothing once it was out")
 
 
+def holder(rep, state, sid):
+    """The replica that holds session `sid`'s lease (its file names the holder's pid)."""
+    d = os.path.join(state, "sessions", sid)
+    leases = sorted((int(f.split(".")[1]), f) for f in os.listdir(d) if f.startswith("lease."))
+    with open(os.path.join(d, leases[-1][1])) as f:
+        pid = int(f.read().split(":")[1])
+    return next((name for name, r in rep.items() if r.proc.pid == pid), None)
+
+
 def sessions(lb, url, rep):
-    """Sessions through the balancer: each one's runs on the replica that made it."""
+    """Sessions through the balancer: each one's runs on one replica; a killed replica's go on."""
     client = stockade.Client(url=url, timeout=60)
-    opened = [client.session("python") for _ in range(9)]
+    state = rep["r1"].state
+    opened = [client.session("python") for _ in range(8)]
+    live = [client.session("python", mode="live") for _ in range(4)]
     bump = "import os\nn = int(open('n.txt').read()) if os.path.exists('n.txt') else 0\nopen('n.txt', 'w').write(str(n + 1))\nprint(n + 1)"
     wrong = []
     for turn in range(1, 4):
@@ -335,32 +356,37 @@ def sessions(lb, url, rep):
             r = s.run(bump)
             if r.stdout != f"{turn}\n":
                 wrong.append(f"{s.id} turn {turn}: {r.stdout!r}")
-    check(not wrong, f"every turn saw the files of the turns before it {wrong}")
-    where = {}
-    for name, r in rep.items():
-        with stockade.Client(socket=r.socket) as direct:
-            for info in direct._request("GET", "/v1/sessions").json()["sessions"]:
-                where[info["id"]] = name
+        for s in live:
+            r = s.run("x = globals().get('x', 0) + 1\nprint(x)")
+            if r.stdout != f"{turn}\n":
+                wrong.append(f"{s.id} live turn {turn}: {r.stdout!r}")
+    check(not wrong, f"every turn saw the files (or the variables) of the turns before it {wrong}")
+    where = {s.id: holder(rep, state, s.id) for s in live}
     held = {name: sum(1 for v in where.values() if v == name) for name in rep}
-    log(f"3. sessions: 9 sessions, 3 runs each through the balancer, every run on its session's replica; sessions per replica {held}")
-    check(all(s.id in where for s in opened), "each session is on one replica")
+    log(f"3. sessions on one shared state directory: 8 workspace and 4 live sessions, 3 runs each through the balancer; live sessions held per replica {held}")
+    check(all(where.values()), "each live session is held by one replica")
     check(sum(1 for v in held.values() if v) >= 2, "the sessions are spread")
-    victim = where[opened[0].id]
+    victim = where[live[0].id]
+    theirs = [s for s in live if where[s.id] == victim]
     rep[victim].signal(signal.SIGKILL)
     rep[victim].proc.wait(10)
+    t_kill = time.time()
     lb.wait_state(victim, "DOWN")
-    try:
-        opened[0].run("print(1)")
-        check(False, "a run of a session whose replica died did not fail")
-    except stockade.SessionNotFound as e:
-        log(f"   {victim} killed: its session's next run is {e.status} {e.code} from another replica")
-    others = [s for s in opened if where[s.id] != victim]
-    check(all(s.run(bump).stdout == "4\n" for s in others), "the other replicas' sessions go on")
-    for s in opened:
-        s.close()
+    r = live[0].run("x += 1\nprint(x)")
+    took = time.time() - t_kill
+    now = holder(rep, state, live[0].id)
+    log(f"   {victim} killed with SIGKILL: its live session's next run through the balancer, on {now}, {took * 1000:.0f} ms after the kill (lease {LEASE_MS} ms): interpreter {r.interpreter}, stdout {r.stdout!r}")
+    check(r.stdout == "4\n" and r.interpreter == "resumed", "the killed replica's live session resumed on another with its variables, as of its last answered run")
+    check(now not in (None, victim), "another replica holds it now")
+    check(all(s.run("x += 1\nprint(x)").stdout == "4\n" for s in live[1:]), f"every other live session goes on ({len(theirs) - 1} of them the killed replica's)")
+    check(all(s.run(bump).stdout == "4\n" for s in opened), "every workspace session goes on with its files, the killed replica's too")
     rep[victim].start(settle=False)
     lb.wait_state(victim, "UP", 20)
     time.sleep(2)
+    # Back in the ring, the replica gets its sessions back: handed over between runs.
+    check(all(s.run(bump).stdout == "5\n" for s in opened), "after the restart, each workspace session still has its files")
+    for s in opened + live:
+        s.close()
 
 
 def left(replicas):
