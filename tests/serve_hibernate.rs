@@ -3,9 +3,10 @@
 //! modules of the runs before; a fork of a live or a hibernated session goes on on its own (its
 //! `random` drawn again); a draining server hibernates its live sessions and a restarted one
 //! resumes them, after a SIGKILL too; an image changed on disk is refused, never run; an idle
-//! interpreter hibernates by itself; one holding a file open is refused and goes on; an
-//! interpreter that has no image (QuickJS's) is ended, the workspace kept; repeated cycles leave
-//! no image behind. Needs the Wasm guests (skips without them, saying so).
+//! interpreter hibernates by itself; one holding a file open is refused and goes on; a
+//! JavaScript interpreter (QuickJS) hibernates and resumes too, its fork copying the workspace
+//! only; one that has no image (the host's python3) is ended, the workspace kept; repeated
+//! cycles leave no image behind. Needs the Wasm guests (skips without them, saying so).
 
 mod common;
 mod server;
@@ -224,19 +225,61 @@ fn idle_interpreters_hibernate_by_themselves_and_open_files_refuse_it() {
 }
 
 #[test]
-fn an_interpreter_without_an_image_is_ended_its_workspace_kept() {
+fn a_javascript_interpreter_hibernates_and_one_without_an_image_is_ended_its_workspace_kept() {
     if !guests() {
         return;
     }
-    let s = Server::start("", RUNTIMES, false);
+    let python3 = std::path::Path::new("/usr/bin/python3").exists();
+    let host = if python3 {
+        "[runtimes.python3]\nprogram = \"/usr/bin/python3\"\nbootstrap = \"python\"\npolicy = \"wrap-python\"\nwarm = 0\n"
+    } else {
+        eprintln!("skip python3: no /usr/bin/python3");
+        ""
+    };
+    let s = Server::start("", &format!("{RUNTIMES}{host}"), false);
     s.wait_warm();
-    let id = live(&s, "javascript");
-    run(&s, &id, "globalThis.x = 1; console.log('one')");
-    let v = hibernate(&s, &id);
-    assert_eq!((&v["state"], v.get("image-bytes")), (&json!("none"), None), "{v}");
-    let (out, how, v) = run(&s, &id, "console.log(typeof globalThis.x)");
-    assert_eq!((out.as_str(), how.as_str()), ("undefined\n", "restarted"), "{v}");
-    assert!(v["session"]["interpreter-reason"].as_str().is_some_and(|r| r.contains("cannot be hibernated")), "{v}");
+    // QuickJS: its var, let, functions and classes cross, twice.
+    let js = live(&s, "javascript");
+    run(
+        &s,
+        &js,
+        "var x = 41; let lex = 'l'; function f(a) { return a + 1 } class C { hi() { return 'hi' } } globalThis.K = C;\n\
+         const big = Array.from({ length: 100000 }, (_, i) => i); console.log('ok')",
+    );
+    let v = hibernate(&s, &js);
+    assert_eq!(v["state"], "hibernated", "{v}");
+    assert!(v["image-bytes"].as_u64().is_some_and(|b| b > 0), "{v}");
+    let (out, how, v) = run(&s, &js, "console.log(f(x), lex, new K().hi(), big.reduce((a, b) => a + b, 0))");
+    assert_eq!((out.as_str(), how.as_str()), ("42 l hi 4999950000\n", "resumed"), "{v}");
+    hibernate(&s, &js);
+    assert_eq!(run(&s, &js, "x += 1; console.log(f(x))").0, "43\n");
+    // A file it holds open refuses (409), and it goes on.
+    run(&s, &js, "var fh = std.open('/app/a.txt', 'w'); fh.puts('a')");
+    let (status, v) = ask(&s, "POST", &format!("/v1/sessions/{js}/hibernate"), &Value::Null);
+    assert_eq!((status, &v["error"]["code"]), (409, &json!("cannot-hibernate")), "{v}");
+    let (out, how, _) = run(&s, &js, "fh.close(); console.log(std.loadFile('/app/a.txt'))");
+    assert_eq!((out.as_str(), how.as_str()), ("a\n", "kept"));
+    // Its fork copies the workspace only (Math.random cannot be drawn again): it says why.
+    let (status, fork) = ask(&s, "POST", &format!("/v1/sessions/{js}/fork"), &Value::Null);
+    assert_eq!(status, 201, "{fork}");
+    let fid = fork["id"].as_str().expect("id");
+    let (out, how, v) = run(&s, fid, "console.log(typeof x, std.loadFile('/app/a.txt'))");
+    assert_eq!((out.as_str(), how.as_str()), ("undefined a\n", "restarted"), "{v}");
+    assert!(v["session"]["interpreter-reason"].as_str().is_some_and(|r| r.contains("Math.random")), "{v}");
+    for sid in [js.as_str(), fid] {
+        assert_eq!(call(&s, "DELETE", &format!("/v1/sessions/{sid}"), Vec::new()).status, 204);
+    }
+
+    // The host's python3 has no image: ended, its workspace kept, its next run says why.
+    if python3 {
+        let id = live(&s, "python3");
+        run(&s, &id, "x = 1\nopen('/app/kept.txt', 'w').write('k')");
+        let v = hibernate(&s, &id);
+        assert_eq!((&v["state"], v.get("image-bytes")), (&json!("none"), None), "{v}");
+        let (out, how, v) = run(&s, &id, "print(globals().get('x'), open('/app/kept.txt').read())");
+        assert_eq!((out.as_str(), how.as_str()), ("None k\n", "restarted"), "{v}");
+        assert!(v["session"]["interpreter-reason"].as_str().is_some_and(|r| r.contains("cannot be hibernated")), "{v}");
+    }
     // A workspace session has no interpreter to hibernate: 400 naming `mode`.
     let (status, made) = ask(&s, "POST", "/v1/sessions", &json!({"runtime": "python"}));
     assert_eq!(status, 201);

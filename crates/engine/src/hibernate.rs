@@ -3,10 +3,11 @@
 //! by its jail into the session's directory, made a blob of the session, and its jail ended; the
 //! session's next run resumes it in a fresh jail from that image, once its hash (bound to the
 //! session by its MAC'd meta) and its guest's component are what they were. A live fork copies
-//! the image of an interpreter that goes on. Only the python guest's interpreter has an image:
-//! any other's is ended (the workspace kept, its next run saying why).
+//! the image of an interpreter that goes on (a Python guest's only: QuickJS's `Math.random`
+//! cannot be seeded again). The Wasm guests' interpreters have images; a host program's
+//! (`python3`) is ended (the workspace kept, its next run saying why).
 //!
-//! Imports (layers): `live`, `sessions`, `state`.
+//! Imports (layers): `config`, `live`, `sessions`, `state`.
 
 use crate::live::{Imaged, Images};
 use crate::sessions::{Held, Hold, Image, NOT_IMAGED, Owner, Turn, ms_since};
@@ -46,8 +47,16 @@ impl Why {
 }
 
 impl Engine {
-    /// Whether runtime `name`'s live interpreter can be hibernated: the python guest's.
+    /// Whether runtime `name`'s live interpreter can be hibernated: a Wasm guest's (python or
+    /// javascript).
     pub(crate) fn hibernates(&self, name: &str) -> bool {
+        matches!(self.runtimes.get(name).map(|r| &r.kind), Some(crate::config::Kind::Guest(_)))
+    }
+
+    /// Whether a fork of runtime `name`'s live interpreter gets its image: the python guest's,
+    /// whose `random` a fork draws again (QuickJS's `Math.random` cannot be seeded again: a
+    /// javascript fork copies the workspace, and its interpreter starts anew).
+    fn forks_interp(&self, name: &str) -> bool {
         matches!(self.runtimes.get(name).map(|r| &r.kind), Some(crate::config::Kind::Guest(Guest::Python)))
     }
 
@@ -78,7 +87,8 @@ impl Engine {
             Imaged::Written { file, hash, bytes, memory_bytes } => {
                 // Its jail ends: the image is the interpreter now.
                 drop(interp);
-                let (dir, component, metrics) = (self.sessions.dir(), self.component(), self.metrics.clone());
+                let (dir, component, metrics) =
+                    (self.sessions.dir(), self.component(&hold.runtime), self.metrics.clone());
                 let sync = self.bounds.sessions.sync_images;
                 let done = tokio::task::spawn_blocking(move || match dir.keep_image(&hold.id, file, &hash, sync) {
                     Ok(()) => {
@@ -129,7 +139,7 @@ impl Engine {
         let mut written: Option<(Hold, Image)> = None;
         if live && let Ok(mut hold) = self.sessions.hold(id, Some(owner)) {
             match hold.interp.take() {
-                Some(mut interp) if interp.imaged() => {
+                Some(mut interp) if interp.imaged() && self.forks_interp(&hold.runtime) => {
                     let t0 = Instant::now();
                     let into = hold.new_image();
                     let imaged = match into {
@@ -150,7 +160,8 @@ impl Engine {
                                 .map_err(|_| internal("a fork ended abnormally"))?;
                             kept.map_err(|e| self.sessions.disk_failure(id, &e))?;
                             self.metrics.session_hibernated("fork");
-                            written = Some((hold, image_of(hash, bytes, memory_bytes, self.component(), t0, true)));
+                            let component = self.component(&hold.runtime);
+                            written = Some((hold, image_of(hash, bytes, memory_bytes, component, t0, true)));
                         }
                         Imaged::Refused(reason) => {
                             return Err(ApiError::new(
@@ -186,7 +197,7 @@ impl Engine {
             return Ok(None);
         }
         let Some(image) = image else { return Ok(Some(Images { resume: None })) };
-        let opened = self.open_image(turn.id(), &image).await;
+        let opened = self.open_image(turn.id(), &turn.spec.runtime, &image).await;
         let resume = match opened {
             Ok(f) => Some((f, image.reseed)),
             Err((outcome, why)) => {
@@ -200,13 +211,14 @@ impl Engine {
 
     /// Session `id`'s `image`, opened to resume from: `Err` with the metrics' outcome and the
     /// reason its run gives when it does not hold (its guest changed; its bytes changed on disk).
-    async fn open_image(&self, id: &str, image: &Image) -> Result<File, (&'static str, String)> {
-        if self.component() != image.component {
+    async fn open_image(&self, id: &str, runtime: &str, image: &Image) -> Result<File, (&'static str, String)> {
+        if self.component(runtime) != image.component {
             return Err((
                 "component-changed",
-                "the python guest was changed since the session was hibernated (its component is not the image's): \
-                 a new interpreter was started"
-                    .into(),
+                format!(
+                    "the {runtime} guest was changed since the session was hibernated (its component is not the image's): \
+                     a new interpreter was started"
+                ),
             ));
         }
         let (dir, id, img) = (self.sessions.dir(), id.to_string(), image.clone());
@@ -230,10 +242,14 @@ impl Engine {
         })
     }
 
-    /// The SHA-256 of the installed python guest's component, as its build recorded it (`""`
-    /// when it cannot be read: no image then resumes).
-    pub(crate) fn component(&self) -> String {
-        stockade::wasm::snapshot::component_sha256(&stockade::wasm::guests::default_dir()).unwrap_or_default()
+    /// What wrote runtime `name`'s images, which only it resumes: the SHA-256 of the installed
+    /// python guest's component, as its build recorded it (`""` when it cannot be read: no image
+    /// then resumes), or the javascript guest's module (pinned).
+    pub(crate) fn component(&self, name: &str) -> String {
+        match self.runtimes.get(name).map(|r| &r.kind) {
+            Some(crate::config::Kind::Guest(Guest::JavaScript)) => stockade::wasm::guests::QUICKJS.sha256.to_string(),
+            _ => stockade::wasm::snapshot::component_sha256(&stockade::wasm::guests::default_dir()).unwrap_or_default(),
+        }
     }
 
     /// Hibernates the live interpreters idle for `sessions.hibernate-after-ms`, one at a time.

@@ -109,7 +109,7 @@ impl Engine {
                 blob: hash,
                 bytes,
                 memory_bytes,
-                component: self.component(),
+                component: self.component(&turn.spec.runtime),
                 hibernated_unix_ms: crate::sessions::now_unix_ms(),
                 hibernate_ms: crate::sessions::ms_since(t0),
                 reseed: false,

@@ -25,7 +25,7 @@ pub struct Image {
 }
 
 /// Why a live session has no interpreter after its server drained without hibernating it.
-pub const NOT_IMAGED: &str = "its interpreter cannot be hibernated (only the python guest's can): \
+pub const NOT_IMAGED: &str = "its interpreter cannot be hibernated (only the Wasm guests' can): \
                               it was ended, and the workspace kept";
 
 /// A session held while its interpreter is written: until [`Hold::finish`] (or its drop, which

@@ -10,7 +10,7 @@ use stockade::api::session::{Mode, SessionBody, SessionInfo};
 use stockade::api::{self, ApiError, Catalog, ErrorCode};
 
 /// Why a fork of a live session whose interpreter cannot be written has none.
-const FORKED_UNIMAGED: &str = "forked from a live session whose interpreter cannot be copied (only the python guest's can): its workspace was copied, not its interpreter's state";
+const FORKED_UNIMAGED: &str = "forked from a live session whose interpreter cannot be copied (only the python guest's can: a javascript fork would draw the same Math.random): its workspace was copied, not its interpreter's state";
 
 impl Sessions {
     /// Checks `body` against what the server offers: a runtime (not a module), a policy it may

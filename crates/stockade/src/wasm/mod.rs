@@ -20,6 +20,7 @@ mod exit;
 pub mod guests;
 mod image;
 mod job;
+mod jsimage;
 pub use job::{LiveImages, WasmJob};
 pub mod languages;
 pub use languages::check_installed;
@@ -348,8 +349,8 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
         let first = i32::try_from(3 + 1 + usize::from(compiles)).unwrap_or(i32::MAX);
         config.host_calls = Some((first, first + 1));
     }
-    // The files a live Python guest's images go through come after the host-call channel.
-    let images = job.images.filter(|_| matches!(job.code, GuestCode::PythonTurns));
+    // The files a live guest's images go through come after the host-call channel.
+    let images = job.images.filter(|_| matches!(job.code, GuestCode::PythonTurns | GuestCode::JsTurns));
     if let Some(i) = images {
         let first = i32::try_from(3 + 1 + usize::from(compiles) + 2 * usize::from(host_calls)).unwrap_or(i32::MAX);
         config.images = Some(ImageFds { hibernate: first, resume: i.resume.then_some(first + 1), reseed: i.reseed });

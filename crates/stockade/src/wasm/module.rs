@@ -3,7 +3,7 @@
 //! a preloading process made taken), its `_start` called.
 //!
 //! Imports: shared.rs, limits.rs, stdin.rs, turns.rs, store.rs, p1calls.rs, preload.rs,
-//! exit.rs, deadline.rs; never runner.rs.
+//! exit.rs, deadline.rs, image.rs, jsimage.rs; never runner.rs.
 
 use super::deadline::deadline_tick;
 use super::exit::{ms, summary_out};
@@ -30,14 +30,21 @@ pub(super) fn start(
         }
         _ => None,
     };
+    // A live JavaScript guest's images: its clock goes on from the one it resumes from.
+    let js = match (&c.images, c.turns) {
+        (Some(fds), true) => Some(super::jsimage::JsImages::take(fds)?),
+        _ => None,
+    };
+    let fresh = if js.is_some() { None } else { fresh };
     let Made { load, compile, mut store, instance, t1 } = match fresh {
         Some((store, instance)) => {
             let load = t0.elapsed();
             deadline_tick(engine, c, load, None);
             Made { load, compile: None, store, instance, t1: Instant::now() }
         }
-        None => instantiate_module(engine, c, loaded, t0)?,
+        None => instantiate_module(engine, c, loaded, t0, js.as_ref().map(|j| j.clock))?,
     };
+    store.data_mut().js = js;
     let start =
         instance.get_typed_func::<(), ()>(&mut store, "_start").map_err(|e| format!("no _start: {}", one_line(&e)))?;
     let times = tell(Times { load, compile, instantiate: t1.elapsed(), started: Instant::now() });
@@ -70,6 +77,7 @@ fn instantiate_module(
     c: &RunnerConfig,
     loaded: Option<&super::preload::Loaded>,
     t0: Instant,
+    clock: Option<super::image::Resumed>,
 ) -> Result<Made, String> {
     let (pre, compile) = match (&c.artifact, c.module_bytes, loaded.map(|l| &l.guest)) {
         (Some(_), _, Some(super::preload::Guest::Module(pre))) => (pre.clone(), None),
@@ -84,7 +92,11 @@ fn instantiate_module(
         (None, None, _) => return Err("no artifact and no module to compile".into()),
     };
     let load = t0.elapsed() - compile.unwrap_or_default();
-    let mut store = store::store(engine, c, wasi_ctx(c)?.build_p1(), c.instances_max)?;
+    let mut ctx = wasi_ctx(c)?;
+    if let Some(clock) = clock {
+        ctx.monotonic_clock(clock);
+    }
+    let mut store = store::store(engine, c, ctx.build_p1(), c.instances_max)?;
     deadline_tick(engine, c, load, compile);
     let t1 = Instant::now();
     let instance = pre.instantiate(&mut store).map_err(|e| format!("cannot instantiate: {}", one_line(&e)))?;

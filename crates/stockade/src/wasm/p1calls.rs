@@ -10,7 +10,7 @@
 //! ([`instance_pre`]), a preloaded module's fresh instance ([`fresh`]), and the JavaScript guest's
 //! read of its turn's bytes ([`js_turn_bytes`]).
 //!
-//! Imports: shared.rs, store.rs, turns.rs; never component.rs, preload.rs or the runner's files
+//! Imports: shared.rs, store.rs, turns.rs, jsimage.rs; never component.rs, preload.rs or the runner's files
 //! above them.
 
 use super::shared::one_line;
@@ -103,7 +103,7 @@ pub(super) fn link(linker: &mut Linker<P1>, channel: Option<(i32, i32)>, turns: 
                     return Ok(transfer(&mut caller, channel.1, iovs, count, done, Way::Read));
                 }
                 (0, _) if turns => {
-                    if let Err(errno) = js_turn_bytes(&mut caller) {
+                    if let Err(errno) = js_turn_bytes(&mut caller)? {
                         return Ok(errno);
                     }
                     return Ok(transfer(&mut caller, -1, iovs, count, done, Way::Turn));
@@ -114,7 +114,74 @@ pub(super) fn link(linker: &mut Linker<P1>, channel: Option<(i32, i32)>, turns: 
             in_tokio(p1::fd_read(ctx, &mut mem, fd, iovs, count, done))
         },
     )?;
+    if turns {
+        watch_opened(linker)?;
+    }
     linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// Shadows `path_open`, `fd_close` and `fd_renumber` (WASI's own, called as its linker calls
+/// them) to know the descriptors a live guest holds open: a file held open cannot cross a
+/// hibernation (see `jsimage.rs`).
+fn watch_opened(linker: &mut Linker<P1>) -> wasmtime::Result<()> {
+    linker.func_wrap(
+        MODULE,
+        "path_open",
+        |mut caller: Caller<'_, P1>,
+         dir: i32,
+         dirflags: i32,
+         path: i32,
+         path_len: i32,
+         oflags: i32,
+         base: i64,
+         inheriting: i64,
+         fdflags: i32,
+         opened: i32|
+         -> wasmtime::Result<i32> {
+            let errno = {
+                let (ctx, mut mem) = wasi(&mut caller)?;
+                in_tokio(p1::path_open(
+                    ctx, &mut mem, dir, dirflags, path, path_len, oflags, base, inheriting, fdflags, opened,
+                ))?
+            };
+            let fd = caller.get_export("memory").and_then(Extern::into_memory).and_then(|m| {
+                m.data(&caller).get(opened as u32 as usize..).and_then(|b| b.get(..4)).map(<[u8]>::to_vec)
+            });
+            if let (0, Some(b), Some(js)) = (errno, fd, caller.data_mut().js.as_mut()) {
+                js.opened.insert(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            }
+            Ok(errno)
+        },
+    )?;
+    linker.func_wrap(MODULE, "fd_close", |mut caller: Caller<'_, P1>, fd: i32| -> wasmtime::Result<i32> {
+        let errno = {
+            let (ctx, mut mem) = wasi(&mut caller)?;
+            in_tokio(p1::fd_close(ctx, &mut mem, fd))?
+        };
+        if let (0, Some(js)) = (errno, caller.data_mut().js.as_mut()) {
+            js.opened.remove(&(fd as u32));
+        }
+        Ok(errno)
+    })?;
+    linker.func_wrap(
+        MODULE,
+        "fd_renumber",
+        |mut caller: Caller<'_, P1>, from: i32, to: i32| -> wasmtime::Result<i32> {
+            let errno = {
+                let (ctx, mut mem) = wasi(&mut caller)?;
+                in_tokio(p1::fd_renumber(ctx, &mut mem, from, to))?
+            };
+            if let (0, Some(js)) = (errno, caller.data_mut().js.as_mut()) {
+                let moved = js.opened.remove(&(from as u32));
+                js.opened.remove(&(to as u32));
+                if moved {
+                    js.opened.insert(to as u32);
+                }
+            }
+            Ok(errno)
+        },
+    )?;
     Ok(())
 }
 
@@ -203,14 +270,20 @@ fn transfer(caller: &mut Caller<'_, P1>, fd: i32, iovs: i32, count: i32, done: i
 /// Before a read of the JavaScript guest's stdin: when the turn's bytes are all read, the
 /// guest's turn returned (said, with its figures), and the runner waits for the next turn's
 /// frame (its fuel set, its refused growths counted from zero). At the runner's end of input
-/// the guest's stdin ends. `Err`: a WASI errno for the read.
-pub(super) fn js_turn_bytes(caller: &mut Caller<'_, State<WasiP1Ctx>>) -> Result<(), i32> {
-    const ERRNO_IO: i32 = 29;
-    let Some(t) = caller.data_mut().turn.as_mut() else { return Ok(()) };
+/// the guest's stdin ends. A live guest with images resumes from its own at its first read, and
+/// writes one at a hibernation's frame (see `jsimage.rs`). `Ok(Err)`: a WASI errno for the read;
+/// `Err`: the guest cannot go on (its image could not be given back, or failed half written).
+pub(super) fn js_turn_bytes(caller: &mut Caller<'_, State<WasiP1Ctx>>) -> wasmtime::Result<Result<(), i32>> {
+    let Some(t) = caller.data_mut().turn.as_mut() else { return Ok(Ok(())) };
     if t.at < t.pending.len() {
-        return Ok(());
+        return Ok(Ok(()));
     }
-    if let Some(ready) = t.ready.take() {
+    if let Some(mut ready) = t.ready.take() {
+        if let Some(from) = resume_js(caller)?
+            && let Account::Ready { resumed, .. } = &mut ready
+        {
+            *resumed = Some(from);
+        }
         tell(&ready);
     } else if t.in_turn {
         let (status, fuel, started) = (t.status(), t.fuel, t.started);
@@ -220,19 +293,19 @@ pub(super) fn js_turn_bytes(caller: &mut Caller<'_, State<WasiP1Ctx>>) -> Result
         tell(&Account::turn(status, fuel, left, &caller.data().limits, started));
     }
     let frame = loop {
-        match next_frame().map_err(|_| ERRNO_IO)? {
-            None => return Ok(()),
-            Some(Next::Turn(f)) => break f,
-            // Its interpreter is in the middle of a call between its turns: no image of it.
-            Some(Next::Hibernate) => tell(&Account::NotHibernated {
-                why: "a JavaScript interpreter waits inside a call between its turns: it has no image".into(),
-            }),
+        match next_frame() {
+            Err(_) => return Ok(Err(ERRNO_IO)),
+            Ok(None) => return Ok(Ok(())),
+            Ok(Some(Next::Turn(f))) => break f,
+            Ok(Some(Next::Hibernate)) => tell(&hibernate_js(caller)?),
         }
     };
     let session = caller.data().turn.as_ref().and_then(|t| t.session_fuel);
     let fuel = turn_fuel(session, frame.fuel);
-    if let Some(f) = fuel {
-        caller.set_fuel(f).map_err(|_| ERRNO_IO)?;
+    if let Some(f) = fuel
+        && caller.set_fuel(f).is_err()
+    {
+        return Ok(Err(ERRNO_IO));
     }
     caller.data_mut().limits.turn_begins();
     if let Some(t) = caller.data_mut().turn.as_mut() {
@@ -245,5 +318,27 @@ pub(super) fn js_turn_bytes(caller: &mut Caller<'_, State<WasiP1Ctx>>) -> Result
             ..TurnIo::default()
         };
     }
-    Ok(())
+    Ok(Ok(()))
+}
+
+/// At a live JavaScript guest's first read: its image given back, when it resumes from one.
+fn resume_js(caller: &mut Caller<'_, P1>) -> wasmtime::Result<Option<super::turns::ResumedFrom>> {
+    let Some(mut js) = caller.data_mut().js.take() else { return Ok(None) };
+    let memory = caller.get_export("memory").and_then(Extern::into_memory);
+    let resumed = match memory {
+        Some(m) => js.resume(&m, &mut *caller),
+        None => Err("the guest has no memory to give its image to".into()),
+    };
+    caller.data_mut().js = Some(js);
+    resumed.map_err(|why| wasmtime::format_err!("{why}"))
+}
+
+/// A hibernation's frame, in a live JavaScript guest's read: its image written (or why not).
+fn hibernate_js(caller: &mut Caller<'_, P1>) -> wasmtime::Result<Account> {
+    let memory = caller.get_export("memory").and_then(Extern::into_memory);
+    let (Some(m), Some(js)) = (memory, caller.data().js.as_ref()) else {
+        return Ok(Account::NotHibernated { why: "this interpreter has no image file".into() });
+    };
+    let (base, size) = (m.data_ptr(&*caller) as usize, m.data_size(&*caller));
+    js.hibernate(base, size).map_err(|why| wasmtime::format_err!("{why}"))
 }

@@ -49,6 +49,14 @@ pub(super) struct Memory {
     offset: u64,
 }
 
+impl Memory {
+    /// The linear memory at `base` (a core module's, found by its instance: no image of an
+    /// artifact's is looked for).
+    pub(super) fn at(base: usize) -> Memory {
+        Memory { base, image: (0, 0), offset: 0 }
+    }
+}
+
 /// Where the linear memory of `size` bytes whose copy-on-write image is mapped from the artifact
 /// `file` (its device and inode) lies in this process: the run of private writable mappings
 /// around one of the artifact's own writable mappings, exactly `size` bytes long (Wasmtime keeps

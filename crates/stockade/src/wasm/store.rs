@@ -3,7 +3,7 @@
 //! ([`fresh_store`]), a fresh instance made a run's ([`adopt`]), what became of a call on it
 //! ([`Ran`]), and the guest's WASI context ([`wasi_ctx`]).
 //!
-//! Imports: shared.rs, limits.rs, turns.rs, stdin.rs; never p1calls.rs, component.rs,
+//! Imports: shared.rs, limits.rs, turns.rs, stdin.rs, jsimage.rs; never p1calls.rs, component.rs,
 //! preload.rs or the runner's files above them.
 
 use super::limits::{Limits, Times};
@@ -16,6 +16,8 @@ pub(super) struct State<W> {
     pub(super) limits: Limits,
     /// The JavaScript guest's turn, when it serves turns (see `turns.rs`).
     pub(super) turn: Option<super::turns::TurnIo>,
+    /// A live JavaScript guest's images (see `jsimage.rs`).
+    pub(super) js: Option<super::jsimage::JsImages>,
 }
 
 /// How a guest's call went, as the runner's `run` (`runner.rs`) reports it.
@@ -55,7 +57,7 @@ pub(super) fn store<W>(
     instances_max: u32,
 ) -> Result<Store<State<W>>, String> {
     let turn = c.turns.then(|| super::turns::TurnIo::new(c.fuel));
-    let mut store = Store::new(engine, State { wasi, limits: Limits::of(c, instances_max), turn });
+    let mut store = Store::new(engine, State { wasi, limits: Limits::of(c, instances_max), turn, js: None });
     store.limiter(|s| &mut s.limits);
     arm(&mut store, c)?;
     Ok(store)
@@ -64,7 +66,7 @@ pub(super) fn store<W>(
 /// A store for a preloaded guest's fresh instance: no WASI of a run's, no limit (what the
 /// instance takes is recorded), no deadline while it is made.
 pub(super) fn fresh_store<W>(engine: &wasmtime::Engine, wasi: W) -> Store<State<W>> {
-    let mut store = Store::new(engine, State { wasi, limits: Limits::none(), turn: None });
+    let mut store = Store::new(engine, State { wasi, limits: Limits::none(), turn: None, js: None });
     store.limiter(|s| &mut s.limits);
     // Made outside any run: a start function of the guest's own runs unmetered.
     let _ = store.set_fuel(u64::MAX);
@@ -92,7 +94,7 @@ pub(super) fn adopt<W, I>(
     }
     limits.memory_peak = took.memory_peak;
     limits.tell();
-    *store.data_mut() = State { wasi, limits, turn: None };
+    *store.data_mut() = State { wasi, limits, turn: None, js: None };
     arm(&mut store, c)?;
     Ok(Some((store, instance)))
 }
