@@ -1,6 +1,6 @@
 //! The hibernation rows of `cargo xtask bench` (`load --hibernate ROUNDS`): live Python sessions
-//! holding little, 50 MiB and 1 GiB of Python objects, each round a kept turn, a hibernation, a
-//! resumed turn and a fork, spaced; then `--cycles N` hibernations and resumed turns of one session
+//! holding little, 50 MiB and 1 GiB of Python objects, and live JavaScript sessions holding little
+//! and 50 MiB, each round a kept turn, a hibernation, a resumed turn and (Python) a fork, spaced; then `--cycles N` hibernations and resumed turns of one session
 //! with what the server holds before and after (fds, cgroups, mounts, the state directory's files
 //! and bytes); then `--parked N` hibernated sessions and the server's RSS before and after.
 
@@ -49,16 +49,22 @@ pub async fn sizes(socket: &str, rounds: usize, spaced: Duration, big: &str) {
     println!(
         "held            kept turn p50 ms   hibernate p50 ms (server's)   resume + turn p50 ms (resume)   / kept turn   fork p50 ms   fork / hibernate   image MiB   image / memory it touched"
     );
-    let (small, first) = live(&mut client, "python", "x = 0").await;
-    let base_peak = first["memory-peak-bytes"].as_f64().unwrap_or(0.0);
-    let _ = client.send("DELETE", &format!("/v1/sessions/{small}"), Vec::new()).await;
-    let mut base_image = 0.0;
+    // Each language's fresh interpreter is its baseline: its memory peak and its image.
+    let mut base: [(f64, f64); 2] = [(0.0, 0.0); 2];
+    for (i, (runtime, code)) in [("python", "x = 0"), ("javascript", "var x = 0")].into_iter().enumerate() {
+        let (small, first) = live(&mut client, runtime, code).await;
+        base[i].0 = first["memory-peak-bytes"].as_f64().unwrap_or(0.0);
+        let _ = client.send("DELETE", &format!("/v1/sessions/{small}"), Vec::new()).await;
+    }
     let rows = [
-        ("a fresh one", "python", "x = 0", rounds),
-        ("50 MiB", "python", "x = 0\ndata = list(range(1_300_000))", rounds),
-        ("1 GiB", big, "x = 0\ndata = [bytes(1000) for _ in range(1_000_000)]", rounds.min(5)),
+        ("a fresh one", "python", "x = 0", rounds, 0),
+        ("50 MiB", "python", "x = 0\ndata = list(range(1_300_000))", rounds, 0),
+        ("1 GiB", big, "x = 0\ndata = [bytes(1000) for _ in range(1_000_000)]", rounds.min(5), 0),
+        ("js, fresh", "javascript", "var x = 0", rounds, 1),
+        ("js, 50 MiB", "javascript", "var x = 0; var data = Array.from({ length: 3_200_000 }, (_, i) => i)", rounds, 1),
     ];
-    for (label, runtime, fill, n) in rows {
+    for (label, runtime, fill, n, lang) in rows {
+        let (base_peak, base_image) = base[lang];
         let (id, ran) = live(&mut client, runtime, fill).await;
         let peak = ran["memory-peak-bytes"].as_f64().unwrap_or(0.0);
         let mut t: [Vec<Duration>; 4] = Default::default();
@@ -76,6 +82,10 @@ pub async fn sizes(socket: &str, rounds: usize, spaced: Duration, big: &str) {
             let (took, resumed) = turn(&mut client, &id, "resumed").await;
             t[2].push(took);
             resume_ms.push(resumed);
+            if lang == 1 {
+                // A JavaScript fork copies the workspace only: not a fork of its interpreter.
+                continue;
+            }
             tokio::time::sleep(spaced).await;
             let (status, fork, took) = post(&mut client, &format!("/v1/sessions/{id}/fork"), &Value::Null).await;
             assert_eq!(status, 201, "{fork}");
@@ -84,21 +94,23 @@ pub async fn sizes(socket: &str, rounds: usize, spaced: Duration, big: &str) {
                 client.send("DELETE", &format!("/v1/sessions/{}", fork["id"].as_str().unwrap_or("")), Vec::new()).await;
         }
         let _ = client.send("DELETE", &format!("/v1/sessions/{id}"), Vec::new()).await;
+        let forks = !t[3].is_empty();
         let [kept, hib, resumed, fork] = t.map(median);
         // What its data added to the image, against what it added to the jail's memory (the
         // cgroup's peak in its filling run, against a fresh interpreter's).
         let touched = if base_image == 0.0 {
-            base_image = image;
+            base[lang].1 = image;
             "(the baseline)".to_string()
         } else {
             format!("{:.3}", (image - base_image) / (peak - base_peak).max(1.0))
         };
+        let (fork, ratio) =
+            if forks { (format!("{fork:.2}"), format!("{:.2}", fork / hib)) } else { ("-".into(), "-".into()) };
         println!(
-            "{label:<15} {kept:>17.2} {hib:>17.2} ({:>7.2}) {resumed:>22.2} ({:>6.2}) {:>13.2} {fork:>13.2} {:>18.2} {:>11.1}   {touched}",
+            "{label:<15} {kept:>17.2} {hib:>17.2} ({:>7.2}) {resumed:>22.2} ({:>6.2}) {:>13.2} {fork:>13} {ratio:>18} {:>11.1}   {touched}",
             median_f(server_ms),
             median_f(resume_ms),
             resumed / kept,
-            fork / hib,
             image / f64::from(1 << 20),
         );
     }

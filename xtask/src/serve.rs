@@ -343,7 +343,8 @@ pub fn hibernation(root: &Path, stockade: &Path, dir: &Path, guests: &Path) -> R
         .replacen("wall-timeout-ms = 10000", "wall-timeout-ms = 60000", 1);
     std::fs::write(policies.join("big.toml"), big).map_err(|e| e.to_string())?;
     let runtimes = "[runtimes.python]\nguest = \"python\"\nwarm = 1\n\
-                    [runtimes.python-big]\nguest = \"python\"\npolicy = \"big\"\nwarm = 0\n";
+                    [runtimes.python-big]\nguest = \"python\"\npolicy = \"big\"\nwarm = 0\n\
+                    [runtimes.javascript]\nguest = \"javascript\"\nwarm = 1\n";
     let extra = format!(
         "[sessions]\nmax = 10100\nmax-per-token = 10100\nhibernate-after-ms = 0\n[policies]\ndir = \"{}\"",
         policies.display()
@@ -352,7 +353,7 @@ pub fn hibernation(root: &Path, stockade: &Path, dir: &Path, guests: &Path) -> R
     let (socket, pid) = (server.socket.display().to_string(), server.pid().to_string());
     let state = here.join("state").display().to_string();
     println!("\nhibernation (stockade serve, its state directory on {})", fs_of(&here));
-    println!("live Python sessions by what they hold: 20 rounds (5 for 1 GiB), 100 ms apart");
+    println!("live Python and JavaScript sessions by what they hold: 20 rounds (5 for 1 GiB), 100 ms apart");
     super::run(
         Command::new(&load)
             .args(["--socket", &socket, "--hibernate", "20", "--spaced-ms", "100"])

@@ -136,8 +136,9 @@ fn hash_file(f: &File) -> io::Result<(Hash, u64)> {
 }
 
 /// Receives an image from a jail's `pipe` into `into`: its length (8 bytes; 0: none comes), then
-/// that many bytes, hashed as they come. `Ok(None)`: none came. `Err` for a length over `max`,
-/// an end before the image's, or `stop` set while it waits (the jail will send nothing more).
+/// that many bytes, hashed as they come (on a thread of its own, beside the copy: the two take
+/// about as long). `Ok(None)`: none came. `Err` for a length over `max`, an end before the
+/// image's, or `stop` set while it waits (the jail will send nothing more).
 pub fn receive(pipe: &File, into: &mut File, max: u64, stop: &AtomicBool) -> io::Result<Option<(Hash, u64)>> {
     let mut len = [0u8; 8];
     read_exact(pipe, &mut len, stop)?;
@@ -148,17 +149,38 @@ pub fn receive(pipe: &File, into: &mut File, max: u64, stop: &AtomicBool) -> io:
     if len > max {
         return Err(io::Error::new(io::ErrorKind::InvalidData, format!("an image of {len} bytes, over {max}")));
     }
-    let mut h = blake3::Hasher::new();
-    let mut buf = vec![0u8; CHUNK];
-    let mut left = len;
-    while left > 0 {
-        let n = usize::try_from(left.min(CHUNK as u64)).unwrap_or(CHUNK);
-        read_exact(pipe, &mut buf[..n], stop)?;
-        h.update(&buf[..n]);
-        into.write_all(&buf[..n])?;
-        left -= n as u64;
+    // Buffers go to the hasher and come back: at most DEPTH of them in flight.
+    const DEPTH: usize = 4;
+    let (to_hash, hashing) = std::sync::mpsc::sync_channel::<(Vec<u8>, usize)>(DEPTH);
+    let (to_fill, filling) = std::sync::mpsc::sync_channel::<Vec<u8>>(DEPTH);
+    for _ in 0..DEPTH {
+        let _ = to_fill.send(vec![0u8; CHUNK]);
     }
-    Ok(Some((h.finalize().into(), len)))
+    std::thread::scope(|scope| {
+        let hasher = scope.spawn(move || {
+            let mut h = blake3::Hasher::new();
+            for (buf, n) in hashing {
+                h.update(&buf[..n]);
+                let _ = to_fill.send(buf);
+            }
+            blake3::Hash::into(h.finalize())
+        });
+        let copied = (|| {
+            let mut left = len;
+            while left > 0 {
+                let mut buf = filling.recv().map_err(|_| io::Error::other("the image's hasher ended"))?;
+                let n = usize::try_from(left.min(CHUNK as u64)).unwrap_or(CHUNK);
+                read_exact(pipe, &mut buf[..n], stop)?;
+                into.write_all(&buf[..n])?;
+                to_hash.send((buf, n)).map_err(|_| io::Error::other("the image's hasher ended"))?;
+                left -= n as u64;
+            }
+            Ok::<(), io::Error>(())
+        })();
+        drop(to_hash);
+        let hash: Hash = hasher.join().map_err(|_| io::Error::other("the image's hasher panicked"))?;
+        copied.map(|()| Some((hash, len)))
+    })
 }
 
 /// Fills `buf` from `pipe`, waiting for it at most 100 ms at a time while `stop` is not set.
