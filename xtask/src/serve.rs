@@ -363,7 +363,20 @@ pub fn hibernation(root: &Path, stockade: &Path, dir: &Path, guests: &Path) -> R
     super::run(Command::new(&load).args(["--socket", &socket, "--parked", "10000", "--pid", &pid, "--state", &state]))?;
     let left = server.stop()?;
     left.print();
-    if left.clean() { Ok(()) } else { Err("the hibernation server left something behind".into()) }
+    if !left.clean() {
+        return Err("the hibernation server left something behind".into());
+    }
+    println!("\nreplicas: a live turn on a server alone and on a replica (its image written before its answer)");
+    for held in [None, Some("big")] {
+        super::run(
+            Command::new("python3")
+                .env("STOCKADE_GUEST_DIR", guests)
+                .arg(root.join("xtask/replica_turns.py"))
+                .arg(stockade)
+                .args(held),
+        )?;
+    }
+    Ok(())
 }
 
 /// The filesystem type `dir` is on (from /proc/self/mounts: the longest mount point above it).
