@@ -4,7 +4,7 @@ and on a replica (`sessions.replica-lease-ms`, which writes each answered live r
 
 usage: replica_turns.py STOCKADE [big]
 """
-import http.client, json, os, socket, subprocess, sys, tempfile, time
+import http.client, json, os, shutil, socket, subprocess, sys, tempfile, time
 
 class UH(http.client.HTTPConnection):
     def __init__(self, path):
@@ -22,7 +22,7 @@ def start(binary, lease):
     for line in p.stderr:
         if "listening on" in line: break
     time.sleep(1.5)
-    return p, sock
+    return p, sock, d
 
 def post(sock, path, body):
     c = UH(sock); c.request("POST", path, json.dumps(body), {"content-type": "application/json"})
@@ -31,17 +31,18 @@ def post(sock, path, body):
 binary = sys.argv[1]
 servers = [start(binary, 0), start(binary, 5000)]
 ids = []
-for p, s in servers:
+for p, s, _ in servers:
     st, v = post(s, "/v1/sessions", {"runtime": "python", "mode": "live"}); ids.append(v["id"])
     post(s, f"/v1/sessions/{v['id']}/runs", {"code": "x = 0\ndata = list(range(1_300_000))" if len(sys.argv) > 2 else "x = 0"})
 times = [[], []]
 for i in range(60):
-    for k, ((p, s), sid) in enumerate(zip(servers, ids)):
+    for k, ((p, s, _), sid) in enumerate(zip(servers, ids)):
         t = time.perf_counter(); st, v = post(s, f"/v1/sessions/{sid}/runs", {"code": "x += 1"}); times[k].append(time.perf_counter() - t)
         assert st == 200 and v["session"]["interpreter"] == "kept", v
         time.sleep(0.05)
 med = [sorted(t)[len(t) // 2] * 1000 for t in times]
 print(f"live turn p50: alone {med[0]:.2f} ms, replica {med[1]:.2f} ms ({med[1] / med[0]:.2f}x)" + (" [50 MiB held]" if len(sys.argv) > 2 else " [fresh]"))
-for p, _ in servers:
+for p, _, d in servers:
     p.terminate()
     p.wait()
+    shutil.rmtree(d, ignore_errors=True)
