@@ -144,6 +144,10 @@ pub struct RunArgs {
     /// Make a host path visible at the same path, writable. Repeatable.
     #[arg(long = "rw", value_name = "PATH")]
     pub rw: Vec<String>,
+    /// Let the program reach HOST:PORT through the supervisor's egress proxy (a name, `*.domain`,
+    /// or an IP address; see the policy's `network.egress-allow`). Repeatable.
+    #[arg(long = "egress", value_name = "HOST:PORT")]
+    pub egress: Vec<String>,
     /// Wall-clock limit: 300ms, 2s, 1.5s, 1m, 1h (a bare number is seconds).
     #[arg(long, value_name = "DUR", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
@@ -319,7 +323,7 @@ Rules: SL001 network-allowed, SL002 exec-allowed, SL003 syscall-group-allowed,
 SL004 writable-system-dir, SL005 no-memory-limit, SL006 no-pids-limit, SL007 long-timeout,
 SL008 rlimit-as-with-wasm, SL009 best-effort-layer, SL010 env-passes-secrets,
 SL011 output-uncapped, SL012 writable-exec, SL013 namespace-off, SL014 proc-full,
-SL015 data-dir-visible, SL016 stdin-inherited.";
+SL015 data-dir-visible, SL016 stdin-inherited, SL017 egress-wildcard, SL018 egress-private-address.";
 
 /// Parses `300ms`, `2s`, `1.5s`, `2m`, `1h`, or a bare number of seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -115,6 +115,9 @@ fn policy_for(args: &RunArgs) -> Result<Policy, PolicyError> {
     for p in &args.rw {
         policy.add_read_write(p, "--rw")?;
     }
+    for e in &args.egress {
+        policy.add_egress(e, "--egress")?;
+    }
     if let Some(t) = args.timeout {
         policy.set_wall_timeout(t, "--timeout")?;
     }

@@ -64,6 +64,14 @@ fn the_child_never_allocates_on_success_or_failure_paths() {
         assert_eq!(report.status, Status::Ok, "{report:?}");
         assert_eq!(report.stdout.text.as_deref(), Some("ok\n"));
     }
+    // With an egress list the child also brings its loopback up and hands over the proxy's socket.
+    let mut egress = policy.clone();
+    egress.add_egress("127.0.0.1:9", "test").expect("egress");
+    for _ in 0..5 {
+        let report = Plan::prepare(&egress, &Job::new("/bin/true")).expect("plan").run(Output::Capture).expect("run");
+        assert_eq!(report.status, Status::Ok, "{report:?}");
+        assert!(report.egress.is_some(), "{report:?}");
+    }
     // A failure inside the jail takes the failure path, which must not allocate either: lower
     // this process's hard core-size limit after prepare, below the policy's value (a jailed
     // process cannot raise a hard limit, so the child's prlimit fails).
@@ -77,7 +85,7 @@ fn the_child_never_allocates_on_success_or_failure_paths() {
     let report = plan.run(Output::Capture).expect("run");
     assert_eq!(report.status, Status::SetupFailed);
     let error = report.error.clone().unwrap_or_default();
-    assert!(error.starts_with("jail setup failed at rlimits (stage 9: rlimits.core-bytes)"), "{error}");
+    assert!(error.starts_with("jail setup failed at rlimits (stage 10: rlimits.core-bytes)"), "{error}");
     assert!(error.ends_with(": operation not permitted"), "{error}");
     assert_eq!(report.stockade_exit_code, 125);
     // An exec failure (not a valid executable, in a read-only grant) goes through init's

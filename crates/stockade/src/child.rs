@@ -24,6 +24,7 @@ use crate::layers::fds::{self, ChildFds};
 use crate::layers::filesystem::{self, FsPlan};
 use crate::layers::identity::{self, IdPlan};
 use crate::layers::landlock::{self, LandlockPlan};
+use crate::layers::network::{self, NetPlan};
 use crate::layers::privileges::{self, PrivPlan};
 use crate::layers::rlimit::{self, RlimitPlan};
 use crate::layers::seccomp::{self, SeccompPlan};
@@ -65,6 +66,7 @@ pub struct ChildArgs<'a> {
     /// This run's detached mounts of the bind sources (root's supervisor), close-on-exec.
     pub trees: &'a [RawFd],
     pub uts: &'a UtsPlan,
+    pub network: &'a NetPlan,
     pub rlimits: &'a RlimitPlan,
     pub id: &'a IdPlan,
     pub privileges: &'a PrivPlan,
@@ -165,6 +167,8 @@ fn setup(a: &ChildArgs<'_>) -> Result<(), Failure> {
     identity::apply(a.id).map_err(at_step(Stage::Identity))?;
     filesystem::apply(a.fs, a.trees, a.sync).map_err(at_step(Stage::Filesystem))?;
     uts::apply(a.uts).map_err(at(Stage::Hostname))?;
+    // The proxy's socket, in this namespace, while there are capabilities to bring its loopback up.
+    network::apply(a.network, a.sync).map_err(at_step(Stage::Network))?;
     session::apply().map_err(at_step(Stage::Session))?;
     rlimit::apply(a.rlimits).map_err(at_step(Stage::Rlimits))?;
     // Mounts and the hostname needed the namespace's capabilities; from here on there are none.

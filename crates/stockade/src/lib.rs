@@ -55,6 +55,7 @@ pub mod api;
 pub mod audit;
 mod child;
 pub mod doctor;
+pub mod egress;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -9,6 +9,7 @@ use crate::layers::filesystem::{self, FsPlan};
 use crate::layers::identity::{self, IdPlan};
 use crate::layers::landlock::{self, LandlockPlan};
 use crate::layers::namespaces::{self, NsPlan};
+use crate::layers::network::{self, NetPlan};
 use crate::layers::privileges::{self, PrivPlan};
 use crate::layers::rlimit::{self, RlimitPlan};
 use crate::layers::seccomp::{self, SeccompPlan};
@@ -139,6 +140,7 @@ pub struct Plan {
     pub(crate) id: IdPlan,
     pub(crate) fs: FsPlan,
     pub(crate) uts: UtsPlan,
+    pub(crate) net: NetPlan,
     pub(crate) rlimits: RlimitPlan,
     pub(crate) privileges: PrivPlan,
     pub(crate) landlock: LandlockPlan,
@@ -185,6 +187,7 @@ impl Plan {
         let fs = filesystem::prepare(policy, &id)?;
         id.per_run_uid(fs.writes_host_in_place());
         let uts = uts::prepare(policy);
+        let net = network::prepare(policy);
         let rlimits = rlimit::prepare(policy)?;
         let privileges = privileges::prepare();
         let landlock = landlock::prepare(policy, &fs)?;
@@ -200,7 +203,23 @@ impl Plan {
                 errno: sys::Errno(libc::EINVAL),
             });
         }
+        if net.egress() && job.turns.is_some() {
+            return Err(crate::policy::PolicyError::Override {
+                flag: "network.egress-allow".into(),
+                message: "a program that serves turns (a live session) cannot have an egress list yet: its proxy \
+                          would outlive each turn's report; use a run, or a session's runs"
+                    .into(),
+            }
+            .into());
+        }
         let mut env = environment(policy);
+        if net.egress() {
+            env.retain(|(k, _)| {
+                !network::PROXY_VARS.contains(&k.as_str()) && !network::NO_PROXY_VARS.contains(&k.as_str())
+            });
+            env.extend(network::PROXY_VARS.map(|k| (k.to_string(), network::PROXY_URL.to_string())));
+            env.extend(network::NO_PROXY_VARS.map(|k| (k.to_string(), String::new())));
+        }
         if job.host_calls {
             let first = 3 + job.extra_outputs.len();
             env.push((HOST_CALLS_VAR.into(), format!("{},{}", first, first + 1)));
@@ -229,6 +248,7 @@ impl Plan {
             id,
             fs,
             uts,
+            net,
             rlimits,
             privileges,
             landlock,
@@ -291,6 +311,7 @@ impl Plan {
         out.push(self.id.report());
         out.push(self.fs.report());
         out.push(self.uts.report());
+        out.extend(self.net.report());
         out.push(session::report());
         out.push(self.rlimits.report());
         out.push(self.privileges.report());

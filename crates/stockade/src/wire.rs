@@ -25,30 +25,32 @@ pub enum Stage {
     Filesystem = 6,
     /// Hostname in the uts namespace.
     Hostname = 7,
+    /// With an egress list: loopback up, the proxy's socket listening and handed over.
+    Network = 8,
     /// New session, new keyring.
-    Session = 8,
+    Session = 9,
     /// Resource limits.
-    Rlimits = 9,
+    Rlimits = 10,
     /// Every capability dropped, securebits locked, no_new_privs.
-    Privileges = 10,
+    Privileges = 11,
     /// Rules for the jail's own objects added, ruleset enforced.
-    Landlock = 11,
+    Landlock = 12,
     /// Filters installed, listener handed to the supervisor.
-    Seccomp = 12,
+    Seccomp = 13,
     /// Parent-death signal re-armed (changing ids cleared it), parent still alive, not dumpable.
-    Watch = 13,
+    Watch = 14,
     /// Signal mask and handlers reset.
-    Signals = 14,
+    Signals = 15,
     /// Parked until the supervisor starts the run (at once, or later for a prestarted jail).
-    Go = 15,
+    Go = 16,
     /// init starts the program.
-    Spawn = 16,
+    Spawn = 17,
     /// `execveat` of the prepared fd.
-    Exec = 17,
+    Exec = 18,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 17] = [
+    pub const ALL: [Stage; 18] = [
         Stage::ParentDeath,
         Stage::Cgroup,
         Stage::Fds,
@@ -56,6 +58,7 @@ impl Stage {
         Stage::Identity,
         Stage::Filesystem,
         Stage::Hostname,
+        Stage::Network,
         Stage::Session,
         Stage::Rlimits,
         Stage::Privileges,
@@ -80,6 +83,7 @@ impl Stage {
             Stage::Release => "release by the supervisor",
             Stage::Filesystem => "filesystem",
             Stage::Hostname => "hostname",
+            Stage::Network => "network",
             Stage::Session => "session",
             Stage::Rlimits => "rlimits",
             Stage::Identity => "identity",

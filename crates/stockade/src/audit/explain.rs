@@ -130,7 +130,17 @@ fn sees_filesystem(p: &Policy, sees: &mut Vec<String>) {
 /// What the program cannot do: network, exec, system call groups, host counters, namespaces, privileges.
 fn cannot(p: &Policy) -> Vec<String> {
     let mut cannot = Vec::new();
+    let egress: Vec<String> = p.network.egress_allow.iter().map(ToString::to_string).collect();
     let net = match (p.namespaces.net, p.seccomp.allow_network()) {
+        (true, false) if !egress.is_empty() => format!(
+            "reach any host but {} (at most {} connections, {} bytes a run): only through the supervisor's proxy, \
+             which resolves names itself and refuses non-public addresses not listed; its network namespace has no \
+             route out, its filter allows TCP sockets and connect only (no UDP, DNS, bind or listen), Landlock \
+             pins connect to the proxy's port",
+            list(&egress),
+            p.network.egress_max_connections,
+            p.network.egress_max_bytes
+        ),
         (true, false) => "open any network connection: no interfaces (network namespace), network system calls denied, Landlock TCP rules".to_string(),
         (true, true) => "reach any network: its namespace has only a downed loopback (network system calls allowed)".into(),
         (false, false) => "open non-unix sockets (seccomp) — but it shares the host's network namespace".into(),

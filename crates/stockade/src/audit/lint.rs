@@ -37,6 +37,8 @@ pub const RULES: &[(&str, &str, &str)] = &[
     ("SL014", "proc-full", "/proc shows the kernel's global files"),
     ("SL015", "data-dir-visible", "a directory with users' or services' data is visible"),
     ("SL016", "stdin-inherited", "the program reads the caller's stdin"),
+    ("SL017", "egress-wildcard", "the egress list lets the program reach any name below a domain"),
+    ("SL018", "egress-private-address", "the egress list names a loopback, private or link-local address"),
 ];
 
 fn warn(id: &'static str, key: impl Into<String>, why: impl Into<String>, fix: impl Into<String>) -> Warning {
@@ -53,12 +55,36 @@ fn allow_key(p: &Policy, g: SyscallGroup) -> String {
 pub fn lint(p: &Policy) -> Vec<Warning> {
     let mut w = Vec::new();
     lint_network_exec(p, &mut w);
+    lint_egress(p, &mut w);
     lint_system_dirs(p, &mut w);
     lint_limits(p, &mut w);
     lint_best_effort(p, &mut w);
     lint_env_output(p, &mut w);
     lint_exposure(p, &mut w);
     w
+}
+
+/// SL017-SL018: an egress list's wide entries.
+fn lint_egress(p: &Policy, w: &mut Vec<Warning>) {
+    use crate::policy::EgressHost;
+    for (i, r) in p.network.egress_allow.iter().enumerate() {
+        let key = format!("network.egress-allow[{i}]");
+        match &r.host {
+            EgressHost::Below(d) => w.push(warn(
+                "SL017",
+                key,
+                format!("{r} lets the program reach every name below {d}, whoever runs them"),
+                "list the names the program needs",
+            )),
+            EgressHost::Ip(ip) if !crate::policy::egress::is_public(*ip) => w.push(warn(
+                "SL018",
+                key,
+                format!("{r} is not a public address: the program can reach the service there (the host's own, say)"),
+                "list a service the program needs only, on its port",
+            )),
+            _ => {}
+        }
+    }
 }
 
 /// SL001–SL003: network access, exec after start, and re-allowed system call groups.

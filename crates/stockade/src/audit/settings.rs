@@ -81,14 +81,41 @@ fn grants(p: &Policy, writable: bool) -> String {
     if list.is_empty() { "none".into() } else { list.join(", ") }
 }
 
+/// How much an egress list opens: nothing without one; every listed host some (a wildcard or a
+/// non-public address more); all of it when sockets are not held to the proxy at all.
+fn egress_exposure(p: &Policy) -> f64 {
+    use crate::policy::EgressHost;
+    if p.seccomp.allow_network() || !p.namespaces.net {
+        return 1.0;
+    }
+    let per = |r: &crate::policy::EgressRule| match &r.host {
+        EgressHost::Name(_) => 0.05,
+        EgressHost::Below(_) => 0.15,
+        EgressHost::Ip(ip) if crate::policy::egress::is_public(*ip) => 0.05,
+        EgressHost::Ip(_) => 0.2,
+    };
+    let list = &p.network.egress_allow;
+    if list.is_empty() { 0.0 } else { (0.3 + list.iter().map(per).sum::<f64>()).min(1.0) }
+}
+
 /// Every reviewed setting, in report order.
 pub const SETTINGS: &[Setting] = &[
     Setting {
         key: "seccomp.allow: network",
         title: "network system calls (non-unix sockets)",
-        weight: 9.0,
+        weight: 6.0,
         exposure: |p| flag(allowed(p, SyscallGroup::Network)),
         value: |p| if allowed(p, SyscallGroup::Network) { "allowed".into() } else { "denied".into() },
+    },
+    Setting {
+        key: "network.egress-allow",
+        title: "hosts reachable through the egress proxy",
+        weight: 3.0,
+        exposure: egress_exposure,
+        value: |p| {
+            let l: Vec<String> = p.network.egress_allow.iter().map(ToString::to_string).collect();
+            if l.is_empty() { "none".into() } else { l.join(", ") }
+        },
     },
     Setting {
         key: "namespaces.net",

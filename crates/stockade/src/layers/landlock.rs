@@ -16,7 +16,7 @@ use crate::layers::{Enforcement, LayerReport};
 use crate::policy::Policy;
 use crate::sys::{self, Errno};
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, Ruleset, RulesetAttr,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, Ruleset, RulesetAttr,
     RulesetCreatedAttr, Scope,
 };
 use std::ffi::CString;
@@ -55,6 +55,8 @@ pub struct LandlockPlan {
     applied_abi: u32,
     min_abi: u32,
     deny_tcp: bool,
+    /// The one TCP port `connect` may reach (the egress proxy's), where TCP is denied.
+    connect_port: Option<u16>,
     /// Masks (kernel bits) for the child's own rules, already limited to what is handled.
     root_access: u64,
     tmp_access: u64,
@@ -109,6 +111,7 @@ pub fn prepare(policy: &Policy, fs: &FsPlan) -> Result<LandlockPlan, LandlockErr
         applied_abi,
         min_abi: ll.min_abi,
         deny_tcp: !policy.seccomp.allow_network(),
+        connect_port: policy.network.egress().then_some(crate::layers::network::PROXY_PORT),
         root_access: root_access.bits(),
         tmp_access: tmp_access.bits(),
         child_rules,
@@ -155,6 +158,9 @@ impl LandlockPlan {
             };
             created = created.add_rule(PathBeneath::new(file.as_fd(), access)).map_err(err)?;
         }
+        if let Some(port) = self.connect_port.filter(|_| self.deny_tcp && self.applied_abi >= 4) {
+            created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp)).map_err(err)?;
+        }
         Ok(created.into())
     }
 
@@ -165,15 +171,25 @@ impl LandlockPlan {
             self.min_abi,
             feature(self.min_abi),
             self.grants,
-            if self.deny_tcp { ", TCP bind/connect denied" } else { "" }
+            match (self.deny_tcp, self.connect_port) {
+                (true, Some(port)) => format!(", TCP bind denied and connect only to port {port} (the egress proxy)"),
+                (true, None) => ", TCP bind/connect denied".to_string(),
+                (false, _) => String::new(),
+            }
         );
         let applied = if self.kernel_abi == 0 {
             "none: no Landlock in this kernel".to_string()
         } else {
-            let tcp = match (self.deny_tcp, self.applied_abi >= 4) {
-                (false, _) => "TCP not restricted (network allowed)",
-                (true, true) => "TCP bind/connect denied",
-                (true, false) => "TCP rules unavailable (ABI < 4)",
+            let tcp = match (self.deny_tcp, self.applied_abi >= 4, self.connect_port) {
+                (false, _, _) => "TCP not restricted (network allowed)".to_string(),
+                (true, true, Some(port)) => format!("TCP bind denied, connect only to port {port}"),
+                (true, true, None) => "TCP bind/connect denied".to_string(),
+                (true, false, Some(_)) => {
+                    "TCP rules unavailable (ABI < 4): connect not pinned to the proxy's port (the network \
+                     namespace and the filter still hold)"
+                        .to_string()
+                }
+                (true, false, None) => "TCP rules unavailable (ABI < 4)".to_string(),
             };
             let scope = if self.applied_abi >= 6 { "scoped" } else { "no scoping (ABI < 6)" };
             let truncate = if self.applied_abi >= 3 { "truncate controlled" } else { "no truncate control (ABI < 3)" };

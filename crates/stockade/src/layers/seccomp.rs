@@ -230,20 +230,64 @@ pub struct SeccompPlan {
     killed: Vec<SyscallGroup>,
     allowed: Vec<SyscallGroup>,
     enabled: bool,
+    /// The program reaches its egress proxy: TCP sockets and `connect` ([`egress_calls`]).
+    egress: bool,
 }
 
-/// The filter's entries for a policy: every call of every group not allowed, with its action.
-pub(crate) fn entries(allow: &[SyscallGroup], kill: &[SyscallGroup]) -> Vec<Entry> {
+/// What a policy with an egress list lets its program do with sockets instead of the `network`
+/// and `unix-connect` groups: TCP sockets (IPv4 or IPv6) and `connect`, nothing else of the
+/// network. `connect` cannot be told a TCP socket's from a unix one's, so no unix socket is made
+/// by `socket` unless `unix-connect` is allowed (a socket pair still is, but not a datagram one,
+/// which `connect` could point at any socket file); no `bind` or `listen` (a program's server
+/// on its loopback), no send that connects (TCP Fast Open's `MSG_FASTOPEN`).
+pub(crate) fn egress_calls(unix_connect: bool) -> Vec<Deny> {
+    const INET: [u32; 2] = [libc::AF_INET as u32, libc::AF_INET6 as u32];
+    // The socket types but a stream (the kernel knows no other below 11).
+    const NOT_STREAM: [u32; 6] = [2, 3, 4, 5, 6, 10];
+    const FASTOPEN: u32 = libc::MSG_FASTOPEN as u32;
+    let mut other_family = vec![(0, Test::Ne(INET[0])), (0, Test::Ne(INET[1]))];
+    if unix_connect {
+        other_family.push((0, Test::Ne(libc::AF_UNIX as u32)));
+    }
+    let mut socket = vec![other_family];
+    for family in INET {
+        socket.extend(NOT_STREAM.map(|t| vec![(0, Test::Eq(family)), (1, Test::MaskedEq(SOCK_TYPE_MASK, t))]));
+        socket.push(vec![(0, Test::Eq(family)), (2, Test::Ne(0)), (2, Test::Ne(libc::IPPROTO_TCP as u32))]);
+    }
+    let mut pair = vec![vec![(0, Test::Ne(libc::AF_UNIX as u32))]];
+    if !unix_connect {
+        pair.push(vec![(1, Test::MaskedEq(SOCK_TYPE_MASK, SOCK_DGRAM))]);
+    }
+    vec![
+        Deny { name: "socket", nr: libc::SYS_socket, rules: socket },
+        Deny { name: "socketpair", nr: libc::SYS_socketpair, rules: pair },
+        always("bind", libc::SYS_bind),
+        always("listen", libc::SYS_listen),
+        Deny { name: "sendto", nr: libc::SYS_sendto, rules: vec![vec![(3, Test::AnyBits(FASTOPEN))]] },
+        Deny { name: "sendmsg", nr: libc::SYS_sendmsg, rules: vec![vec![(2, Test::AnyBits(FASTOPEN))]] },
+        Deny { name: "sendmmsg", nr: libc::SYS_sendmmsg, rules: vec![vec![(3, Test::AnyBits(FASTOPEN))]] },
+    ]
+}
+
+/// The filter's entries for a policy: every call of every group not allowed, with its action;
+/// `egress`: the policy's program reaches its proxy ([`egress_calls`] in place of the `network`
+/// and `unix-connect` groups, answered as `network`'s would be).
+pub(crate) fn entries(allow: &[SyscallGroup], kill: &[SyscallGroup], egress: bool) -> Vec<Entry> {
     let mut out = Vec::new();
     for g in SyscallGroup::ALL {
-        if allow.contains(&g) {
+        if allow.contains(&g) || (egress && g == SyscallGroup::UnixConnect) {
             continue;
         }
         // Exec always goes to the supervisor (it lets the first through), and the host's
         // counters (it answers with the run's own); other groups by action.
         let supervised = matches!(g, SyscallGroup::Exec | SyscallGroup::HostCounters);
         let action = if kill.contains(&g) || supervised { Action::Notify } else { Action::Errno(EPERM) };
-        for d in group_calls(g) {
+        let calls = if egress && g == SyscallGroup::Network {
+            egress_calls(allow.contains(&SyscallGroup::UnixConnect))
+        } else {
+            group_calls(g)
+        };
+        for d in calls {
             out.push(Entry { nr: u32::try_from(d.nr).unwrap_or(u32::MAX), rules: d.rules, action });
         }
     }
@@ -272,20 +316,22 @@ pub fn prepare(policy: &Policy, turn_reads: bool) -> Result<SeccompPlan, Seccomp
             killed: Vec::new(),
             allowed: sc.allow.clone(),
             enabled: false,
+            egress: false,
         });
     }
     let exec = if sc.allow.contains(&SyscallGroup::Exec) { ExecGuard::None } else { ExecGuard::Supervised };
     let denied: Vec<SyscallGroup> =
         SyscallGroup::ALL.into_iter().filter(|g| !sc.allow.contains(g) && !sc.kill.contains(g)).collect();
     let killed: Vec<SyscallGroup> = SyscallGroup::ALL.into_iter().filter(|g| sc.kill.contains(g)).collect();
-    let mut entries = entries(&sc.allow, &sc.kill);
+    let egress = policy.network.egress();
+    let mut entries = entries(&sc.allow, &sc.kill, egress);
     if turn_reads {
         let nr = u32::try_from(libc::SYS_read).unwrap_or(u32::MAX);
         entries.push(Entry { nr, rules: vec![vec![(0, Test::Eq(0))]], action: Action::Notify });
     }
     let listener = entries.iter().any(|e| e.action == Action::Notify);
     let filters = vec![(bpf::compile(entries), listener)];
-    Ok(SeccompPlan { filters, exec, denied, killed, allowed: sc.allow.clone(), enabled: true })
+    Ok(SeccompPlan { filters, exec, denied, killed, allowed: sc.allow.clone(), enabled: true, egress })
 }
 
 /// Child side: install every filter; the listener (if any) goes to the supervisor over `sync`.
@@ -313,9 +359,10 @@ impl SeccompPlan {
         self.filters.iter().any(|(_, l)| *l)
     }
 
-    /// Whether the filter keeps the program from this group's calls (denied, or the run killed).
+    /// Whether the filter keeps the program from this group's calls (denied, or the run killed;
+    /// with an egress list, `network` is not: TCP sockets are made).
     pub fn refuses(&self, g: SyscallGroup) -> bool {
-        self.enabled && !self.allowed.contains(&g)
+        self.enabled && !self.allowed.contains(&g) && !(self.egress && g == SyscallGroup::Network)
     }
 
     /// The action for a violation of this group: kill the run, or fail the call.
@@ -349,6 +396,15 @@ impl SeccompPlan {
             exec.to_string()
         } else {
             format!("{exec}; sysinfo answered with the run's own figures")
+        };
+        let exec = if self.egress {
+            format!(
+                "{exec}; network: TCP sockets (IPv4, IPv6) and connect for the egress proxy, no bind, listen, UDP, \
+                 raw or other socket, no TCP Fast Open send{}",
+                if self.allowed.contains(&SyscallGroup::UnixConnect) { "" } else { ", no unix socket but a pair" }
+            )
+        } else {
+            exec
         };
         let applied = format!(
             "{} BPF instructions in {} filter; {exec}",
@@ -442,29 +498,38 @@ mod tests {
     #[test]
     fn compact_filter_agrees_with_seccompiler_for_every_call() {
         use SyscallGroup as G;
-        for (allow, kill) in [
-            (vec![], vec![]),
-            (vec![G::Exec, G::Network], vec![G::Ptrace, G::Mount]),
-            (vec![G::Namespaces], vec![G::Personality, G::TtyInject]),
-            (vec![], vec![G::Namespaces, G::Network]),
-            (vec![G::Network, G::UnixConnect], vec![G::ExoticMemory]),
-            (vec![], vec![G::UnixConnect]),
+        for (allow, kill, egress) in [
+            (vec![], vec![], false),
+            (vec![G::Exec, G::Network], vec![G::Ptrace, G::Mount], false),
+            (vec![G::Namespaces], vec![G::Personality, G::TtyInject], false),
+            (vec![], vec![G::Namespaces, G::Network], false),
+            (vec![G::Network, G::UnixConnect], vec![G::ExoticMemory], false),
+            (vec![], vec![G::UnixConnect], false),
+            (vec![], vec![], true),
+            (vec![G::UnixConnect], vec![G::Network], true),
         ] {
-            let entries = entries(&allow, &kill);
+            let entries = entries(&allow, &kill, egress);
             let ours = bpf::compile(entries.clone());
             let theirs = oracle(&entries);
             let theirs_len: usize = theirs.iter().map(Vec::len).sum();
             assert!(ours.len() * 2 < theirs_len, "{} vs {} instructions", ours.len(), theirs_len);
             let samples: [u64; 9] = [0, 1, 2, 10, 0xffff_ffff, 0x5412, 0x541c, 0x1_0000_0000, 0x1000_0000 | 0x11];
             let samples: Vec<u64> = samples.into_iter().chain([2 | 0x80000, 5, 0x80002]).collect();
+            // A socket's protocol and a send's flags (egress looks at the third and fourth).
+            let later: &[u64] = if egress { &[0, 6, 17, 0x2000_0000, 0x2000_0040] } else { &[0] };
             for nr in 0..470 {
                 for &a in &samples {
                     for &b in &samples {
-                        let d = interp::Data { nr, arch: 0xc000_003e, args: [a, b, 0, 0, 0, 0] };
-                        let mine = interp::run(&ours, &d);
-                        let best =
-                            theirs.iter().map(|p| interp::run(p, &d)).min_by_key(|r| rank(*r)).unwrap_or(0x7fff_0000);
-                        assert_eq!(mine, best, "nr {nr} args {a:#x} {b:#x}, allow {allow:?} kill {kill:?}");
+                        for &c in later {
+                            let d = interp::Data { nr, arch: 0xc000_003e, args: [a, b, c, c, 0, 0] };
+                            let mine = interp::run(&ours, &d);
+                            let best = theirs
+                                .iter()
+                                .map(|p| interp::run(p, &d))
+                                .min_by_key(|r| rank(*r))
+                                .unwrap_or(0x7fff_0000);
+                            assert_eq!(mine, best, "nr {nr} args {a:#x} {b:#x} {c:#x}, allow {allow:?} kill {kill:?}");
+                        }
                     }
                 }
             }

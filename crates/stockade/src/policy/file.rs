@@ -40,6 +40,8 @@ pub struct PolicyFile {
     pub cgroups: CgroupsFile,
     #[serde(default)]
     pub wasm: WasmFile,
+    #[serde(default)]
+    pub network: NetworkFile,
 }
 
 impl PolicyFile {
@@ -60,6 +62,7 @@ impl PolicyFile {
             seccomp: SeccompFile::default(),
             cgroups: CgroupsFile::default(),
             wasm: WasmFile::default(),
+            network: NetworkFile::default(),
         }
     }
 }
@@ -564,6 +567,32 @@ pub struct LandlockFile {
 impl Default for LandlockFile {
     fn default() -> Self {
         LandlockFile { required: true, min_abi: 1 }
+    }
+}
+
+/// `[network]`: what the jail may reach. Nothing by default: its network namespace has no
+/// interface up and every socket but a unix one is refused.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct NetworkFile {
+    /// Hosts the program may reach through the supervisor's proxy, each `HOST:PORT`: a name
+    /// (`pypi.org:443`), `*.domain` (any name below the domain, not the domain itself) or an IP
+    /// address (`127.0.0.1:8080`, `[::1]:80`). A name never matches an address, and a name that
+    /// resolves into loopback, private or link-local ranges is refused unless that address is
+    /// listed too. The program gets `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` (HTTP CONNECT,
+    /// and absolute-form HTTP); its filter allows TCP sockets and `connect`, no bind, listen,
+    /// UDP or raw socket. Empty (the default): no network.
+    pub egress_allow: Vec<String>,
+    /// The most connections the proxy opens for a run; one past it is refused.
+    pub egress_max_connections: u32,
+    /// The most bytes through the proxy in a run, both ways together; the connection that
+    /// passes it is cut.
+    pub egress_max_bytes: u64,
+}
+
+impl Default for NetworkFile {
+    fn default() -> Self {
+        NetworkFile { egress_allow: Vec::new(), egress_max_connections: 64, egress_max_bytes: 1 << 30 }
     }
 }
 

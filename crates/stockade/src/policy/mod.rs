@@ -3,19 +3,22 @@
 //!
 //! Imports (layers): `input`.
 
+pub mod egress;
 mod file;
 mod limits;
 mod validate;
 
+pub use egress::{EgressHost, EgressRule};
 pub use file::{
     CgroupsFile, EnvironmentFile, FilesystemFile, IdentityFile, LandlockFile, Limit, LimitsFile, Namespaces,
-    OrderedStrings, OutputFile, OverCap, PolicyFile, ProcMode, ProcessFile, RlimitKey, RlimitsFile, SeccompFile,
-    StdinMode, SyscallGroup,
+    NetworkFile, OrderedStrings, OutputFile, OverCap, PolicyFile, ProcMode, ProcessFile, RlimitKey, RlimitsFile,
+    SeccompFile, StdinMode, SyscallGroup,
 };
 pub use limits::{LimitError, Limits};
 pub use validate::{
-    CgroupPolicy, Filesystem, Grant, Identity, LandlockPolicy, MAX_WALL_TIMEOUT_MS, MEMORY_MAX_FLOOR, PIDS_MAX_FLOOR,
-    Policy, Problem, SeccompPolicy, WASM_MEMORY_FLOOR, check_grant_path, check_inside_path, check_wall_timeout_ms,
+    CgroupPolicy, Filesystem, Grant, Identity, LandlockPolicy, MAX_WALL_TIMEOUT_MS, MEMORY_MAX_FLOOR, NetworkPolicy,
+    PIDS_MAX_FLOOR, Policy, Problem, SeccompPolicy, WASM_MEMORY_FLOOR, check_grant_path, check_inside_path,
+    check_wall_timeout_ms,
 };
 
 use std::fmt;
@@ -204,6 +207,35 @@ impl Policy {
     pub fn set_cgroup_parent(&mut self, parent: &str, flag: &str) -> Result<(), PolicyError> {
         check_inside_path(parent).map_err(|message| PolicyError::Override { flag: flag.into(), message })?;
         self.cgroups.parent = Some(parent.to_string());
+        Ok(())
+    }
+
+    /// Adds a host to the egress allow-list for this run (`--egress HOST:PORT`), checked as the
+    /// file's entries are, with what the list needs of the rest of the policy.
+    pub fn add_egress(&mut self, entry: &str, flag: &str) -> Result<(), PolicyError> {
+        let bad = |message: String| PolicyError::Override { flag: format!("{flag} {entry}"), message };
+        let rule: EgressRule = entry.parse().map_err(bad)?;
+        if !self.namespaces.net {
+            return Err(bad("needs namespaces.net = true: the proxy listens inside the jail's own network \
+                            namespace"
+                .into()));
+        }
+        if let Some(g) =
+            [SyscallGroup::Network, SyscallGroup::IoUring].into_iter().find(|g| self.seccomp.allow.contains(g))
+        {
+            return Err(bad(format!(
+                "the policy allows seccomp group {:?}, which passes every socket by the proxy: remove it from \
+                 seccomp.allow",
+                g.name()
+            )));
+        }
+        if self.network.egress_allow.len() >= egress::MAX_EGRESS_RULES {
+            return Err(bad(format!("the list holds {} hosts already", egress::MAX_EGRESS_RULES)));
+        }
+        if !self.network.egress_allow.contains(&rule) {
+            self.network.egress_allow.push(rule);
+            self.network.egress_allow.sort();
+        }
         Ok(())
     }
 

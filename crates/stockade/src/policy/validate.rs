@@ -1,8 +1,9 @@
 //! `PolicyFile` -> `Policy`: every value checked, every error collected with its key path.
 
+use super::egress::{EgressRule, MAX_EGRESS_RULES};
 use super::file::{
-    CgroupsFile, FilesystemFile, IdentityFile, Limit, Namespaces, OverCap, PolicyFile, ProcMode, RlimitKey, StdinMode,
-    SyscallGroup, WasmFile,
+    CgroupsFile, FilesystemFile, IdentityFile, Limit, Namespaces, NetworkFile, OverCap, PolicyFile, ProcMode,
+    RlimitKey, StdinMode, SyscallGroup, WasmFile,
 };
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
@@ -34,7 +35,27 @@ pub struct Policy {
     pub seccomp: SeccompPolicy,
     pub cgroups: CgroupPolicy,
     pub wasm: WasmPolicy,
+    pub network: NetworkPolicy,
 }
+
+/// What the jail may reach: the hosts of its egress proxy, and its caps. No host: no network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkPolicy {
+    /// Sorted, without repeats.
+    pub egress_allow: Vec<EgressRule>,
+    pub egress_max_connections: u32,
+    pub egress_max_bytes: u64,
+}
+
+impl NetworkPolicy {
+    /// Whether the jail gets its egress proxy (some host is listed).
+    pub fn egress(&self) -> bool {
+        !self.egress_allow.is_empty()
+    }
+}
+
+/// The most connections `network.egress-max-connections` may allow a run.
+pub const MAX_EGRESS_CONNECTIONS: u32 = 4096;
 
 /// The Wasm runtime's limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,6 +176,7 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
     let (landlock, seccomp) = landlock_and_seccomp(&file, &mut bad);
     let cgroups = cgroups(&file.cgroups, &mut bad);
     let wasm = wasm(&file.wasm, &mut bad);
+    let network = network(&file, &mut bad);
     if let Err(message) = check_hostname(&file.process.hostname) {
         bad("process.hostname", message);
     }
@@ -179,7 +201,62 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
         seccomp,
         cgroups,
         wasm,
+        network,
     })
+}
+
+fn network(file: &PolicyFile, bad: &mut Bad<'_>) -> NetworkPolicy {
+    let NetworkFile { egress_allow, egress_max_connections, egress_max_bytes } = &file.network;
+    if egress_allow.len() > MAX_EGRESS_RULES {
+        bad("network.egress-allow", format!("lists {} hosts; at most {MAX_EGRESS_RULES}", egress_allow.len()));
+    }
+    let mut rules: Vec<EgressRule> = Vec::new();
+    for (i, entry) in egress_allow.iter().enumerate() {
+        match entry.parse::<EgressRule>() {
+            Ok(r) if rules.contains(&r) => bad(&format!("network.egress-allow[{i}]"), format!("{r} is listed twice")),
+            Ok(r) => rules.push(r),
+            Err(e) => bad(&format!("network.egress-allow[{i}]"), format!("{entry:?}: {e}")),
+        }
+    }
+    if !(1..=MAX_EGRESS_CONNECTIONS).contains(egress_max_connections) {
+        bad("network.egress-max-connections", format!("must be between 1 and {MAX_EGRESS_CONNECTIONS}"));
+    }
+    if *egress_max_bytes == 0 {
+        bad("network.egress-max-bytes", "must be at least 1".into());
+    }
+    if !rules.is_empty() {
+        egress_needs(file, bad);
+    }
+    rules.sort();
+    NetworkPolicy {
+        egress_allow: rules,
+        egress_max_connections: *egress_max_connections,
+        egress_max_bytes: *egress_max_bytes,
+    }
+}
+
+/// What a policy with an egress list cannot also have: the proxy lives in the jail's own network
+/// namespace, and the filter is what keeps every socket but a TCP one to it.
+fn egress_needs(file: &PolicyFile, bad: &mut Bad<'_>) {
+    if !file.namespaces.net {
+        bad(
+            "network.egress-allow",
+            "needs namespaces.net = true: the proxy listens inside the jail's own network namespace, and without \
+             one the program has the host's network"
+                .into(),
+        );
+    }
+    for (group, why) in [
+        (SyscallGroup::Network, "every socket is allowed already: the list would hold nothing back"),
+        (SyscallGroup::IoUring, "io_uring opens sockets past the filter that keeps them to TCP"),
+    ] {
+        if let Some(i) = file.seccomp.allow.iter().position(|g| *g == group) {
+            bad(
+                &format!("seccomp.allow[{i}]"),
+                format!("{:?} cannot be allowed with network.egress-allow: {why}", group.name()),
+            );
+        }
+    }
 }
 
 /// A limit's value; `None` for `"unlimited"`.

@@ -1,12 +1,14 @@
 //! The run report: how the run ended, what it used, and what each layer enforced.
 //! The JSON form is documented in `docs/report.md`; bump [`SCHEMA_VERSION`] on incompatible change.
 //! The layers' records ([`Enforcement`], [`LayerReport`], [`Layers`]) are in `enforcement.rs`,
-//! re-exported here.
+//! the egress proxy's ([`EgressReport`]) in `egress.rs`, re-exported here.
 //!
 //! Imports (layers): `sys`.
 
+mod egress;
 mod enforcement;
 
+pub use egress::{Cut, EgressConnection, EgressReport, MAX_LISTED, Refusal};
 pub use enforcement::{Enforcement, LayerReport, Layers};
 
 use schemars::JsonSchema;
@@ -333,6 +335,9 @@ pub struct Report {
     /// Every host call the program made, in order (when the run had host calls).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub host_calls: Vec<CallRecord>,
+    /// The connections the program asked its egress proxy for (a policy with an egress list).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub egress: Option<EgressReport>,
     /// Each layer, in the order the jail applies them.
     pub enforcement: Layers,
 }
@@ -372,6 +377,7 @@ impl Report {
             stdout: StreamReport::default(),
             stderr: StreamReport::default(),
             host_calls: Vec::new(),
+            egress: None,
             enforcement: Layers::default(),
         }
     }

@@ -7,7 +7,8 @@
 //! program runs, `verdict.rs` the one decision of how a run ended, `words.rs` what went wrong in
 //! words.
 //!
-//! Imports (layers): `child`, `error`, `helper`, `host`, `layers`, `plan`, `policy`, `report`, `sys`, `wire`.
+//! Imports (layers): `child`, `egress`, `error`, `helper`, `host`, `layers`, `plan`, `policy`, `report`, `sys`,
+//! `wire`.
 
 mod calls;
 mod channels;
@@ -55,6 +56,9 @@ pub struct Prepared<'p> {
     leaf: Option<Leaf>,
     /// The tmpfs of each writable directory (`FsPlan::staged` order), handed over by the child.
     staged: Vec<OwnedFd>,
+    /// The egress proxy's listening socket in the jail's network namespace, handed over by the
+    /// child after its writable directories (a policy with an egress list).
+    egress: Option<OwnedFd>,
     /// The uid owning the run's user namespace, held until the run is over.
     _owner: Option<OwnerLease>,
     /// The network namespace it joined instead of creating its own, if any.
@@ -213,6 +217,10 @@ impl Plan {
         net: JoinNet<'n>,
         clone_flags: u64,
     ) -> Option<(NetJoined, std::os::fd::BorrowedFd<'n>)> {
+        if self.net.egress() {
+            // Its proxy listens in a namespace of its own, with its loopback up.
+            return None;
+        }
         match net {
             JoinNet::Shared(ns)
                 if code.is_some_and(|c| c.shared_net) && clone_flags & libc::CLONE_NEWNET as u64 != 0 =>
@@ -284,6 +292,7 @@ impl Plan {
         let renumber = |fds: Vec<OwnedFd>| {
             fds.into_iter().map(sys::above_stdio).collect::<Result<Vec<_>, _>>().map_err(sv("renumber an fd"))
         };
+        let renumber_one = |fd: Option<OwnedFd>| fd.map(sys::above_stdio).transpose().map_err(sv("renumber an fd"));
         let (pipes, ends) = channels::open(
             self.extra_outputs.len(),
             self.host_calls,
@@ -295,12 +304,7 @@ impl Plan {
         let leaf = self.cgroup.create_leaf()?;
         let fds = RunFds {
             trees: renumber(self.fs.clone_trees()?)?,
-            ruleset: self
-                .landlock
-                .build_ruleset(&self.fs, self.policy.filesystem.writable_exec)?
-                .map(sys::above_stdio)
-                .transpose()
-                .map_err(sv("renumber an fd"))?,
+            ruleset: renumber_one(self.landlock.build_ruleset(&self.fs, self.policy.filesystem.writable_exec)?)?,
             tasks: renumber(leaf.as_ref().map(Leaf::open_tasks).transpose()?.unwrap_or_default())?,
         };
         // With v1 leaves, the cgroup namespace comes after the child's move into them.
@@ -338,6 +342,7 @@ impl Plan {
             fs: &self.fs,
             trees: &trees,
             uts: &self.uts,
+            network: &self.net,
             rlimits: &self.rlimits,
             id: &self.id,
             privileges: &self.privileges,
@@ -376,7 +381,7 @@ impl Plan {
         // The child has its copies; ours would keep the pipes from ever reaching end of file.
         drop::<(ChildEnds, RunFds)>((ends, fds));
 
-        let staged = self.receive_staged(&pipes, pid, &pidfd, leaf.as_ref())?;
+        let (staged, egress) = self.receive_staged(&pipes, pid, &pidfd, leaf.as_ref())?;
         Ok(Prepared {
             plan: self,
             pid,
@@ -385,6 +390,7 @@ impl Plan {
             stdin_data: self.stdin_data.clone(),
             leaf,
             staged,
+            egress,
             _owner: owner,
             net,
             init_is_program: code.is_some() && pid_namespace,
@@ -392,21 +398,25 @@ impl Plan {
     }
 
     /// Releases the spawned child to build its root and takes its writable directories' tmpfs
-    /// as it hands them over. A child that failed (none, or too few) is taken down and reaped,
-    /// and the error says why: its own report, or how it ended.
+    /// as it hands them over, then its egress proxy's listening socket (a policy with an egress
+    /// list). A child that failed (none, or too few) is taken down and reaped, and the error
+    /// says why: its own report, or how it ended.
     fn receive_staged(
         &self,
         pipes: &Pipes,
         pid: i32,
         pidfd: &OwnedFd,
         leaf: Option<&Leaf>,
-    ) -> Result<Vec<OwnedFd>, Error> {
+    ) -> Result<(Vec<OwnedFd>, Option<OwnedFd>), Error> {
         // The child may already have failed and gone; its report says why.
         let _ = sys::send_nosignal(pipes.sync.as_fd(), &[1]);
-        let wanted = self.fs.staged().len();
+        let wanted = self.fs.staged().len() + usize::from(self.net.egress());
         let staged = channels::receive_staged(pipes.sync.as_fd(), pidfd.as_fd(), wanted, self.policy.wall_timeout);
         match staged {
-            Ok(staged) if staged.len() == wanted => Ok(staged),
+            Ok(mut staged) if staged.len() == wanted => {
+                let egress = if self.net.egress() { staged.pop() } else { None };
+                Ok((staged, egress))
+            }
             other => {
                 kill_run(pid, pidfd.as_fd(), leaf, self.policy.namespaces.pid);
                 let reaped = sys::waitid_pidfd(pidfd.as_fd()).ok();

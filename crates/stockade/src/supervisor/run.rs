@@ -155,6 +155,7 @@ impl Prepared<'_> {
         let Released { at: released, sync, report, mut streams, stdin_feed, calls, copied, create_as, host_owner } =
             self.release(output)?;
         let mut begun = Begun { stdin: self.stdin_data.take(), ..Begun::at(released, plan.policy.wall_timeout) };
+        let listener = self.egress.take();
         let run = self.run_of(&sync, guest.is_some());
         let mut pump = Pump::new(run, report);
         let mut calls = calls;
@@ -184,10 +185,13 @@ impl Prepared<'_> {
             }
             _ => None,
         };
+        // So is the egress proxy, from the run's start (its connections end with it).
+        let proxy = egress_proxy(listener, &plan.policy.network)?;
         let feed = stdin_feed.map(|fd| Feed::new(fd, begun.stdin.take().unwrap_or_default()));
         let Stop::Ended(outcome) = pump.go(&mut streams, feed, Some(begun.start + begun.wall_timeout), None)? else {
             return Err(Error::Supervisor { what: "pump the run", errno: Errno(libc::EINVAL) });
         };
+        let egress = proxy.map(crate::egress::Proxy::finish);
         let mut fds: Vec<OwnedFd> = pump.into_fds().collect();
         fds.push(sync);
         stop_calls.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -195,6 +199,7 @@ impl Prepared<'_> {
         let over = Over { outcome, streams, begun, copied, host_owner, cpu_at_start, fds };
         let mut finished = self.conclude(over, guest)?;
         finished.report.host_calls = host_calls;
+        finished.report.egress = egress;
         if gate.is_none() {
             // Its cgroup goes now, and a leftover is said in the report too.
             if let Some(note) = finished.cleanup.take().and_then(Cleanup::done) {
@@ -478,6 +483,19 @@ impl Prepared<'_> {
 }
 
 /// One writable directory after the run: its report entry, and a note when writing back failed.
+/// The egress proxy on the jail's listening socket (a policy with an egress list), serving from
+/// now on.
+pub(super) fn egress_proxy(
+    listener: Option<OwnedFd>,
+    policy: &crate::policy::NetworkPolicy,
+) -> Result<Option<crate::egress::Proxy>, Error> {
+    let Some(listener) = listener else { return Ok(None) };
+    crate::egress::Proxy::start(listener, policy).map(Some).map_err(|e| Error::Supervisor {
+        what: "start the egress proxy",
+        errno: Errno(e.raw_os_error().unwrap_or(libc::EIO)),
+    })
+}
+
 fn write_back(
     place: &staging::StagedPlace,
     root: &OwnedFd,

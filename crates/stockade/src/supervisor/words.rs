@@ -60,6 +60,7 @@ impl Plan {
             Stage::Privileges => Some(crate::layers::privileges::step_name(f.detail).into()),
             Stage::Landlock => Some(self.landlock.step_name(f.detail)),
             Stage::Seccomp => Some(format!("filter {}", f.detail + 1)),
+            Stage::Network => Some(crate::layers::network::NetPlan::step_name(f.detail).into()),
             Stage::Cgroup if f.detail as usize >= self.cgroup.v1_leaves() => Some("enter the cgroup namespace".into()),
             Stage::Cgroup => Some(format!("move into the {} v1 leaf", self.cgroup.v1_controller(f.detail))),
             Stage::Exec => {

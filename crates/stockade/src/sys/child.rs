@@ -437,3 +437,50 @@ impl FaultHandlers {
         Ok(())
     }
 }
+
+/// Brings the loopback interface of this process's network namespace up (`SIOCSIFFLAGS` on a
+/// datagram socket made for it, closed after): needs `CAP_NET_ADMIN` over the namespace.
+pub fn loopback_up() -> Result<(), Errno> {
+    // SAFETY: integer arguments only.
+    let sock = check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) } as c_long)?;
+    let sock = sock as RawFd;
+    // SAFETY: ifreq is plain data; all-zero is a valid starting value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo") {
+        *dst = *src as c_char;
+    }
+    // SAFETY: SIOCGIFFLAGS reads the flags of the interface `req` names into `req`.
+    let got = check_int(unsafe { libc::ioctl(sock, libc::SIOCGIFFLAGS, &mut req) });
+    let set = got.and_then(|_| {
+        // SAFETY: the union's flags member is the one SIOCGIFFLAGS filled in.
+        unsafe { req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short };
+        // SAFETY: SIOCSIFFLAGS reads `req`, a live ifreq naming the interface.
+        check_int(unsafe { libc::ioctl(sock, libc::SIOCSIFFLAGS, &req) })
+    });
+    close(sock);
+    set.map(|_| ())
+}
+
+/// A TCP socket listening on `127.0.0.1:port` (close-on-exec, `backlog` pending connections).
+pub fn listen_loopback(port: u16, backlog: c_int) -> Result<RawFd, Errno> {
+    // SAFETY: integer arguments only.
+    let sock = check(unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) } as c_long)?;
+    let sock = sock as RawFd;
+    let addr = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr { s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be() },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: `addr` is a live sockaddr_in of `len` bytes.
+    let bound = check_int(unsafe { libc::bind(sock, (&addr as *const libc::sockaddr_in).cast(), len) });
+    // SAFETY: integer arguments only.
+    match bound.and_then(|_| check_int(unsafe { libc::listen(sock, backlog) })) {
+        Ok(_) => Ok(sock),
+        Err(e) => {
+            close(sock);
+            Err(e)
+        }
+    }
+}

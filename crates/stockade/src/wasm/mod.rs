@@ -310,6 +310,15 @@ const SUMMARY_MAX_BYTES: u64 = 64 * 1024;
 /// run's own, or (`--workspace DIR`) a copy of `DIR`, created when missing, written back when
 /// the run ends.
 pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
+    if policy.network.egress() {
+        return Err(crate::policy::PolicyError::Override {
+            flag: "network.egress-allow".into(),
+            message: "a Wasm guest keeps no sockets (WASI preview 1 has none, and its runner's filter refuses them): \
+                      it reaches the network only through host calls; remove the list, or run a program runtime"
+                .into(),
+        }
+        .into());
+    }
     let mut policy = policy.clone();
     let workspace = match &job.workspace {
         Some(ws) => {

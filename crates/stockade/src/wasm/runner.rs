@@ -37,7 +37,7 @@ pub use super::shared::{
 
 /// The runner's own filter: the jail's groups, plus every exec and every socket.
 fn runner_filter() -> Vec<crate::sys::SockFilter> {
-    let mut entries: Vec<bpf::Entry> = seccomp::entries(&[], &[])
+    let mut entries: Vec<bpf::Entry> = seccomp::entries(&[], &[], false)
         .into_iter()
         .filter(|e| {
             ![libc::SYS_execve, libc::SYS_execveat, libc::SYS_socket, libc::SYS_socketpair].contains(&i64::from(e.nr))
