@@ -311,6 +311,8 @@ impl Tools {
             return_files: Vec::new(),
             // The operator's tools, if any (the model declares none).
             tools: self.host.as_ref().map(|h| h.bodies.clone()).unwrap_or_default(),
+            // The runtime's policy says what it may reach; a model does not widen or narrow it.
+            egress_allow: None,
         })
     }
 

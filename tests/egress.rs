@@ -7,8 +7,8 @@
 mod common;
 
 use common::*;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::io::Read;
+use std::net::{TcpListener, UdpSocket};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,53 +17,6 @@ use stockade::{Job, Output, Plan, Policy, Report, Status};
 
 const PYTHON: &str = "/usr/bin/python3";
 const CURL: &str = "/usr/bin/curl";
-
-/// An HTTP server on 127.0.0.1: answers every request with `body`, counts the connections it
-/// accepted and keeps the request lines it read.
-struct Host {
-    port: u16,
-    accepted: Arc<AtomicUsize>,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl Host {
-    fn serving(body: Vec<u8>) -> Host {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let (accepted, lines) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(Vec::new())));
-        let (a, l) = (accepted.clone(), lines.clone());
-        let body = Arc::new(body);
-        std::thread::spawn(move || {
-            for s in listener.incoming().flatten() {
-                a.fetch_add(1, Ordering::SeqCst);
-                let (l, body) = (l.clone(), body.clone());
-                std::thread::spawn(move || answer(s, &l, &body));
-            }
-        });
-        Host { port, accepted, lines }
-    }
-
-    fn accepted(&self) -> usize {
-        self.accepted.load(Ordering::SeqCst)
-    }
-
-    fn lines(&self) -> Vec<String> {
-        self.lines.lock().expect("lines").clone()
-    }
-}
-
-fn answer(mut s: TcpStream, lines: &Mutex<Vec<String>>, body: &[u8]) {
-    let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).is_ok_and(|n| n == 1) {
-        head.push(byte[0]);
-    }
-    let text = String::from_utf8_lossy(&head).into_owned();
-    lines.lock().expect("lines").push(text.lines().next().unwrap_or("").to_string());
-    let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
-    let _ = s.write_all(body);
-}
 
 /// One test at a time: the last counts this process's threads and fds.
 static ALONE: Mutex<()> = Mutex::new(());
@@ -255,50 +208,6 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
     let made = std::process::Command::new(PYTHON).args(["-c", script]).arg(&path).status().expect("python3");
     assert!(made.success());
     std::fs::read(&path).expect("wheel")
-}
-
-impl Host {
-    /// Answers each path of `paths` with its bytes (404 otherwise).
-    fn serving_paths(paths: Vec<(String, Vec<u8>)>) -> Host {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let (accepted, lines) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(Vec::<String>::new())));
-        let (a, l) = (accepted.clone(), lines.clone());
-        let paths = Arc::new(paths);
-        std::thread::spawn(move || {
-            for s in listener.incoming().flatten() {
-                a.fetch_add(1, Ordering::SeqCst);
-                let (l, paths) = (l.clone(), paths.clone());
-                std::thread::spawn(move || {
-                    let mut s = s;
-                    let mut head = Vec::new();
-                    let mut byte = [0u8; 1];
-                    while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).is_ok_and(|n| n == 1) {
-                        head.push(byte[0]);
-                    }
-                    let line = String::from_utf8_lossy(&head).lines().next().unwrap_or("").to_string();
-                    let path = line.split(' ').nth(1).unwrap_or("").to_string();
-                    l.lock().expect("lines").push(line);
-                    match paths.iter().find(|(p, _)| *p == path) {
-                        Some((_, body)) => {
-                            let kind = if path.ends_with('/') { "text/html" } else { "application/octet-stream" };
-                            let _ = write!(
-                                s,
-                                "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                                body.len()
-                            );
-                            let _ = s.write_all(body);
-                        }
-                        None => {
-                            let _ =
-                                write!(s, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-                        }
-                    }
-                });
-            }
-        });
-        Host { port, accepted, lines }
-    }
 }
 
 /// The proxy's threads in this process, by name (`egress`, `egress-conn`; the test binary's main

@@ -102,6 +102,9 @@ export interface SessionRunOptions extends CallOptions {
 export interface RunOptions extends SessionRunOptions {
   /** A named policy of the server's (`info()`); default: the runtime's. */
   policy?: string;
+  /** Hosts the run may reach (`HOST:PORT`), within its policy's `network.egress-allow` (a
+   * narrower list; one it does not list is refused). `result.egress` lists the connections. */
+  egressAllow?: string[];
 }
 
 /** A Wasm module's run's options (no tools: a module has no host calls). */
@@ -217,6 +220,10 @@ function runBody(runtime: string, code: string | undefined, o: RunOptions, modul
   const b: Schemas["RunBody"] = { runtime, ...sessionRunBody(code, o) };
   if (module !== undefined) b.module = base64(module);
   if (o.policy !== undefined) b.policy = o.policy;
+  if (o.egressAllow !== undefined) {
+    if (!Array.isArray(o.egressAllow)) throw new TypeError("egressAllow is a list of HOST:PORT strings");
+    b["egress-allow"] = o.egressAllow.map(String);
+  }
   return b;
 }
 

@@ -53,6 +53,7 @@ export { DEFAULT_SOCKET, DEFAULT_TIMEOUT_MS } from "./http.js";
 export type { components as Schemas, paths as Paths } from "./openapi.js";
 export {
   type CallRecord,
+  type EgressReport,
   type Interpreter,
   type LayerReport,
   type Report,

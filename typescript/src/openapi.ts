@@ -1292,6 +1292,13 @@ export interface components {
              * @default []
              */
             tools?: components["schemas"]["ToolBody"][];
+            /**
+             * @description Hosts the run may reach (`HOST:PORT` each, as in a policy's `network.egress-allow`): only
+             *     ones its policy's list covers (a narrower list; a jail is built for it). Left out: the
+             *     policy's list.
+             * @default null
+             */
+            "egress-allow"?: string[] | null;
         };
         /** @description An input file: a path relative to the run's work directory, and its bytes in base64. */
         FileBody: {
@@ -1475,6 +1482,8 @@ export interface components {
             stderr: components["schemas"]["StreamReport"];
             /** @description Every host call the program made, in order (when the run had host calls). */
             "host-calls"?: components["schemas"]["CallRecord"][];
+            /** @description The connections the program asked its egress proxy for (a policy with an egress list). */
+            egress?: components["schemas"]["EgressReport"] | null;
             /** @description Each layer, in the order the jail applies them. */
             enforcement: components["schemas"]["LayerReport"][];
         };
@@ -1603,6 +1612,58 @@ export interface components {
             /** @description Why, when not `ok`. */
             reason?: string | null;
         };
+        /** @description The run's egress, when its policy has an egress list. */
+        EgressReport: {
+            /**
+             * Format: uint64
+             * @description Connections the proxy opened for the program.
+             */
+            allowed: number;
+            /**
+             * Format: uint64
+             * @description Requests it refused.
+             */
+            refused: number;
+            /**
+             * Format: uint64
+             * @description Bytes from the program to the hosts, and back, all connections together.
+             */
+            "bytes-out": number;
+            /** Format: uint64 */
+            "bytes-in": number;
+            /**
+             * Format: uint64
+             * @description Connections not listed below (past the first 256).
+             * @default 0
+             */
+            "left-out"?: number;
+            /** @description Each connection, in the order asked. */
+            connections: components["schemas"]["EgressConnection"][];
+        };
+        /** @description One connection the program asked the proxy for. */
+        EgressConnection: {
+            /** @description The host as the program named it (empty when its request could not be read). */
+            host: string;
+            /** Format: uint16 */
+            port: number;
+            /** @description `CONNECT` (a tunnel: https, anything over TCP), or the method of a plain `http://` request. */
+            method: string;
+            allowed: boolean;
+            /** @description Why it was refused. */
+            refused?: components["schemas"]["Refusal"] | null;
+            /** @description The address the proxy connected to. */
+            address?: string | null;
+            /** Format: uint64 */
+            "bytes-out": number;
+            /** Format: uint64 */
+            "bytes-in": number;
+            /** @description Why the proxy ended it, when it did (not the program or the host). */
+            cut?: components["schemas"]["Cut"] | null;
+        };
+        /** @description Why the proxy refused a request. */
+        Refusal: "not-listed" | "private-address" | "cannot-resolve" | "cannot-connect" | "max-connections" | "bad-request" | "busy";
+        /** @description Why the proxy ended a connection it had opened. */
+        Cut: "max-bytes" | "run-over";
         /** @description One isolation layer: what the policy asked, what the kernel applied, and the verdict. */
         LayerReport: {
             layer: string;
@@ -1725,6 +1786,8 @@ export interface components {
             stderr: components["schemas"]["StreamReport"];
             /** @description Every host call the program made, in order (when the run had host calls). */
             "host-calls"?: components["schemas"]["CallRecord"][];
+            /** @description The connections the program asked its egress proxy for (a policy with an egress list). */
+            egress?: components["schemas"]["EgressReport"] | null;
             /** @description Each layer, in the order the jail applies them. */
             enforcement: components["schemas"]["LayerReport"][];
             /** @description The files given back, in path order (when `return-files` asked for some). */

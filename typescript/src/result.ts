@@ -8,6 +8,8 @@ export type Report = components["schemas"]["RunResult"] & {
 };
 /** One host call of a run, as its report lists it. */
 export type CallRecord = components["schemas"]["CallRecord"];
+/** The connections a run asked its egress proxy for (a policy with an egress list). */
+export type EgressReport = components["schemas"]["EgressReport"];
 /** One isolation layer of the run's jail: what was asked, what was applied. */
 export type LayerReport = components["schemas"]["LayerReport"];
 /** What became of a live session's interpreter in a run. */
@@ -59,6 +61,9 @@ export class RunResult {
   readonly enforcement: LayerReport[];
   /** The run's host calls, in order (name, bytes each way, time, outcome). */
   readonly hostCalls: CallRecord[];
+  /** What the run's egress proxy opened and refused, each connection with its bytes (a policy
+   * with an egress list), else `null`. */
+  readonly egress: EgressReport | null;
   /** Why the run failed, in words, when it did. */
   readonly error: string | null;
   /** A session's run: the session's id, this run's id, what was kept, the interpreter. */
@@ -87,6 +92,7 @@ export class RunResult {
     for (const f of report["files-skipped"] ?? []) this.filesSkipped[f.path] = f.reason;
     this.enforcement = report.enforcement ?? [];
     this.hostCalls = report["host-calls"] ?? [];
+    this.egress = report.egress ?? null;
     this.error = report.error ?? null;
     this.session = report.session ?? null;
   }

@@ -340,7 +340,10 @@ impl Engine {
             let result = engine.run_once(&req, warm_pool, streams).await;
             drop(running);
             let (status, warm) = match &result {
-                Ok(((report, _), warm)) => (report.status.as_str(), *warm),
+                Ok(((report, _), warm)) => {
+                    engine.metrics.egress(report);
+                    (report.status.as_str(), *warm)
+                }
                 Err(_) => ("refused", false),
             };
             if status == stockade::Status::SetupFailed.as_str() {

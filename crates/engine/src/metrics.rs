@@ -45,6 +45,8 @@ pub struct Metrics {
     warm_target: Family<RuntimeLabel, Gauge>,
     warm_died: Family<RuntimeLabel, Counter>,
     refusals: Family<ReasonLabel, Counter>,
+    egress_refusals: Family<ReasonLabel, Counter>,
+    egress_connections: Counter,
     setup_failures: Family<RuntimeLabel, Counter>,
     sessions_open: Gauge,
     sessions_created: Counter,
@@ -88,6 +90,19 @@ impl Metrics {
         registry.register("warm_died", "Warm jails that ended before a run came", warm_died.clone());
         let refusals = Family::<ReasonLabel, Counter>::default();
         registry.register("refusals", "Requests refused, by reason", refusals.clone());
+        let egress_refusals = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "egress_refusals",
+            "Connections the runs' egress proxies refused, by reason (not-listed, private-address, cannot-resolve, \
+             cannot-connect, max-connections, bad-request, busy)",
+            egress_refusals.clone(),
+        );
+        let egress_connections = Counter::default();
+        registry.register(
+            "egress_connections",
+            "Connections the runs' egress proxies opened",
+            egress_connections.clone(),
+        );
         let setup_failures = Family::<RuntimeLabel, Counter>::default();
         registry.register(
             "jail_setup_failures",
@@ -138,7 +153,18 @@ impl Metrics {
             warm_target,
             warm_died,
             refusals,
+            egress_refusals,
+            egress_connections,
             setup_failures,
+        }
+    }
+
+    /// What a run's egress proxy opened and refused.
+    pub fn egress(&self, report: &stockade::Report) {
+        let Some(e) = &report.egress else { return };
+        self.egress_connections.inc_by(e.allowed);
+        for c in e.connections.iter().filter_map(|c| c.refused) {
+            self.egress_refusals.get_or_create(&ReasonLabel { reason: c.name().into() }).inc();
         }
     }
 

@@ -101,6 +101,7 @@ impl Engine {
                 engine.metrics.session_restarted();
             }
             drop(running);
+            engine.metrics.egress(&report);
             engine.metrics.run_done(&req.runtime_name, report.status.as_str(), true, t0.elapsed().as_secs_f64());
             let lost = turn.lost.take();
             let (mut session, returned) = finish(turn, taken, asked).await?;

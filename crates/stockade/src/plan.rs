@@ -203,15 +203,6 @@ impl Plan {
                 errno: sys::Errno(libc::EINVAL),
             });
         }
-        if net.egress() && job.turns.is_some() {
-            return Err(crate::policy::PolicyError::Override {
-                flag: "network.egress-allow".into(),
-                message: "a program that serves turns (a live session) cannot have an egress list yet: its proxy \
-                          would outlive each turn's report; use a run, or a session's runs"
-                    .into(),
-            }
-            .into());
-        }
         let mut env = environment(policy);
         if net.egress() {
             env.retain(|(k, _)| {

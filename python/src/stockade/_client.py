@@ -138,6 +138,7 @@ class Client(_Base):
         policy: Optional[str] = None,
         return_files: Union[str, Iterable[str], None] = None,
         tools: Optional[_wire.Tools] = None,
+        egress_allow: Optional[Sequence[str]] = None,
     ) -> Result:
         """Runs ``code`` in ``runtime`` (``python``, ``javascript``, or one the server adds).
 
@@ -147,10 +148,13 @@ class Client(_Base):
         as a dict). ``tools`` maps a name to a callable (or a :class:`Tool`) the run may call
         back with ``stockade_host.call(name, args)`` (``host.call`` in JavaScript): the run streams, and each call is answered
         here by ``fn(args)`` while it runs (``result.report["host-calls"]`` lists them).
+        ``egress_allow`` narrows the hosts the runtime's policy lets the run reach
+        (``["pypi.org:443"]``; one it does not list is refused); ``result.egress`` lists every
+        connection the run asked for.
         """
         b = _wire.body(
             runtime, code=code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
-            return_files=return_files, tools=tools,
+            return_files=return_files, tools=tools, egress_allow=egress_allow,
         )
         if tools:
             return _last(self._streamed("/v1/runs", b, tools, None))
@@ -413,17 +417,18 @@ class AsyncClient(_Base):
         policy: Optional[str] = None,
         return_files: Union[str, Iterable[str], None] = None,
         tools: Optional[_wire.Tools] = None,
+        egress_allow: Optional[Sequence[str]] = None,
     ) -> Result:
         """See :meth:`Client.run` (a tool may also be an async function)."""
         if tools:
             b = _wire.body(
                 runtime, code=code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
-                return_files=return_files, tools=tools,
+                return_files=return_files, tools=tools, egress_allow=egress_allow,
             )
             return await _alast(self._streamed("/v1/runs", b, tools, None))
         b = _wire.body(
             runtime, code=code, argv=argv, stdin=stdin, files=files, limits=limits, policy=policy,
-            return_files=return_files,
+            return_files=return_files, egress_allow=egress_allow,
         )
         response = await self._request("POST", "/v1/runs", json_body=b, key=_wire.new_key())
         return Result.from_report(response.json())

@@ -294,6 +294,10 @@ class Result:
     #: (``workspace``), what was not kept with why (``dropped``), and for a live session what
     #: became of its interpreter (``interpreter``); else ``None``.
     session: Optional[Dict[str, Any]] = None
+    #: The connections the run asked its egress proxy for (a policy with an egress list):
+    #: ``allowed``, ``refused``, ``bytes-out``, ``bytes-in`` and ``connections`` (host, port,
+    #: method, allowed, why refused, bytes each way), as ``docs/report.md`` says; else ``None``.
+    egress: Optional[Dict[str, Any]] = None
 
     @property
     def interpreter(self) -> Optional[str]:
@@ -376,6 +380,7 @@ class Result:
             error=report.get("error"),
             report=report,
             session=report.get("session"),
+            egress=report.get("egress"),
         )
 
 

@@ -71,6 +71,7 @@ def body(
     policy: Optional[str] = None,
     return_files: Union[str, Iterable[str], None] = None,
     tools: Optional[Tools] = None,
+    egress_allow: Optional[Sequence[str]] = None,
 ) -> Dict[str, Any]:
     """The JSON of ``POST /v1/runs``. ``limits``: a :class:`Limits`, or a mapping whose keys may be
     written ``wall_timeout_ms`` or ``wall-timeout-ms`` (an unknown one raises ``TypeError``);
@@ -106,6 +107,10 @@ def body(
         b["return-files"] = [return_files] if isinstance(return_files, str) else list(return_files)
     if tools:
         b["tools"] = [tool_of(fn).to_json(name) for name, fn in tools.items()]
+    if egress_allow is not None:
+        if isinstance(egress_allow, str):
+            raise TypeError("egress_allow is a list of HOST:PORT strings, not a string")
+        b["egress-allow"] = [str(e) for e in egress_allow]
     return b
 
 

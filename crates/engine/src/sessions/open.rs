@@ -31,6 +31,7 @@ impl Sessions {
             limits: body.limits,
             return_files: Vec::new(),
             tools: Vec::new(),
+            egress_allow: None,
         };
         let checked = api::check(probe, catalog)?;
         let clock = |field: &str, asked: Option<u64>, most: u64, key: &str| match asked {

@@ -64,3 +64,9 @@ pub(super) fn tools<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<super::ToolBo
     let (max, what) = (super::TOOLS_MAX, "tools");
     d.deserialize_seq(Capped { max, what, key: "", _t: std::marker::PhantomData })
 }
+
+/// At most [`crate::policy::egress::MAX_EGRESS_RULES`] hosts (a fixed bound, as a policy's).
+pub(super) fn egress<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    let (max, what) = (crate::policy::egress::MAX_EGRESS_RULES, "hosts");
+    d.deserialize_seq(Capped { max, what, key: "", _t: std::marker::PhantomData }).map(Some)
+}

@@ -8,7 +8,7 @@
 
 use crate::Policy;
 use crate::layers::filesystem::exchange::{self, Pick, PutFile};
-use crate::policy::Limits;
+use crate::policy::{EgressRule, Limits};
 use base64::Engine;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -128,6 +128,11 @@ pub struct RunBody {
     /// run streams), each with its budgets (at most 16: a longer list is refused as it is read).
     #[serde(default, deserialize_with = "bounded::tools")]
     pub tools: Vec<ToolBody>,
+    /// Hosts the run may reach (`HOST:PORT` each, as in a policy's `network.egress-allow`): only
+    /// ones its policy's list covers (a narrower list; a jail is built for it). Left out: the
+    /// policy's list.
+    #[serde(default, deserialize_with = "bounded::egress")]
+    pub egress_allow: Option<Vec<String>>,
 }
 
 /// A tool a run may call, as sent; a budget left out is the default.
@@ -199,9 +204,11 @@ pub struct RunRequest {
     pub policy_name: String,
     /// The run's limits: the policy's, tightened by the request's (checked).
     pub limits: Limits,
-    /// A limit only a jail built for this request can hold (memory, pids, Wasm memory, fuel),
-    /// or a module of the request's own.
+    /// A limit only a jail built for this request can hold (memory, pids, Wasm memory, fuel, an
+    /// egress list), or a module of the request's own.
     pub needs_own_jail: bool,
+    /// The egress list the request narrowed its policy's to (checked: every entry covered).
+    pub egress_allow: Option<Vec<crate::policy::EgressRule>>,
     pub return_files: Option<Pick>,
     /// The tools the run may call back (checked: names, budgets).
     pub tools: Vec<crate::Tool>,
@@ -212,8 +219,39 @@ pub struct RunRequest {
 impl RunRequest {
     /// The run's policy: the named one with the run's limits in it (for a jail built for it).
     pub fn policy(&self, catalog: &Catalog) -> Option<Policy> {
-        catalog.policies.get(&self.policy_name).map(|p| self.limits.applied_to(p))
+        catalog.policies.get(&self.policy_name).map(|p| {
+            let mut p = self.limits.applied_to(p);
+            if let Some(list) = &self.egress_allow {
+                p.network.egress_allow.clone_from(list);
+            }
+            p
+        })
     }
+}
+
+/// A request's egress list: each entry one its policy's list covers (the same host, or a name
+/// or narrower domain below one of its `*.domain` entries; the same port), or 400 naming it.
+fn egress_allow(asked: Option<&[String]>, policy: &Policy, name: &str) -> Result<Option<Vec<EgressRule>>, ApiError> {
+    let Some(asked) = asked else { return Ok(None) };
+    let list = &policy.network.egress_allow;
+    let mut out: Vec<EgressRule> = Vec::with_capacity(asked.len());
+    for (i, entry) in asked.iter().enumerate() {
+        let field = format!("egress-allow[{i}]");
+        let rule: EgressRule = entry.parse().map_err(|e| ApiError::field(&field, format!("{entry:?}: {e}")))?;
+        if !list.iter().any(|p| p.covers(&rule)) {
+            let message = if list.is_empty() {
+                format!("{rule} is not in policy {name:?}'s network.egress-allow, which lists no host")
+            } else {
+                format!("{rule} is not in policy {name:?}'s network.egress-allow: a request may only narrow it")
+            };
+            return Err(ApiError::field(field, message));
+        }
+        if !out.contains(&rule) {
+            out.push(rule);
+        }
+    }
+    out.sort();
+    Ok(Some(out))
 }
 
 fn b64(field: &str, text: &str) -> Result<Vec<u8>, ApiError> {
@@ -264,7 +302,9 @@ pub fn check(body: RunBody, cfg: &Catalog) -> Result<RunRequest, ApiError> {
         .limits
         .within(&ceiling, &format!("policy {policy_name:?}"))
         .map_err(|e| ApiError::field(format!("limits.{}", e.key), e.message))?;
-    let needs_own_jail = limits.need_own_jail(&ceiling) || matches!(target, Target::Wasm(_));
+    let egress_allow = egress_allow(body.egress_allow.as_deref(), named_policy, &policy_name)?;
+    let narrowed = egress_allow.as_ref().is_some_and(|l| *l != named_policy.network.egress_allow);
+    let needs_own_jail = limits.need_own_jail(&ceiling) || matches!(target, Target::Wasm(_)) || narrowed;
     let module_max = named_policy.wasm.module_max_bytes;
     if let Target::Wasm(m) = &target
         && m.len() as u64 > module_max
@@ -288,6 +328,7 @@ pub fn check(body: RunBody, cfg: &Catalog) -> Result<RunRequest, ApiError> {
         policy_name,
         limits,
         needs_own_jail,
+        egress_allow: egress_allow.filter(|_| narrowed),
         return_files,
         tools,
         host: None,

@@ -91,6 +91,8 @@ impl SessionRunBody {
             limits,
             return_files: self.return_files,
             tools: self.tools,
+            // A session's runs reach what its policy lists.
+            egress_allow: None,
         }
     }
 }

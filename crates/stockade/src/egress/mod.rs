@@ -64,8 +64,14 @@ struct Shared {
 #[derive(Debug, Default)]
 struct Log {
     report: EgressReport,
+    /// Which report this is: a jail that serves turns takes one per turn ([`Proxy::turn`]).
+    generation: u64,
     threads: Vec<JoinHandle<()>>,
 }
+
+/// Where a connection is listed: its report's generation, and its index there (`None`: past the
+/// list's cap, counted only).
+pub(super) type Listed = (u64, Option<usize>);
 
 impl Shared {
     fn log(&self) -> MutexGuard<'_, Log> {
@@ -78,10 +84,10 @@ impl Shared {
         poll(&mut fds, Some(&rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 })).is_ok_and(|n| n > 0)
     }
 
-    /// Records a connection asked for; its index in the report's list (`None`: past the list's
-    /// cap, counted only).
-    fn record(&self, c: EgressConnection) -> Option<usize> {
+    /// Records a connection asked for, and where it is listed.
+    fn record(&self, c: EgressConnection) -> Listed {
         let mut log = self.log();
+        let generation = log.generation;
         let r = &mut log.report;
         if c.allowed {
             r.allowed += 1;
@@ -90,17 +96,19 @@ impl Shared {
         }
         if r.connections.len() >= MAX_LISTED {
             r.left_out += 1;
-            return None;
+            return (generation, None);
         }
         r.connections.push(c);
-        Some(r.connections.len() - 1)
+        (generation, Some(r.connections.len() - 1))
     }
 
-    /// A connection's end: its bytes, and why the proxy cut it (if it did).
-    fn ended(&self, at: Option<usize>, out: u64, back: u64, cut: Option<Cut>) {
+    /// A connection's end: its bytes, and why the proxy cut it (if it did). One opened in an
+    /// earlier turn's report adds its bytes to this one's totals only.
+    fn ended(&self, (generation, at): Listed, out: u64, back: u64, cut: Option<Cut>) {
         let mut log = self.log();
         log.report.bytes_out += out;
         log.report.bytes_in += back;
+        let at = at.filter(|_| generation == log.generation);
         if let Some(c) = at.and_then(|i| log.report.connections.get_mut(i)) {
             c.bytes_out = out;
             c.bytes_in = back;
@@ -134,6 +142,16 @@ impl Proxy {
         let s = shared.clone();
         let accept = std::thread::Builder::new().name("egress".into()).spawn(move || accept(&listener, &s))?;
         Ok(Proxy { stop: Some(stop_wr), shared, accept: Some(accept) })
+    }
+
+    /// What the proxy saw since the last turn of a jail that serves turns (or its start), its
+    /// caps counted afresh from now: each turn is a run, with a run's caps.
+    pub fn turn(&self) -> EgressReport {
+        let mut log = self.shared.log();
+        log.generation += 1;
+        self.shared.opened.store(0, Ordering::Relaxed);
+        self.shared.bytes.store(0, Ordering::Relaxed);
+        std::mem::take(&mut log.report)
     }
 
     /// Ends the run's egress: no more connections (the listening socket closed), every open one

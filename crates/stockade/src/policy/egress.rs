@@ -161,6 +161,22 @@ impl EgressRule {
     }
 }
 
+impl EgressRule {
+    /// Whether this entry allows everything `narrower` does (a request's list within a policy's):
+    /// the same port, and the same host, or a name or domain below this one's `*.domain`.
+    pub fn covers(&self, narrower: &EgressRule) -> bool {
+        if self.port != narrower.port {
+            return false;
+        }
+        match (&self.host, &narrower.host) {
+            (a, b) if a == b => true,
+            (EgressHost::Below(_), EgressHost::Name(n)) => self.names(&Target::Name(n.clone()), self.port),
+            (EgressHost::Below(_), EgressHost::Below(d)) => self.names(&Target::Name(d.clone()), self.port),
+            _ => false,
+        }
+    }
+}
+
 /// Whether an address is one the internet routes to everyone: not loopback, private (RFC 1918,
 /// unique-local), link-local, shared (CGNAT), unspecified, multicast, broadcast, documentation,
 /// benchmarking, reserved, or an IPv4 address inside IPv6 (mapped, NAT64, 6to4) that is not.
@@ -261,6 +277,20 @@ mod tests {
         assert!(rule("127.0.0.1:80").names(&t("::ffff:127.0.0.1"), 80));
         assert!(!rule("127.0.0.1:80").names(&t("localhost"), 80));
         assert!(!rule("localhost:80").names(&t("127.0.0.1"), 80));
+    }
+
+    #[test]
+    fn a_list_covers_only_what_is_within_it() {
+        let wide = rule("*.example.org:443");
+        assert!(wide.covers(&rule("a.example.org:443")));
+        assert!(wide.covers(&rule("*.b.example.org:443")));
+        assert!(wide.covers(&rule("*.example.org:443")));
+        assert!(!wide.covers(&rule("example.org:443")));
+        assert!(!wide.covers(&rule("a.example.org:80")));
+        assert!(!wide.covers(&rule("*.org:443")));
+        assert!(!rule("a.example.org:443").covers(&rule("*.a.example.org:443")));
+        assert!(rule("10.0.0.1:80").covers(&rule("10.0.0.1:80")));
+        assert!(!rule("10.0.0.1:80").covers(&rule("10.0.0.2:80")));
     }
 
     #[test]

@@ -123,6 +123,7 @@ impl Prepared<'_> {
         let Some(stdin) = stdin_feed else {
             return Err(Error::Supervisor { what: "serve turns without a stdin pipe", errno: Errno(libc::EBADF) });
         };
+        let listener = self.egress.take();
         let mut pump = Pump::new(self.run_of(&sync, true), report);
         // A program whose code could go on in a thread is frozen between turns, or not served:
         // a cgroup that could not be made here (best effort) gives no freezer.
@@ -152,6 +153,8 @@ impl Prepared<'_> {
             (Some((requests, answers)), Some(host)) => calls::serve(requests, answers, host, stop_calls.clone()).ok(),
             _ => None,
         };
+        // The egress proxy serves the jail's life; each turn's report has what it did in it.
+        let proxy = super::run::egress_proxy(listener, &plan.policy.network)?;
         let jail = Limits::of(&plan.policy);
         let wall = start.limits.tighter(&jail).wall_timeout().unwrap_or(plan.policy.wall_timeout);
         let mut begun = Begun {
@@ -167,13 +170,15 @@ impl Prepared<'_> {
                 Step::Over(outcome) => break Some(outcome),
                 Step::Returned(at, account, told) => (at, account, told),
             };
+            let egress = proxy.as_ref().map(crate::egress::Proxy::turn);
             let mut turned = if first {
                 Turned::Ready { account }
             } else {
                 let calls = by_turn.as_ref().map(|t| t.end()).unwrap_or_default();
                 let wall = returned_at.duration_since(begun.start);
                 let returned = Returned { wall, told, execs_refused: pump.execs_refused(), calls };
-                let report = self.turn_report(&mut streams, &begun, returned);
+                let mut report = self.turn_report(&mut streams, &begun, returned);
+                report.egress = egress;
                 Turned::Returned { report: Box::new(report), account }
             };
             first = false;
@@ -207,9 +212,11 @@ impl Prepared<'_> {
         stop_calls.store(true, Ordering::SeqCst);
         let calls = by_turn.as_ref().map(|t| t.end()).unwrap_or_default();
         drop(served.map(std::thread::JoinHandle::join));
+        let egress = proxy.map(crate::egress::Proxy::finish);
         let over = Over { outcome, streams, begun, copied, host_owner, cpu_at_start, fds };
         let mut finished: Finished = self.conclude(over, Some(guest))?;
         finished.report.host_calls = calls;
+        finished.report.egress = egress;
         Ok(Gated::Ran(Box::new(finished)))
     }
 
