@@ -87,6 +87,13 @@ fn bench(args: &[String]) -> Result<(), String> {
     let sleeper = dir.join("sleeper");
     run(Command::new("gcc").args(["-static", "-O2", "-o"]).arg(&sleeper).arg(&sleeper_src))?;
     let stockade = build_static_cli(&root, false)?;
+    let egress = || {
+        println!("\negress: a connection and 1 MiB through a jail's egress proxy, against the host's network");
+        run(Command::new("python3").arg(root.join("xtask/egress_bench.py")).arg(&stockade).arg(&root).arg("20"))
+    };
+    if args.iter().any(|a| a == "--egress-only") {
+        return egress();
+    }
     let lean = build_static_cli(&root, true)?;
     run(Command::new("cargo").current_dir(&root).args(["build", "--quiet", "--release", "--example", "bench"]))?;
     let harness = root.join("target/release/examples/bench");
@@ -136,12 +143,12 @@ fn bench(args: &[String]) -> Result<(), String> {
         run(cmd.args(args.iter().filter(|a| *a != "--no-lws" && *a != "--no-serve")))?;
     }
     if args.iter().any(|a| a == "--no-serve") {
-        return Ok(());
+        return egress();
     }
     match guest_dir(&stockade) {
-        Some(g) => {
-            serve::bench(&root, &stockade, &dir, &g).and_then(|()| serve::hibernation(&root, &stockade, &dir, &g))
-        }
+        Some(g) => serve::bench(&root, &stockade, &dir, &g)
+            .and_then(|()| serve::hibernation(&root, &stockade, &dir, &g))
+            .and_then(|()| egress()),
         None => {
             println!("the service: skipped (no guests)");
             Ok(())
@@ -585,7 +592,7 @@ fn main() -> ExitCode {
         Some("man") => man(&args[1..]),
         Some("wheel") => wheel(&args[1..]),
         Some("completions") => completions(&args[1..]),
-        _ => Err("usage: cargo xtask bench [--rounds N] [--spaced-ms MS] [--no-serve | --serve-only | --hibernate-only] | vm-test [--allow-skip] | build-static | \
+        _ => Err("usage: cargo xtask bench [--rounds N] [--spaced-ms MS] [--no-serve | --serve-only | --hibernate-only | --egress-only] | vm-test [--allow-skip] | build-static | \
                   man [DIR] | completions [DIR] | escape | soak [--runs N] [--workers W] [--seed S] [--release] | load [--requests N] [--concurrency C] [--release] | \
                   fuzz [--secs N] [TARGET...] | seccomp-profiles [--check] | container [--allow-skip] [--context] | scale [--allow-skip] | k8s-validate | \
                   wheel [--test]"

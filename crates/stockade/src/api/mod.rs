@@ -303,7 +303,11 @@ pub fn check(body: RunBody, cfg: &Catalog) -> Result<RunRequest, ApiError> {
         .within(&ceiling, &format!("policy {policy_name:?}"))
         .map_err(|e| ApiError::field(format!("limits.{}", e.key), e.message))?;
     let egress_allow = egress_allow(body.egress_allow.as_deref(), named_policy, &policy_name)?;
-    let narrowed = egress_allow.as_ref().is_some_and(|l| *l != named_policy.network.egress_allow);
+    let narrowed = egress_allow.as_ref().is_some_and(|l| {
+        let mut whole = named_policy.network.egress_allow.clone();
+        whole.sort();
+        *l != whole
+    });
     let needs_own_jail = limits.need_own_jail(&ceiling) || matches!(target, Target::Wasm(_)) || narrowed;
     let module_max = named_policy.wasm.module_max_bytes;
     if let Target::Wasm(m) = &target

@@ -225,6 +225,12 @@ mod tests {
             mix(&mut p, open);
             out.push(p);
         }
+        // The default with an egress list of every kind of entry.
+        let mut egress = tight.clone();
+        for e in ["pypi.org:443", "*.pythonhosted.org:443", "127.0.0.1:8080", "1.1.1.1:53"] {
+            egress.add_egress(e, "test").expect("egress");
+        }
+        out.push(egress);
         out
     }
 
@@ -236,6 +242,11 @@ mod tests {
             f(&mut q);
             out.push((what, q));
         };
+        for i in 0..p.network.egress_allow.len() {
+            add(format!("egress entry {i} removed"), &|q| {
+                q.network.egress_allow.remove(i);
+            });
+        }
         for i in 0..7 {
             add(format!("namespace {i} on"), &|q| {
                 let n = &mut q.namespaces;

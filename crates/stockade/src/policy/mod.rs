@@ -234,7 +234,6 @@ impl Policy {
         }
         if !self.network.egress_allow.contains(&rule) {
             self.network.egress_allow.push(rule);
-            self.network.egress_allow.sort();
         }
         Ok(())
     }

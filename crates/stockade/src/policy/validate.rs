@@ -41,7 +41,7 @@ pub struct Policy {
 /// What the jail may reach: the hosts of its egress proxy, and its caps. No host: no network.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetworkPolicy {
-    /// Sorted, without repeats.
+    /// In the file's order (a warning names its index), without repeats.
     pub egress_allow: Vec<EgressRule>,
     pub egress_max_connections: u32,
     pub egress_max_bytes: u64,
@@ -210,7 +210,7 @@ fn network(file: &PolicyFile, bad: &mut Bad<'_>) -> NetworkPolicy {
     if egress_allow.len() > MAX_EGRESS_RULES {
         bad("network.egress-allow", format!("lists {} hosts; at most {MAX_EGRESS_RULES}", egress_allow.len()));
     }
-    let mut rules: Vec<EgressRule> = Vec::new();
+    let mut rules: Vec<EgressRule> = Vec::with_capacity(egress_allow.len());
     for (i, entry) in egress_allow.iter().enumerate() {
         match entry.parse::<EgressRule>() {
             Ok(r) if rules.contains(&r) => bad(&format!("network.egress-allow[{i}]"), format!("{r} is listed twice")),
@@ -227,7 +227,6 @@ fn network(file: &PolicyFile, bad: &mut Bad<'_>) -> NetworkPolicy {
     if !rules.is_empty() {
         egress_needs(file, bad);
     }
-    rules.sort();
     NetworkPolicy {
         egress_allow: rules,
         egress_max_connections: *egress_max_connections,
