@@ -220,29 +220,44 @@ pub fn runnable_by_anyone(bin: &Path) -> (PathBuf, Option<tempfile::TempDir>) {
     (there, Some(dir))
 }
 
-/// An HTTP server on 127.0.0.1: answers every request with `body`, counts the connections it
-/// accepted and keeps the request lines it read.
+/// An HTTP server on 127.0.0.1: answers each request with what `answer` gives its path (a
+/// content type and a body; `None`: 404), counts the connections it accepted and keeps the
+/// request lines it read.
 pub struct Host {
     pub port: u16,
     accepted: Arc<AtomicUsize>,
     lines: Arc<Mutex<Vec<String>>>,
 }
 
+type Answer = dyn Fn(&str) -> Option<(&'static str, Vec<u8>)> + Send + Sync;
+
 impl Host {
-    pub fn serving(body: Vec<u8>) -> Host {
+    fn answering(answer: Arc<Answer>) -> Host {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = listener.local_addr().expect("addr").port();
         let (accepted, lines) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(Vec::new())));
         let (a, l) = (accepted.clone(), lines.clone());
-        let body = Arc::new(body);
         std::thread::spawn(move || {
             for s in listener.incoming().flatten() {
                 a.fetch_add(1, Ordering::SeqCst);
-                let (l, body) = (l.clone(), body.clone());
-                std::thread::spawn(move || answer(s, &l, &body));
+                let (l, answer) = (l.clone(), answer.clone());
+                std::thread::spawn(move || answer_one(s, &l, &*answer));
             }
         });
         Host { port, accepted, lines }
+    }
+
+    /// Answers every request with `body`.
+    pub fn serving(body: Vec<u8>) -> Host {
+        Host::answering(Arc::new(move |_: &str| Some(("text/plain", body.clone()))))
+    }
+
+    /// Answers each path of `paths` with its bytes (a path ending in `/` as HTML), 404 otherwise.
+    pub fn serving_paths(paths: Vec<(String, Vec<u8>)>) -> Host {
+        Host::answering(Arc::new(move |path: &str| {
+            let (_, body) = paths.iter().find(|(p, _)| p == path)?;
+            Some((if path.ends_with('/') { "text/html" } else { "application/octet-stream" }, body.clone()))
+        }))
     }
 
     pub fn accepted(&self) -> usize {
@@ -254,59 +269,27 @@ impl Host {
     }
 }
 
-fn answer(mut s: TcpStream, lines: &Mutex<Vec<String>>, body: &[u8]) {
+fn answer_one(mut s: TcpStream, lines: &Mutex<Vec<String>>, answer: &Answer) {
     let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).is_ok_and(|n| n == 1) {
         head.push(byte[0]);
     }
-    let text = String::from_utf8_lossy(&head).into_owned();
-    lines.lock().expect("lines").push(text.lines().next().unwrap_or("").to_string());
-    let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", body.len());
-    let _ = s.write_all(body);
-}
-
-impl Host {
-    /// Answers each path of `paths` with its bytes (404 otherwise).
-    pub fn serving_paths(paths: Vec<(String, Vec<u8>)>) -> Host {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let port = listener.local_addr().expect("addr").port();
-        let (accepted, lines) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(Vec::<String>::new())));
-        let (a, l) = (accepted.clone(), lines.clone());
-        let paths = Arc::new(paths);
-        std::thread::spawn(move || {
-            for s in listener.incoming().flatten() {
-                a.fetch_add(1, Ordering::SeqCst);
-                let (l, paths) = (l.clone(), paths.clone());
-                std::thread::spawn(move || {
-                    let mut s = s;
-                    let mut head = Vec::new();
-                    let mut byte = [0u8; 1];
-                    while !head.ends_with(b"\r\n\r\n") && s.read(&mut byte).is_ok_and(|n| n == 1) {
-                        head.push(byte[0]);
-                    }
-                    let line = String::from_utf8_lossy(&head).lines().next().unwrap_or("").to_string();
-                    let path = line.split(' ').nth(1).unwrap_or("").to_string();
-                    l.lock().expect("lines").push(line);
-                    match paths.iter().find(|(p, _)| *p == path) {
-                        Some((_, body)) => {
-                            let kind = if path.ends_with('/') { "text/html" } else { "application/octet-stream" };
-                            let _ = write!(
-                                s,
-                                "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                                body.len()
-                            );
-                            let _ = s.write_all(body);
-                        }
-                        None => {
-                            let _ =
-                                write!(s, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-                        }
-                    }
-                });
-            }
-        });
-        Host { port, accepted, lines }
+    let line = String::from_utf8_lossy(&head).lines().next().unwrap_or("").to_string();
+    let path = line.split(' ').nth(1).unwrap_or("").to_string();
+    lines.lock().expect("lines").push(line);
+    match answer(&path) {
+        Some((kind, body)) => {
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = s.write_all(&body);
+        }
+        None => {
+            let _ = write!(s, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
     }
 }
