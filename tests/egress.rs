@@ -275,6 +275,41 @@ fn every_connection_ends_with_the_run_and_nothing_of_the_proxy_is_left() {
     assert_eq!((proxy_threads(), new), (threads, vec![]), "the proxy left threads or fds");
 }
 
+/// Needs no python3, curl or guest: `cargo xtask vm-test` runs it in the Linux 6.1 VM too, whose
+/// Landlock (ABI 2) cannot pin `connect` to the proxy's port.
+#[test]
+fn a_static_program_tunnels_through_the_proxy_and_reaches_nothing_else() {
+    let _alone = alone();
+    let Some(helper) = attack_helper() else { return };
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port().to_string();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let s = seen.clone();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            s.fetch_add(1, Ordering::SeqCst);
+            let mut ping = [0u8; 4];
+            if conn.read_exact(&mut ping).is_ok() && &ping == b"ping" {
+                let _ = std::io::Write::write_all(&mut conn, b"pong");
+            }
+        }
+    });
+    let (dir, h) = (helper.parent().expect("dir").display().to_string(), helper.display().to_string());
+    let listed = format!("127.0.0.1:{port}");
+    let run_helper = |cmd: &str| run_report(&["--ro", &dir, "--egress", &listed, "--", &h, cmd, &port]).0;
+    let r = run_helper("tunnel");
+    assert_eq!((r.status, stdout_of(&r)), (Status::Ok, "proxy: HTTP/1.1 200\nhost: pong\n"), "{r:?}");
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+    for cmd in ["tcp4", "udp4"] {
+        let r = run_helper(cmd);
+        assert!(stdout_of(&r).contains(": failed: "), "{cmd}: {}", stdout_of(&r));
+    }
+    assert_eq!(seen.load(Ordering::SeqCst), 1, "a connect that skipped the proxy reached the host");
+    let landlock = r.enforcement.iter().find(|l| l.layer == "landlock").map(|l| l.applied.clone()).unwrap_or_default();
+    let pinned = if stockade::host::landlock_abi() >= 4 { "connect only to port 3128" } else { "connect not pinned" };
+    assert!(landlock.contains(pinned), "{landlock}");
+}
+
 #[test]
 fn bad_lists_are_refused_naming_the_entry() {
     let _alone = alone();

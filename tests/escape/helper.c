@@ -49,6 +49,37 @@ static int connect_inet(int family, int type, const char *port) {
     return report("connect", rc);
 }
 
+// Through the egress proxy on the jail's loopback: CONNECT 127.0.0.1:PORT, then "ping" through the
+// tunnel and what comes back printed.
+static int tunnel(const char *port) {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0) return report("socket", -1);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(3128)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (connect(s, (void *)&a, sizeof a) < 0) return report("connect to the proxy", -1);
+    char req[128], buf[512];
+    int n = snprintf(req, sizeof req, "CONNECT 127.0.0.1:%s HTTP/1.1\r\n\r\n", port);
+    if (write(s, req, n) != n) return report("write", -1);
+    int got = 0;
+    while (got < (int)sizeof buf - 1 && !memmem(buf, got, "\r\n\r\n", 4)) {
+        int k = read(s, buf + got, sizeof buf - 1 - got);
+        if (k <= 0) break;
+        got += k;
+    }
+    buf[got] = 0;
+    printf("proxy: %.12s\n", buf);
+    if (write(s, "ping", 4) != 4) return report("write", -1);
+    got = 0;
+    while (got < 4) {
+        int k = read(s, buf + got, 4 - got);
+        if (k <= 0) break;
+        got += k;
+    }
+    buf[got] = 0;
+    printf("host: %s\n", buf);
+    return 0;
+}
+
 static int connect_abstract(const char *name) {
     int s = socket(AF_UNIX, SOCK_STREAM, 0);
     if (s < 0) return report("socket", -1);
@@ -128,6 +159,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "tcp4")) return connect_inet(AF_INET, SOCK_STREAM, argv[2]);
     if (!strcmp(cmd, "tcp6")) return connect_inet(AF_INET6, SOCK_STREAM, argv[2]);
     if (!strcmp(cmd, "udp4")) return connect_inet(AF_INET, SOCK_DGRAM, argv[2]);
+    if (!strcmp(cmd, "tunnel")) return tunnel(argv[2]);
     if (!strcmp(cmd, "abstract")) return connect_abstract(argv[2]);
     if (!strcmp(cmd, "uring")) return uring_connect(argv[2]);
     if (!strcmp(cmd, "exec")) return report("execv", execv(argv[2], argv + 2));

@@ -357,7 +357,7 @@ fn vm_test(args: &[String]) -> Result<(), String> {
     std::fs::create_dir_all(&helpers).map_err(|e| e.to_string())?;
     let helper = helpers.join("attack");
     run(Command::new("gcc").args(["-static", "-O1", "-o"]).arg(&helper).arg(root.join("tests/escape/helper.c")))?;
-    let tests = test_executables(&root, &["degraded", "cgroups", "walls", "doctor"])?;
+    let tests = test_executables(&root, &["degraded", "cgroups", "walls", "doctor", "egress"])?;
     let mut cmd = Command::new(vm.join("run.sh"));
     // The files reach the VM in its initramfs, which the guest holds in RAM twice while it
     // unpacks it: half a gigabyte of debug binaries (stockade alone is 160 MB) did not fit in
@@ -372,7 +372,9 @@ fn vm_test(args: &[String]) -> Result<(), String> {
     let mut script = String::from("set -e\n");
     for (name, exe) in &tests {
         cmd.arg("--file").arg(format!("{}:/t/{name}", exe.display()));
-        script.push_str(&format!("echo '== {name} (in the VM)'\n/t/{name} --test-threads=1\n"));
+        // Of egress, the test that needs no python3, curl or guest (the VM has none of them).
+        let only = if name == "egress" { " a_static_program" } else { "" };
+        script.push_str(&format!("echo '== {name} (in the VM)'\n/t/{name} --test-threads=1{only}\n"));
     }
     cmd.args(["--env", "RUST_BACKTRACE=1", "--", "/bin/sh", "-c", &script]);
     println!(
