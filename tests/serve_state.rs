@@ -12,6 +12,7 @@ use common::*;
 use serde_json::{Value, json};
 use server::*;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 const RUNTIMES: &str = "[runtimes.python]\nguest = \"python\"\nwarm = 1\n\
                         [runtimes.javascript]\nguest = \"javascript\"\nwarm = 1\n";
@@ -109,7 +110,9 @@ fn what_was_changed_on_disk_is_refused_never_served() {
     );
     assert_eq!(status, 500, "{v}");
     assert!(v["error"]["message"].is_string(), "{v}");
-    assert!(s.log().contains("a.py") && s.log().contains("changed on disk"), "{}", s.log());
+    // The server's log is read by a thread of this test: the answer may come before its line.
+    let logged = |what: &[&str]| wait_for(Duration::from_secs(5), || what.iter().all(|w| s.log().contains(w)));
+    assert!(logged(&["a.py", "changed on disk"]), "{}", s.log());
     assert_eq!(call(&s, "GET", &format!("/v1/sessions/{changed}/files/a.py"), Vec::new()).status, 500);
     // The session is free again, its workspace as it was.
     let (_, v) = json_call(&s, "GET", &format!("/v1/sessions/{changed}"), &Value::Null);
@@ -124,7 +127,9 @@ fn what_was_changed_on_disk_is_refused_never_served() {
     });
     let (status, _) = json_call(&s, "GET", &format!("/v1/sessions/{forged}"), &Value::Null);
     assert_eq!(status, 404);
-    assert!(s.log().contains(&forged) && s.log().contains("MAC does not hold"), "{}", s.log());
+    let logged =
+        wait_for(Duration::from_secs(5), || s.log().contains(&forged) && s.log().contains("MAC does not hold"));
+    assert!(logged, "{}", s.log());
 }
 
 /// Sets `path`'s modification time an hour back (past the reaper's grace).

@@ -32,12 +32,13 @@ struct Request {
     first: Vec<u8>,
 }
 
-/// A refused request's record.
+/// A refused request's record (the program's words cut to a host name's length: a report lists
+/// 256 of them).
 pub(super) fn refusal(host: &str, port: u16, method: &str, why: Refusal) -> EgressConnection {
     EgressConnection {
-        host: host.to_string(),
+        host: host.chars().take(253).collect(),
         port,
-        method: method.to_string(),
+        method: method.chars().take(16).collect(),
         allowed: false,
         refused: Some(why),
         address: None,
