@@ -215,19 +215,8 @@ impl Policy {
     pub fn add_egress(&mut self, entry: &str, flag: &str) -> Result<(), PolicyError> {
         let bad = |message: String| PolicyError::Override { flag: format!("{flag} {entry}"), message };
         let rule: EgressRule = entry.parse().map_err(bad)?;
-        if !self.namespaces.net {
-            return Err(bad("needs namespaces.net = true: the proxy listens inside the jail's own network \
-                            namespace"
-                .into()));
-        }
-        if let Some(g) =
-            [SyscallGroup::Network, SyscallGroup::IoUring].into_iter().find(|g| self.seccomp.allow.contains(g))
-        {
-            return Err(bad(format!(
-                "the policy allows seccomp group {:?}, which passes every socket by the proxy: remove it from \
-                 seccomp.allow",
-                g.name()
-            )));
+        if let Some((key, why)) = validate::egress_conflicts(&self.namespaces, &self.seccomp.allow).into_iter().next() {
+            return Err(bad(format!("the policy's {key}: {why}")));
         }
         if self.network.egress_allow.len() >= egress::MAX_EGRESS_RULES {
             return Err(bad(format!("the list holds {} hosts already", egress::MAX_EGRESS_RULES)));

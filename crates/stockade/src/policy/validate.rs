@@ -225,7 +225,9 @@ fn network(file: &PolicyFile, bad: &mut Bad<'_>) -> NetworkPolicy {
         bad("network.egress-max-bytes", "must be at least 1".into());
     }
     if !rules.is_empty() {
-        egress_needs(file, bad);
+        for (key, message) in egress_conflicts(&file.namespaces, &file.seccomp.allow) {
+            bad(&key, message);
+        }
     }
     NetworkPolicy {
         egress_allow: rules,
@@ -235,27 +237,30 @@ fn network(file: &PolicyFile, bad: &mut Bad<'_>) -> NetworkPolicy {
 }
 
 /// What a policy with an egress list cannot also have: the proxy lives in the jail's own network
-/// namespace, and the filter is what keeps every socket but a TCP one to it.
-fn egress_needs(file: &PolicyFile, bad: &mut Bad<'_>) {
-    if !file.namespaces.net {
-        bad(
-            "network.egress-allow",
+/// namespace, and the filter is what keeps every socket but a TCP one to it. Each problem with
+/// the key it is at (the file's and `Policy::add_egress`'s one rule).
+pub(super) fn egress_conflicts(namespaces: &Namespaces, allow: &[SyscallGroup]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if !namespaces.net {
+        out.push((
+            "network.egress-allow".to_string(),
             "needs namespaces.net = true: the proxy listens inside the jail's own network namespace, and without \
              one the program has the host's network"
-                .into(),
-        );
+                .to_string(),
+        ));
     }
     for (group, why) in [
         (SyscallGroup::Network, "every socket is allowed already: the list would hold nothing back"),
         (SyscallGroup::IoUring, "io_uring opens sockets past the filter that keeps them to TCP"),
     ] {
-        if let Some(i) = file.seccomp.allow.iter().position(|g| *g == group) {
-            bad(
-                &format!("seccomp.allow[{i}]"),
+        if let Some(i) = allow.iter().position(|g| *g == group) {
+            out.push((
+                format!("seccomp.allow[{i}]"),
                 format!("{:?} cannot be allowed with network.egress-allow: {why}", group.name()),
-            );
+            ));
         }
     }
+    out
 }
 
 /// A limit's value; `None` for `"unlimited"`.
