@@ -82,6 +82,37 @@ fn sessions_outlive_a_stopped_and_a_killed_server() {
     assert_eq!((&v["session"]["interpreter"], v["session"].get("interpreter-reason")), (&json!("kept"), None), "{v}");
 }
 
+/// A run that changes no file (nor an interpreter's image) does not write its session's meta
+/// again (its clocks reach the disk with the next change, or at drain); one that changes a file
+/// writes it before its answer.
+#[test]
+fn a_run_that_changes_nothing_writes_nothing() {
+    if !guests() {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let s = Server::start("", RUNTIMES, true);
+    s.wait_warm();
+    let meta_inode = |id: &str| std::fs::metadata(session_dir(&s, id).join("meta")).expect("meta").ino();
+    for mode in ["workspace", "live"] {
+        let (status, made) = ask(&s, TOKEN, "POST", "/v1/sessions", &json!({"runtime": "python", "mode": mode}));
+        assert_eq!(status, 201, "{made}");
+        let id = made["id"].as_str().expect("id").to_string();
+        let runs = format!("/v1/sessions/{id}/runs");
+        let (_, v) = ask(&s, TOKEN, "POST", &runs, &json!({"code": "open('/app/a.txt', 'w').write('a')"}));
+        assert_eq!(v["status"], "ok", "{v}");
+        let before = meta_inode(&id);
+        for code in ["x = 1", "print(open('/app/a.txt').read())"] {
+            let (_, v) = ask(&s, TOKEN, "POST", &runs, &json!({"code": code}));
+            assert_eq!(v["status"], "ok", "{mode}: {v}");
+        }
+        assert_eq!(meta_inode(&id), before, "{mode}: runs that changed nothing wrote its meta again");
+        let (_, v) = ask(&s, TOKEN, "POST", &runs, &json!({"code": "open('/app/b.txt', 'w').write('b')"}));
+        assert_eq!(v["status"], "ok", "{v}");
+        assert_ne!(meta_inode(&id), before, "{mode}: a run that wrote a file did not write its meta");
+    }
+}
+
 #[test]
 fn what_was_changed_on_disk_is_refused_never_served() {
     if !guests() {

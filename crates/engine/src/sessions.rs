@@ -63,7 +63,7 @@ pub struct Spec {
 
 /// A file of a workspace: its blob in the session's directory, its size, when its content last
 /// changed.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Stored {
     blob: Hash,
     len: u64,
@@ -76,6 +76,8 @@ struct Session {
     spec: Spec,
     created_unix_ms: u64,
     last_used_unix_ms: u64,
+    /// The `last_used_unix_ms` its meta on disk says.
+    disk_used_unix_ms: u64,
     files: BTreeMap<String, Stored>,
     bytes: u64,
     runs: u64,
@@ -340,8 +342,17 @@ impl Session {
         self.last_used_unix_ms = unix_ms();
     }
 
+    /// Whether its idle clock on disk is far enough behind to be written though nothing else
+    /// changed: a quarter of its idle timeout, at most a minute (a server killed meanwhile
+    /// restarts it with at most that much less idle time).
+    fn clock_due(&self, now_ms: u64) -> bool {
+        let every = (self.spec.idle / 4).min(Duration::from_secs(60));
+        now_ms.saturating_sub(self.disk_used_unix_ms) >= millis(every)
+    }
+
     /// Counts a change of session `id` and makes its write.
     fn changed(&mut self, id: &str) -> Save {
+        self.disk_used_unix_ms = self.last_used_unix_ms;
         self.changes += 1;
         self.gc = true;
         Save {

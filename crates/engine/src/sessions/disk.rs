@@ -142,6 +142,7 @@ fn session_of(json: &[u8]) -> Result<Session, String> {
         },
         created_unix_ms: m.created_unix_ms,
         last_used_unix_ms: m.last_used_unix_ms,
+        disk_used_unix_ms: m.last_used_unix_ms,
         files,
         bytes,
         runs: m.runs,

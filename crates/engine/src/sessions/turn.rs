@@ -141,6 +141,7 @@ impl Turn {
         });
         let mut st = sessions.lock();
         let Some(s) = st.open.get_mut(&self.id) else { return Ok((out, returned)) };
+        let mut material = self.checkpoint.is_some() || (self.drop_image && s.image.is_some());
         if let Some((written, unkept, skipped, skipped_count)) = written {
             let mut files = BTreeMap::new();
             let mut bytes = 0u64;
@@ -149,6 +150,7 @@ impl Turn {
                 bytes += len;
                 files.insert(path, Stored { blob, len, modified_unix_ms: kept.unwrap_or(now_ms) });
             }
+            material |= s.files != files;
             s.files = files;
             s.bytes = bytes;
             out.dropped_count = (skipped_count + unkept.len()) as u64;
@@ -167,6 +169,11 @@ impl Turn {
             None => None,
         };
         out.workspace = s.usage(&bounds);
+        // A run that changed no file and no image changed only its clocks and its count: those
+        // reach the disk with the next change, at drain, or once the clock on disk is due.
+        if !material && !s.clock_due(now_ms) {
+            return Ok((out, returned));
+        }
         let save = s.changed(&self.id);
         let gone = s.unnamed(old);
         drop(st);
