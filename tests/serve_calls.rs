@@ -227,6 +227,41 @@ fn the_wasm_guests_call_their_host_too() {
     assert!(said.contains("python") && said.contains("javascript"), "{v}");
 }
 
+/// A run with tools takes a warm jail, as a run without does: held by a helper of the spawner
+/// (its calls relayed to the server, which answers them) or by a thread of the server's own.
+#[test]
+fn a_run_with_tools_is_served_by_a_warm_jail() {
+    if !guests() || python3().is_none() {
+        eprintln!("skip: needs the Wasm guests and /usr/bin/python3");
+        return;
+    }
+    let runtimes = format!(
+        "[runtimes.python]\nguest = \"python\"\nwarm = 1\n[runtimes.javascript]\nguest = \"javascript\"\nwarm = 1\n{RUNTIMES}"
+    );
+    let py = "import stockade_host as h\nprint(h.call('add', {'a': 40, 'b': 2}))";
+    for spawner in ["true", "false"] {
+        let s = Server::start(&format!("spawner = {spawner}"), &runtimes, false);
+        for (runtime, code) in
+            [("python", py), ("python3", py), ("javascript", "print(host.call('add', {a: 40, b: 2}))")]
+        {
+            s.wait_warm();
+            let body = json!({"runtime": runtime, "code": code, "tools": [{"name": "add"}]});
+            let (status, events, answers) = post_stream_answering(&s.socket, "/v1/runs", &body, |v| {
+                let c = v.get("call")?;
+                let at = format!("/v1/runs/{}/calls/{}", c["run"].as_str()?, c["id"].as_str()?);
+                Some((at, json!({"ok": c["args"]["a"].as_i64()? + c["args"]["b"].as_i64()?})))
+            });
+            let what = format!("{runtime}, spawner = {spawner}");
+            assert_eq!((status, answers.as_slice()), (200, [204].as_slice()), "{what}: {events:?}");
+            let out: String = events.iter().filter_map(|(_, e)| e["stdout"].as_str()).collect();
+            assert_eq!(out, "42\n", "{what}: {events:?}");
+            let r = &events.last().expect("a last line").1["report"];
+            assert!(r.get("warm-start").is_some(), "{what}: a warm jail served it: {r}");
+            assert_eq!(r["host-calls"][0]["outcome"], "ok", "{what}: {r}");
+        }
+    }
+}
+
 /// Answers and tool lists are bounded before they are decoded: an answer to a call that does not
 /// wait is refused before its body is read (15 MiB, four times, cost the server's memory nothing),
 /// and a list of 15 MiB of tools is refused at its seventeenth, as it is read.

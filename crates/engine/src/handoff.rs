@@ -8,7 +8,7 @@
 //! Both ends are stockade's own processes outside any jail; the lengths are checked all the
 //! same (no frame past [`FRAME_MAX_BYTES`], no slice out of its bytes).
 //!
-//! Imports (layers): none.
+//! Imports (layers): `relay`.
 
 use serde::{Deserialize, Serialize};
 use std::io::{self, Read, Write};
@@ -59,6 +59,9 @@ pub struct StartWire {
     streams: bool,
     argv_display: Option<Vec<String>>,
     from_release: bool,
+    /// The run's tools: its host calls are answered in the server, through the relay socket
+    /// that comes with the frame after the output pipes ([`super::relay`]).
+    tools: Option<Vec<stockade::Tool>>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -163,11 +166,21 @@ pub fn read_frame(r: &mut impl Read) -> io::Result<(Msg, Vec<u8>)> {
     read_rest(r, &lengths)
 }
 
-/// A run's start as a frame, and the output pipes that go with it.
+/// A run's start as a frame, and the fds that go with it: its output pipes, and for a run with
+/// host calls the helper's end of their relay, whose other end answers them from now on.
 pub fn start_out(start: Start) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
-    if start.live.is_some() || start.host.is_some() {
-        return Err(io::Error::other("a run lending its directory or with host calls runs in this process"));
+    if start.live.is_some() {
+        return Err(io::Error::other("a run lending its directory runs in this process"));
     }
+    let (tools, relay) = match start.host {
+        None => (None, None),
+        Some(stockade::Host::Run(h)) => {
+            let (helper, server) = std::os::unix::net::UnixStream::pair()?;
+            super::relay::serve(server, h.answer)?;
+            (Some(h.tools), Some(OwnedFd::from(helper)))
+        }
+        Some(stockade::Host::Turns(_)) => return Err(io::Error::other("a run of turns runs in this process")),
+    };
     let mut blobs = Blobs::default();
     let stdin = blobs.add(&start.stdin);
     let files = start.files.map(|x| ExchangeWire {
@@ -176,7 +189,7 @@ pub fn start_out(start: Start) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
         take: x.take.map(|p| (p.sources, p.max_files, p.max_bytes)),
     });
     let streams = start.stdout_to.is_some() && start.stderr_to.is_some();
-    let fds: Vec<OwnedFd> = start.stdout_to.into_iter().chain(start.stderr_to).collect();
+    let fds: Vec<OwnedFd> = start.stdout_to.into_iter().chain(start.stderr_to).chain(relay).collect();
     let wire = StartWire {
         stdin,
         files,
@@ -184,6 +197,7 @@ pub fn start_out(start: Start) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
         streams,
         argv_display: start.argv_display,
         from_release: start.from_release,
+        tools,
     };
     Ok((encode(&Msg::Start(Box::new(wire)), &blobs)?, fds))
 }
@@ -195,6 +209,14 @@ pub fn start_in(wire: StartWire, bytes: &[u8], fds: Vec<OwnedFd>) -> io::Result<
         (false, None) => (None, None),
         (true, Some(o)) => (Some(o), Some(fds.next().ok_or_else(|| bad("its stderr pipe did not come with it"))?)),
         _ => return Err(bad("its output pipes did not come with it")),
+    };
+    let host = match wire.tools {
+        None => None,
+        Some(tools) => {
+            let relay = fds.next().ok_or_else(|| bad("its host calls' relay did not come with it"))?;
+            let answer = super::relay::answerer(std::os::unix::net::UnixStream::from(relay))?;
+            Some(stockade::Host::Run(stockade::HostCalls { tools, answer }))
+        }
     };
     if fds.next().is_some() {
         return Err(bad("more pipes came with it than its header says"));
@@ -223,7 +245,7 @@ pub fn start_in(wire: StartWire, bytes: &[u8], fds: Vec<OwnedFd>) -> io::Result<
         stdout_to,
         stderr_to,
         live: None,
-        host: None,
+        host,
         argv_display: wire.argv_display,
         from_release: wire.from_release,
     })

@@ -20,6 +20,7 @@ pub mod hibernate;
 pub mod live;
 pub mod metrics;
 mod pool;
+mod relay;
 mod replicas;
 pub mod sessions;
 mod slot;
@@ -325,10 +326,9 @@ impl Engine {
         let t0 = Instant::now();
         let req = Arc::new(req);
         let warm_pool = match &req.target {
-            // A run with host calls runs in this process: its answerer cannot go to the spawner.
-            Target::Runtime(name)
-                if !req.needs_own_jail && req.host.is_none() && req.policy_name == self.runtime_policy(name) =>
-            {
+            // A run with host calls has them answered here, through a relay when a helper of the
+            // spawner holds its jail.
+            Target::Runtime(name) if !req.needs_own_jail && req.policy_name == self.runtime_policy(name) => {
                 self.pools.get(name).cloned()
             }
             _ => None,

@@ -85,7 +85,7 @@ pub use policy::{Policy, PolicyError};
 pub use report::{Enforcement, LayerReport, Layers, Report, Status};
 pub use supervisor::{
     Answerer, Cleanup, Exchange, Finished, Gate, Gated, Host, HostCalls, InProcess, JoinNet, LiveRun, NetJoined,
-    Output, Prepared, ReadAccount, Start, Tool, Turn, TurnCalls, TurnEnd, TurnTold, Turned,
+    Output, Prepared, REQUEST_MAX_BYTES, ReadAccount, Start, Tool, Turn, TurnCalls, TurnEnd, TurnTold, Turned,
 };
 
 /// Prepares and runs one job under a policy: `Plan::prepare(policy, job)?.run(output)`.

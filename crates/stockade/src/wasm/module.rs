@@ -82,12 +82,12 @@ fn instantiate_module(
     let (pre, compile) = match (&c.artifact, c.module_bytes, loaded.map(|l| &l.guest)) {
         (Some(_), _, Some(super::preload::Guest::Module(pre))) => (pre.clone(), None),
         (Some(artifact), _, _) => match crate::sys::load_artifact(engine, artifact, c.artifact_id) {
-            Ok(m) => (instance_pre(engine, &m, c.host_calls, c.turns)?, None),
+            Ok(m) => (instance_pre(engine, &m, c.host_calls.is_some(), c.turns)?, None),
             Err(e) => return Err(format!("cannot load {}: {}", artifact.display(), one_line(&e))),
         },
         (None, Some(size), _) => {
             let (m, took) = compile(engine, size)?;
-            (instance_pre(engine, &m, c.host_calls, c.turns)?, Some(took))
+            (instance_pre(engine, &m, c.host_calls.is_some(), c.turns)?, Some(took))
         }
         (None, None, _) => return Err("no artifact and no module to compile".into()),
     };

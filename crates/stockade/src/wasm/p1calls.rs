@@ -41,19 +41,19 @@ type P1 = State<WasiP1Ctx>;
 /// A command module's imports resolved against WASI preview 1.
 pub(super) type Pre = wasmtime::InstancePre<State<WasiP1Ctx>>;
 
-/// Resolves `module`'s imports (WASI preview 1) in `engine`, with the jail's host-call channel
-/// (`p1calls.rs`) when the run has one, and its turns' stdin and status (`turns`). A module
-/// preloaded by a warm runner has neither: a run with host calls is never a warm one, nor is a
-/// live session's interpreter.
+/// Resolves `module`'s imports (WASI preview 1) in `engine`, with the host-call channel's fds
+/// (`host_calls`: its store's [`State::channel`], when its run has one) and its turns' stdin and
+/// status (`turns`). A module preloaded by a warm runner has the channel's fds, not the turns (a
+/// live session's interpreter is never a warm one).
 pub(super) fn instance_pre(
     engine: &wasmtime::Engine,
     module: &wasmtime::Module,
-    host_calls: Option<(i32, i32)>,
+    host_calls: bool,
     turns: bool,
 ) -> Result<Pre, String> {
     let mut linker: Linker<State<WasiP1Ctx>> = Linker::new(engine);
     wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s| &mut s.wasi).map_err(|e| one_line(&e))?;
-    if host_calls.is_some() || turns {
+    if host_calls || turns {
         link(&mut linker, host_calls, turns).map_err(|e| one_line(&e))?;
     }
     linker.instantiate_pre(module).map_err(|e| format!("cannot link: {}", one_line(&e)))
@@ -69,19 +69,20 @@ pub(super) fn fresh(
     Ok((store, instance))
 }
 
-/// Shadows `fd_write` and `fd_read` in `linker` (which has WASI preview 1) so that the guest's
-/// two channel fds are the jail's `channel` (requests, answers), when it has one; and, for a
+/// Shadows `fd_write` and `fd_read` in `linker` (which has WASI preview 1) so that, with
+/// `channel`, the guest's two channel fds are its store's [`State::channel`] (the jail's
+/// requests and answers; with none, they are fds the guest does not have); and, for a
 /// guest that serves turns (`turns`), so that its stdin is its turns' frames and its status fd
 /// ([`crate::handover::JS_STATUS_FD`]) the runner's (see `turns.rs`). Every other fd goes to
 /// WASI's own functions, called as wasmtime-wasi's linker calls them (its generated bindings,
 /// with the caller's memory and its host-call fuel).
-pub(super) fn link(linker: &mut Linker<P1>, channel: Option<(i32, i32)>, turns: bool) -> wasmtime::Result<()> {
+pub(super) fn link(linker: &mut Linker<P1>, channel: bool, turns: bool) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     linker.func_wrap(
         MODULE,
         "fd_write",
         move |mut caller: Caller<'_, P1>, fd: i32, iovs: i32, count: i32, done: i32| -> wasmtime::Result<i32> {
-            match (fd as u32, channel) {
+            match (fd as u32, channel.then(|| caller.data().channel).flatten()) {
                 (GUEST_REQUESTS, Some(channel)) => {
                     return Ok(transfer(&mut caller, channel.0, iovs, count, done, Way::Write));
                 }
@@ -98,7 +99,7 @@ pub(super) fn link(linker: &mut Linker<P1>, channel: Option<(i32, i32)>, turns: 
         MODULE,
         "fd_read",
         move |mut caller: Caller<'_, P1>, fd: i32, iovs: i32, count: i32, done: i32| -> wasmtime::Result<i32> {
-            match (fd as u32, channel) {
+            match (fd as u32, channel.then(|| caller.data().channel).flatten()) {
                 (GUEST_ANSWERS, Some(channel)) => {
                     return Ok(transfer(&mut caller, channel.1, iovs, count, done, Way::Read));
                 }

@@ -105,7 +105,7 @@ pub(super) fn load(key: &Key) -> Result<(), String> {
     } else {
         let m = sys::load_artifact(&engine, &key.path, key.id).map_err(cannot)?;
         m.initialize_copy_on_write_image().map_err(cannot)?;
-        let pre = super::p1calls::instance_pre(&engine, &m, None, false)?;
+        let pre = super::p1calls::instance_pre(&engine, &m, true, false)?;
         let fresh = super::p1calls::fresh(&engine, &pre).map_err(instantiated)?;
         (Guest::Module(pre), Fresh::Module(fresh.0, fresh.1), super::pages::Warm::default())
     };

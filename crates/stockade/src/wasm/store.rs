@@ -18,6 +18,9 @@ pub(super) struct State<W> {
     pub(super) turn: Option<super::turns::TurnIo>,
     /// A live JavaScript guest's images (see `jsimage.rs`).
     pub(super) js: Option<super::jsimage::JsImages>,
+    /// A preview-1 guest's host-call channel (requests, answers), when its run has one (see
+    /// `p1calls.rs`).
+    pub(super) channel: Option<(i32, i32)>,
 }
 
 /// How a guest's call went, as the runner's `run` (`runner.rs`) reports it.
@@ -57,7 +60,8 @@ pub(super) fn store<W>(
     instances_max: u32,
 ) -> Result<Store<State<W>>, String> {
     let turn = c.turns.then(|| super::turns::TurnIo::new(c.fuel));
-    let mut store = Store::new(engine, State { wasi, limits: Limits::of(c, instances_max), turn, js: None });
+    let mut store =
+        Store::new(engine, State { wasi, limits: Limits::of(c, instances_max), turn, js: None, channel: c.host_calls });
     store.limiter(|s| &mut s.limits);
     arm(&mut store, c)?;
     Ok(store)
@@ -66,7 +70,7 @@ pub(super) fn store<W>(
 /// A store for a preloaded guest's fresh instance: no WASI of a run's, no limit (what the
 /// instance takes is recorded), no deadline while it is made.
 pub(super) fn fresh_store<W>(engine: &wasmtime::Engine, wasi: W) -> Store<State<W>> {
-    let mut store = Store::new(engine, State { wasi, limits: Limits::none(), turn: None, js: None });
+    let mut store = Store::new(engine, State { wasi, limits: Limits::none(), turn: None, js: None, channel: None });
     store.limiter(|s| &mut s.limits);
     // Made outside any run: a start function of the guest's own runs unmetered.
     let _ = store.set_fuel(u64::MAX);
@@ -94,7 +98,7 @@ pub(super) fn adopt<W, I>(
     }
     limits.memory_peak = took.memory_peak;
     limits.tell();
-    *store.data_mut() = State { wasi, limits, turn: None, js: None };
+    *store.data_mut() = State { wasi, limits, turn: None, js: None, channel: c.host_calls };
     arm(&mut store, c)?;
     Ok(Some((store, instance)))
 }
