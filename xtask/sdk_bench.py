@@ -3,9 +3,13 @@ interleaved round by round (which goes first alternating), spaced so the warm po
 bare httpx POST on the unix socket (the baseline: the same request, no SDK) against
 `Client.run_python` — medians and the difference.
 
-And, when the server has the python3 runtime, a host call's round trip (the run asks, the
-server sends the call to the SDK, the SDK calls a plain function and posts its answer, the run
-gets it), timed in the run, against a bare httpx GET of /v1/health/live in the same run.
+Then a run that calls one tool (`print(h.call("echo", 1))`, answered by the SDK) against a plain
+`print(1)`, both through `Client.run`, interleaved and spaced the same way: a run with tools takes
+a warm jail as a plain one does.
+
+And a host call's round trip (the run asks, the server sends the call to the SDK, the SDK calls a
+plain function and posts its answer, the run gets it), timed in the run, against a bare httpx GET
+of /v1/health/live in the same run.
 
 Usage: sdk_bench.py SOCKET ROUNDS SPACED_MS
 """
@@ -59,7 +63,34 @@ def main() -> None:
     print("  httpx POST on the unix socket (no SDK)   {:7.2f} ms".format(raw_ms))
     print("  stockade.Client.run_python               {:7.2f} ms".format(sdk_ms))
     print("  the SDK's cost                           {:+7.2f} ms ({:.2f}x the bare request)".format(sdk_ms - raw_ms, sdk_ms / raw_ms))
+    one_call(socket, rounds, spaced)
     host_calls(socket)
+
+
+def one_call(socket: str, rounds: int, spaced: float) -> None:
+    tools = {"echo": stockade.Tool(lambda x: x)}
+    plain, called = [], []
+    with stockade.Client(socket=socket) as sdk:
+        def run(code: str, with_tools: bool) -> float:
+            time.sleep(spaced)
+            t = time.perf_counter()
+            r = sdk.run("python", code, tools=tools) if with_tools else sdk.run("python", code)
+            took = time.perf_counter() - t
+            assert r.ok and r.stdout == "1\n", r
+            return took * 1000
+
+        for i in range(rounds + 4):
+            pair = [("print(1)", False), ("import stockade_host as h\nprint(h.call('echo', 1))", True)]
+            if i % 2:
+                pair.reverse()
+            took = {w: run(c, w) for c, w in pair}
+            if i >= 4:
+                plain.append(took[False])
+                called.append(took[True])
+    p, c = statistics.median(plain), statistics.median(called)
+    print("python through Client.run, {} rounds, {:.0f} ms apart, medians:".format(rounds, spaced * 1000))
+    print("  print(1)                                 {:7.2f} ms".format(p))
+    print("  one host call answered by the SDK        {:7.2f} ms ({:.2f}x the plain run)".format(c, c / p))
 
 
 CALLS = """

@@ -8,15 +8,21 @@
 //! Both ends are stockade's own processes outside any jail; the lengths are checked all the
 //! same (no frame past [`FRAME_MAX_BYTES`], no slice out of its bytes).
 //!
-//! Imports (layers): `relay`.
+//! Imports (layers): none.
 
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer, SendAncillaryMessage, SendFlags,
+    recvmsg, sendmsg,
+};
 use serde::{Deserialize, Serialize};
-use std::io::{self, Read, Write};
-use std::os::fd::OwnedFd;
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use stockade::layers::filesystem::exchange::{self, Pick, PutFile, Skipped, Taken};
 use stockade::policy::Limits;
-use stockade::{Cleanup, Error, Exchange, Finished, Gated, Report, Start};
+use stockade::{Cleanup, Error, Exchange, Finished, Gated, Host, HostCalls, Report, Start};
 
 /// The largest frame either side accepts: more than any answer a server's caps allow.
 pub const FRAME_MAX_BYTES: u64 = 1 << 32;
@@ -48,6 +54,9 @@ pub enum Msg {
     Failed { files: bool, why: String },
     /// The helper panicked (a bug of ours) while it ran the jail.
     Panicked(String),
+    /// The run opened: the jail's host-call channel (its requests' read end, its answers' write
+    /// end) comes with the frame's first byte, for the server to serve.
+    Calls,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -59,9 +68,9 @@ pub struct StartWire {
     streams: bool,
     argv_display: Option<Vec<String>>,
     from_release: bool,
-    /// The run's tools: its host calls are answered in the server, through the relay socket
-    /// that comes with the frame after the output pipes ([`super::relay`]).
-    tools: Option<Vec<stockade::Tool>>,
+    /// The run has host calls, which the server serves: the helper lends it the jail's channel
+    /// as the run opens ([`Msg::Calls`]).
+    lend_calls: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -166,20 +175,16 @@ pub fn read_frame(r: &mut impl Read) -> io::Result<(Msg, Vec<u8>)> {
     read_rest(r, &lengths)
 }
 
-/// A run's start as a frame, and the fds that go with it: its output pipes, and for a run with
-/// host calls the helper's end of their relay, whose other end answers them from now on.
-pub fn start_out(start: Start) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
+/// A run's start as a frame, the output pipes that go with it, and its host calls, which the
+/// server serves on the channel the helper lends it ([`Msg::Calls`]).
+pub fn start_out(start: Start) -> io::Result<(Vec<u8>, Vec<OwnedFd>, Option<HostCalls>)> {
     if start.live.is_some() {
         return Err(io::Error::other("a run lending its directory runs in this process"));
     }
-    let (tools, relay) = match start.host {
-        None => (None, None),
-        Some(stockade::Host::Run(h)) => {
-            let (helper, server) = std::os::unix::net::UnixStream::pair()?;
-            super::relay::serve(server, h.answer)?;
-            (Some(h.tools), Some(OwnedFd::from(helper)))
-        }
-        Some(stockade::Host::Turns(_)) => return Err(io::Error::other("a run of turns runs in this process")),
+    let host = match start.host {
+        None => None,
+        Some(Host::Run(h)) => Some(h),
+        Some(_) => return Err(io::Error::other("a run of turns runs in this process")),
     };
     let mut blobs = Blobs::default();
     let stdin = blobs.add(&start.stdin);
@@ -189,7 +194,7 @@ pub fn start_out(start: Start) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
         take: x.take.map(|p| (p.sources, p.max_files, p.max_bytes)),
     });
     let streams = start.stdout_to.is_some() && start.stderr_to.is_some();
-    let fds: Vec<OwnedFd> = start.stdout_to.into_iter().chain(start.stderr_to).chain(relay).collect();
+    let fds: Vec<OwnedFd> = start.stdout_to.into_iter().chain(start.stderr_to).collect();
     let wire = StartWire {
         stdin,
         files,
@@ -197,25 +202,29 @@ pub fn start_out(start: Start) -> io::Result<(Vec<u8>, Vec<OwnedFd>)> {
         streams,
         argv_display: start.argv_display,
         from_release: start.from_release,
-        tools,
+        lend_calls: host.is_some(),
     };
-    Ok((encode(&Msg::Start(Box::new(wire)), &blobs)?, fds))
+    Ok((encode(&Msg::Start(Box::new(wire)), &blobs)?, fds, host))
 }
 
-/// A run's start from its frame, with the pipes that came with it.
-pub fn start_in(wire: StartWire, bytes: &[u8], fds: Vec<OwnedFd>) -> io::Result<Start> {
+/// A run's start from its frame, with the pipes that came with it; a run with host calls lends
+/// the jail's channel to the server on `sock` (the helper's socket) as it opens.
+pub fn start_in(wire: StartWire, bytes: &[u8], fds: Vec<OwnedFd>, sock: &UnixStream) -> io::Result<Start> {
     let mut fds = fds.into_iter();
     let (stdout_to, stderr_to) = match (wire.streams, wire.streams.then(|| fds.next()).flatten()) {
         (false, None) => (None, None),
         (true, Some(o)) => (Some(o), Some(fds.next().ok_or_else(|| bad("its stderr pipe did not come with it"))?)),
         _ => return Err(bad("its output pipes did not come with it")),
     };
-    let host = match wire.tools {
-        None => None,
-        Some(tools) => {
-            let relay = fds.next().ok_or_else(|| bad("its host calls' relay did not come with it"))?;
-            let answer = super::relay::answerer(std::os::unix::net::UnixStream::from(relay))?;
-            Some(stockade::Host::Run(stockade::HostCalls { tools, answer }))
+    let host = match wire.lend_calls {
+        false => None,
+        true => {
+            let sock = sock.try_clone()?;
+            Some(Host::Lent(stockade::Lend::new(move |requests, answers| {
+                // Lost with the server's end: the run goes on, its calls unanswered (they fail
+                // as the channel's ends close with this helper).
+                let _ = lend(&sock, &requests, &answers);
+            })))
         }
     };
     if fds.next().is_some() {
@@ -249,6 +258,37 @@ pub fn start_in(wire: StartWire, bytes: &[u8], fds: Vec<OwnedFd>) -> io::Result<
         argv_display: wire.argv_display,
         from_release: wire.from_release,
     })
+}
+
+/// Sends `data` with `fds` (on a socket; never SIGPIPE).
+pub fn send_with_fds(sock: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<usize> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        return Err(io::Error::other("too many fds for one message"));
+    }
+    Ok(sendmsg(sock, &[IoSlice::new(data)], &mut control, SendFlags::NOSIGNAL)?)
+}
+
+/// Receives into `buf`, with the fds that came along (at most three).
+pub fn recv_fds(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let got = recvmsg(sock, &mut [IoSliceMut::new(buf)], &mut control, RecvFlags::CMSG_CLOEXEC)?;
+    let mut fds = Vec::new();
+    for m in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(rights) = m {
+            fds.extend(rights);
+        }
+    }
+    Ok((got.bytes, fds))
+}
+
+/// Sends the server the jail's host-call channel ([`Msg::Calls`], the fds on its first byte).
+fn lend(sock: &UnixStream, requests: &OwnedFd, answers: &OwnedFd) -> io::Result<()> {
+    let frame = encode(&Msg::Calls, &Blobs::default())?;
+    let sent = send_with_fds(sock.as_fd(), &frame[..1], &[requests.as_fd(), answers.as_fd()])?;
+    (&mut &*sock).write_all(&frame[sent..])
 }
 
 /// How a gated jail ended, as a frame; its clean-up stays with the helper.
@@ -318,11 +358,11 @@ mod tests {
             from_release: true,
             ..Start::default()
         };
-        let (frame, fds) = start_out(start).expect("out");
-        assert!(fds.is_empty());
+        let (frame, fds, host) = start_out(start).expect("out");
+        assert!(fds.is_empty() && host.is_none());
         let (msg, bytes) = read_frame(&mut frame.as_slice()).expect("frame");
         let Msg::Start(wire) = msg else { panic!("not a start: {msg:?}") };
-        let got = start_in(*wire, &bytes, Vec::new()).expect("in");
+        let got = start_in(*wire, &bytes, Vec::new(), &sock()).expect("in");
         assert_eq!(got.stdin, b"print(1)\n\0\xff");
         let x = got.files.expect("files");
         assert_eq!(
@@ -346,24 +386,29 @@ mod tests {
         let ino = |fd: &OwnedFd| std::fs::metadata(format!("/proc/self/fd/{}", fd.as_raw_fd())).map(|m| m.ino()).ok();
         let want = [ino(&out), ino(&err)];
         let start = Start { stdout_to: Some(out), stderr_to: Some(err), ..Start::default() };
-        let (frame, fds) = start_out(start).expect("out");
+        let (frame, fds, _) = start_out(start).expect("out");
         assert_eq!(fds.len(), 2);
         let (msg, bytes) = read_frame(&mut frame.as_slice()).expect("frame");
         let Msg::Start(wire) = msg else { panic!("not a start: {msg:?}") };
-        let got = start_in(*wire, &bytes, fds).expect("in");
+        let got = start_in(*wire, &bytes, fds, &sock()).expect("in");
         let have = [got.stdout_to.as_ref(), got.stderr_to.as_ref()].map(|f| f.and_then(ino));
         assert_eq!(have, want);
         // Fewer fds than the header says, or more: refused.
         let ((_, out), (_, err)) = (pipe(), pipe());
-        let (frame, mut fds) =
+        let (frame, mut fds, _) =
             start_out(Start { stdout_to: Some(out), stderr_to: Some(err), ..Start::default() }).expect("out");
         let (Msg::Start(wire), bytes) = read_frame(&mut frame.as_slice()).expect("frame") else { panic!() };
         fds.pop();
-        assert!(start_in(*wire, &bytes, fds).is_err());
-        let (frame, mut fds) = start_out(Start::default()).expect("out");
+        assert!(start_in(*wire, &bytes, fds, &sock()).is_err());
+        let (frame, mut fds, _) = start_out(Start::default()).expect("out");
         let (Msg::Start(wire), bytes) = read_frame(&mut frame.as_slice()).expect("frame") else { panic!() };
         fds.push(pipe().0);
-        assert!(start_in(*wire, &bytes, fds).is_err());
+        assert!(start_in(*wire, &bytes, fds, &sock()).is_err());
+    }
+
+    /// A helper's socket, for a start that lends nothing through it.
+    fn sock() -> UnixStream {
+        UnixStream::pair().expect("pair").0
     }
 
     #[test]

@@ -20,7 +20,6 @@ pub mod hibernate;
 pub mod live;
 pub mod metrics;
 mod pool;
-mod relay;
 mod replicas;
 pub mod sessions;
 mod slot;
@@ -326,8 +325,8 @@ impl Engine {
         let t0 = Instant::now();
         let req = Arc::new(req);
         let warm_pool = match &req.target {
-            // A run with host calls has them answered here, through a relay when a helper of the
-            // spawner holds its jail.
+            // A run with host calls has them served here (a helper of the spawner lends this
+            // process its jail's channel).
             Target::Runtime(name) if !req.needs_own_jail && req.policy_name == self.runtime_policy(name) => {
                 self.pools.get(name).cloned()
             }

@@ -7,7 +7,7 @@
 
 use super::ending::{AFTER_ANSWER, inject_panic, panic_words};
 use super::handoff::{self, Msg};
-use super::spawner::{self, Spawner};
+use super::spawner::Spawner;
 use std::os::fd::AsFd;
 use std::sync::Arc;
 use stockade::runtime::Recipe;
@@ -192,14 +192,14 @@ impl Slot {
             }
             Held::Helper { sock, live } => {
                 let lost = |e: std::io::Error| SlotError::Helper(format!("a helper's socket: {e}"));
-                let (frame, pipes) = handoff::start_out(start).map_err(lost)?;
+                let (frame, pipes, host) = handoff::start_out(start).map_err(lost)?;
                 let sock = sock.take().ok_or_else(|| SlotError::Helper("the slot was used".into()))?;
                 // Sent before the socket joins the runtime: its buffer is empty, so a frame that
                 // fits goes at once, where waiting for the runtime to say the socket is writable
                 // would cost a wakeup of its I/O driver (often on another thread).
                 let sent = send_now(&sock, &frame, &pipes);
                 let mut sock = tokio::net::UnixStream::from_std(sock).map_err(lost)?;
-                let answer = helper_run(&mut sock, &frame, sent, pipes).await;
+                let answer = helper_run(&mut sock, &frame, sent, pipes, host).await;
                 if let Some(live) = live.take() {
                     tokio::spawn(counted_until_closed(sock, live));
                 }
@@ -243,7 +243,7 @@ fn helper_alive(sock: &mut std::os::unix::net::UnixStream) -> Result<(), String>
 fn send_now(sock: &std::os::unix::net::UnixStream, frame: &[u8], pipes: &[std::os::fd::OwnedFd]) -> usize {
     use rustix::net::{SendFlags, send};
     let fds: Vec<_> = pipes.iter().map(std::os::fd::AsFd::as_fd).collect();
-    let Ok(mut sent) = spawner::send_with_fds(sock.as_fd(), &frame[..1], &fds) else { return 0 };
+    let Ok(mut sent) = handoff::send_with_fds(sock.as_fd(), &frame[..1], &fds) else { return 0 };
     while sent < frame.len() {
         match send(sock, &frame[sent..], SendFlags::NOSIGNAL) {
             Ok(n) if n > 0 => sent += n,
@@ -256,21 +256,23 @@ fn send_now(sock: &std::os::unix::net::UnixStream, frame: &[u8], pipes: &[std::o
 }
 
 /// Sends a helper the rest of its run's `frame` (`sent` bytes of it went already: see
-/// [`send_now`]) and reads how the run ended.
+/// [`send_now`]) and reads how the run ended; a run with host calls (`host`) has them served
+/// here, on the jail's channel the helper lends as the run opens.
 async fn helper_run(
     sock: &mut tokio::net::UnixStream,
     frame: &[u8],
     sent: usize,
     pipes: Vec<std::os::fd::OwnedFd>,
+    host: Option<stockade::HostCalls>,
 ) -> Result<Gated, SlotError> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let lost = |e: std::io::Error| SlotError::Helper(format!("a helper's socket: {e}"));
     // The first byte carries the output pipes (a streaming answer's); they are the helper's then.
     let fds: Vec<_> = pipes.iter().map(std::os::fd::AsFd::as_fd).collect();
     let first = match sent {
         0 => loop {
             sock.writable().await.map_err(lost)?;
-            match sock.try_io(tokio::io::Interest::WRITABLE, || spawner::send_with_fds(sock.as_fd(), &frame[..1], &fds))
+            match sock.try_io(tokio::io::Interest::WRITABLE, || handoff::send_with_fds(sock.as_fd(), &frame[..1], &fds))
             {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
                 sent => break sent.map_err(lost)?,
@@ -281,21 +283,59 @@ async fn helper_run(
     drop(fds);
     drop(pipes);
     sock.write_all(&frame[first..]).await.map_err(lost)?;
-    let mut lengths = [0u8; handoff::LENGTHS];
-    sock.read_exact(&mut lengths)
-        .await
-        .map_err(|e| SlotError::Helper(format!("its helper ended without an answer ({e})")))?;
-    let (h, b) = handoff::rest_len(&lengths).map_err(lost)?;
-    let mut rest = vec![0; h + b];
-    sock.read_exact(&mut rest).await.map_err(lost)?;
-    match handoff::decode(rest, h).map_err(lost)? {
-        (Msg::Ran(wire), bytes) => Ok(Gated::Ran(Box::new(handoff::finished_in(*wire, &bytes).map_err(lost)?))),
+    let mut serving = None;
+    let mut ended = read_msg(sock, host.is_some()).await?;
+    if let (handoff::Msg::Calls, [_, _], Some(host)) = (&ended.0, ended.2.as_slice(), host) {
+        let mut fds = std::mem::take(&mut ended.2).into_iter();
+        if let (Some(requests), Some(answers)) = (fds.next(), fds.next()) {
+            serving = Some(stockade::Serving::start(requests, answers, host).map_err(lost)?);
+        }
+        ended = read_msg(sock, false).await?;
+    }
+    let calls = serving.map(stockade::Serving::finish);
+    match (ended.0, ended.1) {
+        (Msg::Ran(wire), bytes) => {
+            let mut f = handoff::finished_in(*wire, &bytes).map_err(lost)?;
+            if let Some(calls) = calls {
+                f.report.host_calls = calls;
+            }
+            Ok(Gated::Ran(Box::new(f)))
+        }
         (Msg::NotStarted(why), _) => Ok(Gated::NotStarted(why)),
         (Msg::Failed { files: true, why }, _) => Err(SlotError::Files(why)),
         (Msg::Failed { why, .. }, _) => Err(SlotError::Helper(why)),
         (Msg::Panicked(why), _) => Err(SlotError::Panicked(why)),
         (other, _) => Err(SlotError::Helper(format!("its helper answered {other:?}"))),
     }
+}
+
+/// Reads a helper's next frame; `fds`: the fds that may come with its first byte (the jail's
+/// host-call channel, [`Msg::Calls`]) are taken too.
+async fn read_msg(
+    sock: &mut tokio::net::UnixStream,
+    fds: bool,
+) -> Result<(Msg, Vec<u8>, Vec<std::os::fd::OwnedFd>), SlotError> {
+    use tokio::io::AsyncReadExt;
+    let lost = |e: std::io::Error| SlotError::Helper(format!("a helper's socket: {e}"));
+    let gone = |e: std::io::Error| SlotError::Helper(format!("its helper ended without an answer ({e})"));
+    let mut lengths = [0u8; handoff::LENGTHS];
+    let (mut got, mut came) = (0, Vec::new());
+    if fds {
+        (got, came) = loop {
+            sock.readable().await.map_err(gone)?;
+            match sock.try_io(tokio::io::Interest::READABLE, || handoff::recv_fds(sock.as_fd(), &mut lengths)) {
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Ok((0, _)) => return Err(gone(std::io::ErrorKind::UnexpectedEof.into())),
+                got => break got.map_err(gone)?,
+            }
+        };
+    }
+    sock.read_exact(&mut lengths[got..]).await.map_err(gone)?;
+    let (h, b) = handoff::rest_len(&lengths).map_err(lost)?;
+    let mut rest = vec![0; h + b];
+    sock.read_exact(&mut rest).await.map_err(lost)?;
+    let (msg, bytes) = handoff::decode(rest, h).map_err(lost)?;
+    Ok((msg, bytes, came))
 }
 
 impl Drop for Slot {

@@ -29,16 +29,12 @@
 //! Imports (layers): `ending`, `handoff`.
 
 use super::ending::{AFTER_ANSWER, inject_panic, panic_words};
-use super::handoff::{self, LENGTHS, Msg};
+use super::handoff::{self, LENGTHS, Msg, recv_fds, send_with_fds};
 use rustix::event::{PollFd, PollFlags, poll};
-use rustix::net::{
-    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer, SendAncillaryMessage,
-    SendFlags, SocketFlags, SocketType, recvmsg, sendmsg, socketpair,
-};
+use rustix::net::{AddressFamily, SocketFlags, SocketType, socketpair};
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::io::{self, IoSlice, IoSliceMut, Read};
-use std::mem::MaybeUninit;
+use std::io::{self, Read};
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
@@ -427,33 +423,9 @@ fn read_start(sock: &UnixStream) -> io::Result<stockade::Start> {
     }
     sock.read_exact(&mut lengths[n..])?;
     match handoff::read_rest(&mut sock, &lengths)? {
-        (Msg::Start(wire), bytes) => handoff::start_in(*wire, &bytes, fds),
+        (Msg::Start(wire), bytes) => handoff::start_in(*wire, &bytes, fds, sock),
         (other, _) => Err(io::Error::other(format!("the server sent {other:?}, not a run"))),
     }
-}
-
-/// Sends `data` with `fds` (on a socket; never SIGPIPE).
-pub fn send_with_fds(sock: BorrowedFd<'_>, data: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<usize> {
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
-    let mut control = SendAncillaryBuffer::new(&mut space);
-    if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
-        return Err(io::Error::other("too many fds for one message"));
-    }
-    Ok(sendmsg(sock, &[IoSlice::new(data)], &mut control, SendFlags::NOSIGNAL)?)
-}
-
-/// Receives into `buf`, with the fds that came along (at most three).
-fn recv_fds(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
-    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
-    let mut control = RecvAncillaryBuffer::new(&mut space);
-    let got = recvmsg(sock, &mut [IoSliceMut::new(buf)], &mut control, RecvFlags::CMSG_CLOEXEC)?;
-    let mut fds = Vec::new();
-    for m in control.drain() {
-        if let RecvAncillaryMessage::ScmRights(rights) = m {
-            fds.extend(rights);
-        }
-    }
-    Ok((got.bytes, fds))
 }
 
 /// [`recv_fds`] for one fd.

@@ -84,8 +84,8 @@ pub use plan::{Job, Plan};
 pub use policy::{Policy, PolicyError};
 pub use report::{Enforcement, LayerReport, Layers, Report, Status};
 pub use supervisor::{
-    Answerer, Cleanup, Exchange, Finished, Gate, Gated, Host, HostCalls, InProcess, JoinNet, LiveRun, NetJoined,
-    Output, Prepared, REQUEST_MAX_BYTES, ReadAccount, Start, Tool, Turn, TurnCalls, TurnEnd, TurnTold, Turned,
+    Answerer, Cleanup, Exchange, Finished, Gate, Gated, Host, HostCalls, InProcess, JoinNet, Lend, LiveRun, NetJoined,
+    Output, Prepared, ReadAccount, Serving, Start, Tool, Turn, TurnCalls, TurnEnd, TurnTold, Turned,
 };
 
 /// Prepares and runs one job under a policy: `Plan::prepare(policy, job)?.run(output)`.

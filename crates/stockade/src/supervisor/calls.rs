@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 /// A tool a run may call, with its budgets.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tool {
     pub name: String,
     /// Calls of it in one run; past it, refused.
@@ -81,6 +81,74 @@ pub enum Host {
     /// A program that lives across turns (a live session's interpreter): each turn has its own
     /// tools, budgets and calls ([`TurnCalls`]).
     Turns(Arc<TurnCalls>),
+    /// Another process of the caller's: the jail's channel is given to it when the run opens
+    /// ([`Lend`]), and it serves the calls ([`Serving`]); this run's report lists none of them.
+    Lent(Arc<Lend>),
+}
+
+/// Where a jail's host-call channel (its requests' read end, its answers' write end) goes when
+/// its run opens with [`Host::Lent`]: given once.
+pub struct Lend(Mutex<Option<LendTo>>);
+
+type LendTo = Box<dyn FnOnce(OwnedFd, OwnedFd) + Send>;
+
+impl Lend {
+    pub fn new(to: impl FnOnce(OwnedFd, OwnedFd) + Send + 'static) -> Arc<Lend> {
+        Arc::new(Lend(Mutex::new(Some(Box::new(to)))))
+    }
+
+    fn give(&self, requests: OwnedFd, answers: OwnedFd) {
+        let to = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        if let Some(to) = to {
+            to(requests, answers);
+        }
+    }
+}
+
+impl std::fmt::Debug for Lend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Lend")
+    }
+}
+
+/// The host calls of a channel a jail lent ([`Host::Lent`]), served here on a thread of its own
+/// with every budget, as its own supervisor would have: until the program closes its end or the
+/// run is over ([`Serving::finish`]).
+#[derive(Debug)]
+pub struct Serving {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<CallRecord>>,
+}
+
+impl Serving {
+    pub fn start(requests: OwnedFd, answers: OwnedFd, host: HostCalls) -> std::io::Result<Serving> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = serve(requests, answers, Host::Run(host), stop.clone())?;
+        Ok(Serving { stop, thread })
+    }
+
+    /// The run is over: every call, in order (for its report's `host-calls`).
+    pub fn finish(self) -> Vec<CallRecord> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.thread.join().unwrap_or_default()
+    }
+}
+
+/// Serves the channel of a run whose jail was built with one, with `host` (its ends close with
+/// none), or gives it away ([`Host::Lent`]): the calls' thread, when this process serves them.
+pub(super) fn serve_or_lend(
+    calls: Option<(OwnedFd, OwnedFd)>,
+    host: Option<Host>,
+    stop: &Arc<AtomicBool>,
+) -> Option<std::thread::JoinHandle<Vec<CallRecord>>> {
+    match (calls, host) {
+        (Some((requests, answers)), Some(Host::Lent(lend))) => {
+            lend.give(requests, answers);
+            None
+        }
+        (Some((requests, answers)), Some(host)) => serve(requests, answers, host, stop.clone()).ok(),
+        _ => None,
+    }
 }
 
 impl From<HostCalls> for Host {
@@ -143,6 +211,8 @@ pub(super) fn serve(
         let source = match host {
             Host::Run(host) => Source::Run { counts: vec![0; host.tools.len()], host },
             Host::Turns(turns) => Source::Turns(turns),
+            // Given away before (`serve_or_lend`): nothing is served here.
+            Host::Lent(_) => Source::Run { host: HostCalls::none(), counts: Vec::new() },
         };
         let mut s = Server {
             requests: std::fs::File::from(requests),

@@ -19,7 +19,7 @@ mod turns;
 mod verdict;
 mod words;
 
-pub use calls::{Answerer, Host, HostCalls, REQUEST_MAX_BYTES, Tool, TurnCalls};
+pub use calls::{Answerer, Host, HostCalls, Lend, Serving, Tool, TurnCalls};
 pub use channels::Output;
 pub use gate::{Cleanup, Exchange, Finished, Gate, Gated, LiveRun, Start};
 pub use turns::{ReadAccount, Turn, TurnEnd, TurnTold, Turned};

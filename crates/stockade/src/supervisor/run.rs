@@ -179,12 +179,7 @@ impl Prepared<'_> {
         }
         // The host calls are served beside the pump; with none, their ends close now.
         let stop_calls = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let calls = match (calls, begun.host.take()) {
-            (Some((requests, answers)), Some(host)) => {
-                super::calls::serve(requests, answers, host, stop_calls.clone()).ok()
-            }
-            _ => None,
-        };
+        let calls = super::calls::serve_or_lend(calls, begun.host.take(), &stop_calls);
         // So is the egress proxy, from the run's start (its connections end with it).
         let proxy = egress_proxy(listener, &plan.policy.network)?;
         let feed = stdin_feed.map(|fd| Feed::new(fd, begun.stdin.take().unwrap_or_default()));

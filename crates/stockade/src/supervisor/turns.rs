@@ -149,10 +149,7 @@ impl Prepared<'_> {
             Some(Host::Turns(t)) => Some(t.clone()),
             _ => None,
         };
-        let served = match (calls, start.host) {
-            (Some((requests, answers)), Some(host)) => calls::serve(requests, answers, host, stop_calls.clone()).ok(),
-            _ => None,
-        };
+        let served = calls::serve_or_lend(calls, start.host, &stop_calls);
         // The egress proxy serves the jail's life; each turn's report has what it did in it.
         let proxy = super::run::egress_proxy(listener, &plan.policy.network)?;
         let jail = Limits::of(&plan.policy);
