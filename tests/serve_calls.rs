@@ -262,6 +262,85 @@ fn a_run_with_tools_is_served_by_a_warm_jail() {
     }
 }
 
+/// A run asked with `Upgrade: stockade-calls` is answered 101, and its connection carries its
+/// events one way and its calls' answers the other, one JSON line each: an answer to no call
+/// waiting is refused on the stream and the connection goes on; a line that is no answer is
+/// refused and ends the connection. Without `?stream`, or to another protocol, 400.
+#[test]
+fn a_run_s_calls_are_answered_on_its_own_upgraded_connection() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    if python3().is_none() {
+        eprintln!("skip: no /usr/bin/python3");
+        return;
+    }
+    let s = Server::start("", RUNTIMES, false);
+    s.wait_warm();
+    let upgrade = |query: &str, protocol: &str, code: &str| {
+        let body =
+            json!({"runtime": "python3", "code": code, "tools": [{"name": "add", "timeout-ms": 2000}]}).to_string();
+        let mut c = std::os::unix::net::UnixStream::connect(&s.socket).expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(20))).expect("timeout");
+        write!(
+            c,
+            "POST /v1/runs{query} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+             Connection: Upgrade\r\nUpgrade: {protocol}\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("request");
+        let mut r = BufReader::new(c.try_clone().expect("clone"));
+        let mut head = String::new();
+        while !head.ends_with("\r\n\r\n") {
+            if r.read_line(&mut head).expect("head") == 0 {
+                break;
+            }
+        }
+        (c, r, head)
+    };
+    let code = "import stockade_host as h\nprint(h.call('add', [40, 2]))\nprint(h.call('add', [1, 1]))";
+    let (mut c, mut r, head) = upgrade("?stream=ndjson", "stockade-calls", code);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    let (mut out, mut refused, mut report) = (String::new(), Vec::new(), Value::Null);
+    let mut line = String::new();
+    while r.read_line(&mut line).expect("a line") > 0 {
+        let ev: Value = serde_json::from_str(&line).expect("JSON");
+        line.clear();
+        if let Some(call) = ev.get("call") {
+            let sum: i64 = call["args"].as_array().expect("args").iter().filter_map(Value::as_i64).sum();
+            // First an answer to a call that does not wait, then the answer.
+            writeln!(c, "{}", json!({"run": call["run"], "call": "c-nope", "ok": 0})).expect("write");
+            writeln!(c, "{}", json!({"run": call["run"], "call": call["id"], "ok": sum})).expect("write");
+        } else if let Some(r) = ev.get("answer-refused") {
+            refused.push(r.clone());
+        } else if let Some(t) = ev["stdout"].as_str() {
+            out.push_str(t);
+        } else if ev.get("report").is_some() {
+            report = ev["report"].clone();
+        }
+    }
+    assert_eq!(out, "42\n2\n", "{report}");
+    assert_eq!(report["status"], "ok", "{report}");
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert!(refused.iter().all(|r| r["call"] == "c-nope" && r["error"]["code"].is_string()), "{refused:?}");
+    // A line that is no answer: refused, and the connection ends (the run goes on unanswered).
+    let (mut c, mut r, head) = upgrade("?stream=ndjson", "stockade-calls", code);
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+    writeln!(c, "not an answer").expect("write");
+    let mut rest = String::new();
+    let _ = r.read_to_string(&mut rest);
+    assert!(rest.contains("\"answer-refused\"") && rest.contains("\"line\""), "{rest}");
+    assert!(!rest.contains("\"report\""), "the connection ended before the run: {rest}");
+    // Without ?stream, or to another protocol: 400 naming what is wrong.
+    for (query, protocol, field) in [("", "stockade-calls", "stream"), ("?stream=ndjson", "websocket", "Upgrade")] {
+        let (_, mut r, head) = upgrade(query, protocol, "print(1)");
+        assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+        // The connection stays open (kept alive): its body is what came within a moment.
+        r.get_ref().set_read_timeout(Some(Duration::from_millis(500))).expect("timeout");
+        let mut body = String::new();
+        let _ = r.read_to_string(&mut body);
+        assert!(body.contains(&format!("\"field\":\"{field}\"")), "{body}");
+    }
+}
+
 /// Answers and tool lists are bounded before they are decoded: an answer to a call that does not
 /// wait is refused before its body is read (15 MiB, four times, cost the server's memory nothing),
 /// and a list of 15 MiB of tools is refused at its seventeenth, as it is read.

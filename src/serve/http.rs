@@ -137,7 +137,7 @@ async fn runs(State(app): State<App>, req: Request) -> Response {
     }
 }
 
-async fn accept_run(app: &App, req: Request) -> Result<Response, ApiError> {
+async fn accept_run(app: &App, mut req: Request) -> Result<Response, ApiError> {
     let stream = stream_param(req.uri().query())?;
     check_content_type(req.headers())?;
     // The auth layer says who calls; without it, nobody could be told from anybody.
@@ -147,11 +147,12 @@ async fn accept_run(app: &App, req: Request) -> Result<Response, ApiError> {
         .map(|c| c.0)
         .ok_or_else(|| ApiError::new(ErrorCode::Internal, "the request's caller is unknown"))?;
     let key = keyed_run(req.headers(), stream)?;
+    let up = super::duplex::asked(app, caller, &mut req, stream)?;
     // The body's room is held until the run is over: its decoded content is in the request.
     let (parsed, _budget, fingerprint) = decode_fingerprinted::<api::RunBody>(app, req).await?;
     let guard = match claim(app, caller, key, fingerprint).await? {
         Claimed::Run(guard) => guard,
         Claimed::Answered(r) => return Ok(r),
     };
-    super::request::run(app, caller, Run::Fresh(parsed), stream, guard).await
+    super::request::run(app, caller, Run::Fresh(parsed), stream, up, guard).await
 }

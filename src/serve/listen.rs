@@ -5,7 +5,6 @@
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
 use std::os::fd::AsFd;
@@ -190,7 +189,6 @@ pub async fn serve(
     conns: Arc<Semaphore>,
     timeouts: Timeouts,
     mut stop: watch::Receiver<bool>,
-    graceful: Arc<GracefulShutdown>,
 ) {
     loop {
         let permit = tokio::select! {
@@ -207,9 +205,19 @@ pub async fn serve(
         let svc = TowerToHyperService::new(router.clone());
         let mut builder = http1::Builder::new();
         builder.timer(TokioTimer::new()).header_read_timeout(timeouts.header).keep_alive(true);
-        let conn = graceful.watcher().watch(builder.serve_connection(io, svc));
+        let mut stopping = stop.clone();
         tokio::spawn(async move {
-            let _ = conn.await;
+            // With upgrades: a streamed run's calls answered on its connection (`duplex.rs`).
+            let conn = builder.serve_connection(io, svc).with_upgrades();
+            tokio::pin!(conn);
+            // A graceful stop: the request in flight is answered, the connection then closed.
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                () = async { drop(stopping.wait_for(|s| *s).await) } => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
             drop(permit);
         });
     }

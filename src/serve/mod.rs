@@ -11,6 +11,7 @@
 //! Imports (layers): `args`.
 
 mod answer;
+mod duplex;
 mod http;
 mod idempotency;
 mod listen;
@@ -125,7 +126,6 @@ async fn serve(cfg: config::Config, engine: Arc<Engine>, check: bool, mut passed
     }
     engine.fill_pools();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let graceful = Arc::new(hyper_util::server::graceful::GracefulShutdown::new());
     let conns = Arc::new(tokio::sync::Semaphore::new(bounds.max_connections));
     let bodies = request::Bodies::new(&bounds);
     let caps = &engine.catalog().caps;
@@ -141,14 +141,7 @@ async fn serve(cfg: config::Config, engine: Arc<Engine>, check: bool, mut passed
         };
         let app = request::App { engine: engine.clone(), tokens, bodies: bodies.clone(), keys: keys.clone() };
         let timeouts = listen::Timeouts { header: bounds.header_timeout, write: bounds.write_timeout };
-        loops.push(tokio::spawn(listen::serve(
-            b,
-            http::router(app),
-            conns.clone(),
-            timeouts,
-            stop_rx.clone(),
-            graceful.clone(),
-        )));
+        loops.push(tokio::spawn(listen::serve(b, http::router(app), conns.clone(), timeouts, stop_rx.clone())));
     }
     eprintln!("stockade serve: listening on {}; runtimes: {}", listeners.join(", "), runtimes.join(", "));
     // Under systemd (Type=notify), the service is started now; elsewhere NOTIFY_SOCKET is unset and
@@ -169,10 +162,8 @@ async fn serve(cfg: config::Config, engine: Arc<Engine>, check: bool, mut passed
     }
     let drained = tokio::time::timeout(bounds.drain_timeout, async {
         engine.drain().await;
-        // The accept loops are done: this is the last holder.
-        if let Ok(g) = Arc::try_unwrap(graceful) {
-            g.shutdown().await;
-        }
+        // Every connection closed: each held one of these until then.
+        let _ = conns.acquire_many(u32::try_from(bounds.max_connections).unwrap_or(u32::MAX)).await;
     })
     .await;
     match drained {

@@ -20,6 +20,10 @@ use stockade_engine::sessions::Owner;
 use stockade_engine::{Admitted, Command, Engine, Host, Output, Reply, Run};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
+/// How a streamed run whose client asked for an upgrade is answered, given its events and the
+/// sender of its stream's lines (`duplex.rs`, which the routes hand down).
+pub(super) type Upgrade = Box<dyn FnOnce(answer::Ndjson, mpsc::UnboundedSender<Piece>) -> Response + Send>;
+
 /// What the routes share.
 #[derive(Debug, Clone)]
 pub struct App {
@@ -44,6 +48,16 @@ pub struct Bodies {
 }
 
 impl Bodies {
+    /// Room for `bytes` in the budget of bodies in memory, when there is that much now besides
+    /// the quarter kept for small bodies; held until dropped.
+    pub(super) fn hold(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
+        let kib = u32::try_from(bytes.div_ceil(1024)).ok()?;
+        if self.budget.available_permits() < kib as usize + self.reserve_kib {
+            return None;
+        }
+        self.budget.clone().try_acquire_many_owned(kib).ok()
+    }
+
     pub fn new(b: &Bounds) -> Bodies {
         let kib = usize::try_from(b.bodies_in_flight_max_bytes / 1024).unwrap_or(usize::MAX).max(1);
         Bodies {
@@ -136,13 +150,14 @@ pub(super) async fn run(
     caller: Owner,
     run: Run,
     stream: bool,
+    up: Option<Upgrade>,
     guard: Option<super::idempotency::Guard>,
 ) -> Result<Response, ApiError> {
     // A streamed run's host calls are its client's: events of its stream.
     let host = if stream { Host::Client } else { Host::Nobody };
     let (admitted, room) = app.engine.admit(caller, run, host).await?;
     if stream {
-        return streamed(admitted, room);
+        return streamed(admitted, room, up);
     }
     let ran = admitted.run(Output::Report).await?;
     Ok(held(ran.to_json(), room, guard))
@@ -330,7 +345,9 @@ pub(super) async fn read_body_within(
 /// for bytes that are not UTF-8), the same for stderr, then `{"report": ...}` (or `{"error":
 /// ...}`). The run's output is read from its pipes as it comes, whatever the client does (the
 /// supervisor caps it): a client that stops reading never holds the run, its slot or its jail.
-fn streamed(admitted: Admitted, room: Reserved) -> Result<Response, ApiError> {
+/// A run streamed as NDJSON: the answer's body, or (`up`: the client asked for it) its upgraded
+/// connection, which takes the answers to its calls too.
+fn streamed(admitted: Admitted, room: Reserved, up: Option<Upgrade>) -> Result<Response, ApiError> {
     let pipe = || std::io::pipe().map_err(|e| ApiError::new(ErrorCode::Internal, format!("cannot make a pipe: {e}")));
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
@@ -354,6 +371,7 @@ fn streamed(admitted: Admitted, room: Reserved) -> Result<Response, ApiError> {
     let out_task = tokio::spawn(reader(out_r, Which::Stdout, tx.clone()));
     let err_task = tokio::spawn(reader(err_r, Which::Stderr, tx.clone()));
     let lines = tx.clone();
+    let refusals = tx.clone();
     let events: Events = Arc::new(move |line| lines.send(Piece::Line(line)).is_ok());
     tokio::spawn(async move {
         let result = admitted.run(Output::Stream { stdout: out_w.into(), stderr: err_w.into(), events }).await;
@@ -367,6 +385,10 @@ fn streamed(admitted: Admitted, room: Reserved) -> Result<Response, ApiError> {
         line.push(b'\n');
         let _ = tx.send(Piece::Last(line));
     });
+    if let Some(up) = up {
+        return Ok(up(answer::Ndjson::new(rx, room), refusals));
+    }
+    drop(refusals);
     let mut r = Response::new(Body::from_stream(answer::Ndjson::new(rx, room)));
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
     Ok(r)

@@ -127,10 +127,11 @@ async fn accept_run(
     app: &App,
     caller: Caller,
     id: Result<Path<String>, PathRejection>,
-    req: Request,
+    mut req: Request,
 ) -> Result<Response, ApiError> {
     let id = parts(id)?;
     let stream = stream_param(req.uri().query())?;
+    let up = super::duplex::asked(app, caller.0, &mut req, stream)?;
     check_content_type(req.headers())?;
     let key = keyed_run(req.headers(), stream)?;
     // Looked up before the body is read: a stranger's request ends here.
@@ -141,7 +142,7 @@ async fn accept_run(
         Claimed::Run(guard) => guard,
         Claimed::Answered(r) => return Ok(r),
     };
-    super::request::run(app, caller.0, Run::InSession { session: id, body }, stream, guard).await
+    super::request::run(app, caller.0, Run::InSession { session: id, body }, stream, up, guard).await
 }
 
 /// `POST /v1/runs/{run}/calls/{call}`: a host call's answer, `{"ok": VALUE}` or `{"error":

@@ -6,6 +6,7 @@ import asyncio
 import time
 from typing import Any, AsyncIterator, Dict, Iterable, Iterator, List, Optional, Sequence, Union, cast
 
+import httpcore
 import httpx
 
 from . import _wire
@@ -240,9 +241,13 @@ class Client(_Base):
 
     def _streamed(self, path: str, b: Dict[str, Any], tools: Optional[_wire.Tools], session: Optional[str]) -> Iterator[Event]:
         retry = _wire.Retry(self._retries, False)
+        upgrade = _wire.UPGRADE if tools else None
         while True:
             try:
-                with self._http.stream("POST", path, params={"stream": "ndjson"}, json=b) as response:
+                with self._http.stream("POST", path, params={"stream": "ndjson"}, json=b, headers=upgrade) as response:
+                    if response.status_code == 101:
+                        yield from self._duplex(response, tools)
+                        return
                     if response.status_code == 200:
                         lines = _wire.Stream()
                         for line in response.iter_lines():
@@ -260,15 +265,39 @@ class Client(_Base):
                 failure = e
             time.sleep(retry.after(failure))
 
-    def _answer(self, call: HostCall, tools: Optional[_wire.Tools], session: Optional[str]) -> None:
+    def _duplex(self, response: httpx.Response, tools: Optional[_wire.Tools]) -> Iterator[Event]:
+        """An upgraded run's events, its calls answered on its own connection."""
+        net = response.extensions["network_stream"]
+        read = self._timeout.read
+        lines = _wire.Stream()
+        try:
+            for line in _wire.split_lines(iter(lambda: net.read(65536, timeout=read), b"")):
+                ev = lines.feed(line.decode("utf-8", "replace"))
+                if isinstance(ev, Output):
+                    yield ev
+                elif isinstance(ev, HostCall):
+                    net.write(_wire.answer_line(ev, self._answer_of(ev, tools)), timeout=read)
+                elif ev is not None:
+                    yield lines.result(ev)
+                    return
+        except (httpcore.NetworkError, httpcore.TimeoutException) as e:
+            raise _wire.unreachable(httpx.ReadError(str(e))) from e
+        finally:
+            net.close()
+        raise StockadeError("the stream ended without a report")
+
+    def _answer_of(self, call: HostCall, tools: Optional[_wire.Tools]) -> Dict[str, Any]:
         fn = (tools or {}).get(call.name)
         if fn is None:
-            answer: Dict[str, Any] = {"error": f"this client has no tool {call.name!r}"}
-        else:
-            answer, pending = _wire.answer_of(fn, call.args)
-            if pending is not None:
-                pending.close()
-                answer = {"error": f"tool {call.name!r} is async: use the AsyncClient"}
+            return {"error": f"this client has no tool {call.name!r}"}
+        answer, pending = _wire.answer_of(fn, call.args)
+        if pending is not None:
+            pending.close()
+            answer = {"error": f"tool {call.name!r} is async: use the AsyncClient"}
+        return answer
+
+    def _answer(self, call: HostCall, tools: Optional[_wire.Tools], session: Optional[str]) -> None:
+        answer = self._answer_of(call, tools)
         try:
             self._http.post(_wire.call_path(call, session), json=answer)
         except httpx.TransportError:
@@ -513,9 +542,14 @@ class AsyncClient(_Base):
         self, path: str, b: Dict[str, Any], tools: Optional[_wire.Tools], session: Optional[str]
     ) -> AsyncIterator[Event]:
         retry = _wire.Retry(self._retries, False)
+        upgrade = _wire.UPGRADE if tools else None
         while True:
             try:
-                async with self._http.stream("POST", path, params={"stream": "ndjson"}, json=b) as response:
+                async with self._http.stream("POST", path, params={"stream": "ndjson"}, json=b, headers=upgrade) as response:
+                    if response.status_code == 101:
+                        async for ev in self._duplex(response, tools):
+                            yield ev
+                        return
                     if response.status_code == 200:
                         lines = _wire.Stream()
                         async for line in response.aiter_lines():
@@ -533,17 +567,48 @@ class AsyncClient(_Base):
                 failure = e
             await asyncio.sleep(retry.after(failure))
 
-    async def _answer(self, call: HostCall, tools: Optional[_wire.Tools], session: Optional[str]) -> None:
+    async def _duplex(self, response: httpx.Response, tools: Optional[_wire.Tools]) -> AsyncIterator[Event]:
+        """An upgraded run's events, its calls answered on its own connection."""
+        net = response.extensions["network_stream"]
+        read = self._timeout.read
+        lines = _wire.Stream()
+        rest = b""
+        try:
+            while True:
+                chunk = await net.read(65536, timeout=read)
+                if not chunk:
+                    break
+                rest += chunk
+                *whole, rest = rest.split(b"\n")
+                for line in whole:
+                    ev = lines.feed(line.decode("utf-8", "replace"))
+                    if isinstance(ev, Output):
+                        yield ev
+                    elif isinstance(ev, HostCall):
+                        await net.write(_wire.answer_line(ev, await self._answer_of(ev, tools)), timeout=read)
+                    elif ev is not None:
+                        yield lines.result(ev)
+                        return
+        except (httpcore.NetworkError, httpcore.TimeoutException) as e:
+            raise _wire.unreachable(httpx.ReadError(str(e))) from e
+        finally:
+            await net.aclose()
+        raise StockadeError("the stream ended without a report")
+
+    async def _answer_of(self, call: HostCall, tools: Optional[_wire.Tools]) -> Dict[str, Any]:
         fn = (tools or {}).get(call.name)
         if fn is None:
-            answer: Dict[str, Any] = {"error": f"this client has no tool {call.name!r}"}
-        else:
-            answer, pending = _wire.answer_of(fn, call.args)
-            if pending is not None:
-                try:
-                    answer = _wire.ok(await pending)
-                except Exception as e:  # the tool's failure is the run's to see
-                    answer = _wire.failed(e)
+            return {"error": f"this client has no tool {call.name!r}"}
+        answer, pending = _wire.answer_of(fn, call.args)
+        if pending is not None:
+            try:
+                answer = _wire.ok(await pending)
+            except Exception as e:  # the tool's failure is the run's to see
+                answer = _wire.failed(e)
+        return answer
+
+    async def _answer(self, call: HostCall, tools: Optional[_wire.Tools], session: Optional[str]) -> None:
+        answer = await self._answer_of(call, tools)
         try:
             await self._http.post(_wire.call_path(call, session), json=answer)
         except httpx.TransportError:

@@ -7,7 +7,7 @@ import json
 import re
 import time
 import uuid
-from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, Mapping, Optional, Sequence, Tuple, Union
 
 import httpx
 
@@ -152,6 +152,30 @@ def call_path(call: Any, session: Optional[str]) -> str:
     if session is not None:
         return f"/v1/sessions/{checked_id('session', session)}/runs/{run}/calls/{cid}"
     return f"/v1/runs/{run}/calls/{cid}"
+
+
+#: A streamed run with tools asks for its calls to be answered on its own connection: the
+#: server answers ``101`` and the connection carries the run's events one way and the answers
+#: (one JSON line each) the other, with no request per answer.
+UPGRADE = {"Connection": "Upgrade", "Upgrade": "stockade-calls"}
+
+
+def answer_line(call: Any, answer: Dict[str, Any]) -> bytes:
+    """A call's answer as a line of an upgraded run's connection."""
+    line = {"run": checked_id("run", call.run), "call": checked_id("call", call.id)}
+    line.update(answer)
+    return json.dumps(line, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def split_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """The lines of a connection's bytes as they come (the last one when it ends unfinished)."""
+    rest = b""
+    for chunk in chunks:
+        rest += chunk
+        *whole, rest = rest.split(b"\n")
+        yield from whole
+    if rest.strip():
+        yield rest
 
 
 def answer_of(fn: Any, args: Any) -> Tuple[Dict[str, Any], Any]:
