@@ -3,7 +3,9 @@
 // SDK, a kept-alive connection too) against the SDK's call — medians and the difference:
 //   - Python `print(1)` (POST /v1/runs), spaced so the warm pools refill, which goes first
 //     alternating round by round;
-//   - GET /v1/health back to back (no run: the SDK's own cost alone, as near as it shows).
+//   - GET /v1/health back to back (no run: the SDK's own cost alone, as near as it shows);
+//   - a host call's round trip answered by the SDK (on the run's upgraded connection), 200 calls
+//     in one run timed in the guest (the first 20 left out; QuickJS's os.now() counts microseconds), for the Python and JavaScript guests.
 //
 // Usage: node bench/overhead.mjs SOCKET ROUNDS SPACED_MS   (after `npm run build`)
 import * as http from "node:http";
@@ -83,6 +85,15 @@ for (let i = 0; i < 10 * rounds + 20; i++) {
     sdkHealth.push(tookSdk);
   }
 }
+const CALLS = {
+  python: "import stockade_host as h, time\ntook = []\nfor i in range(200):\n    t = time.perf_counter()\n    assert h.call('echo', i) == i\n    took.append((time.perf_counter() - t) * 1000)\nprint(' '.join('%.4f' % t for t in took))",
+  javascript: "const took = []; for (let i = 0; i < 200; i++) { const t = os.now(); host.call('echo', i); took.push((os.now() - t) / 1000); } print(took.map((t) => t.toFixed(4)).join(' '));",
+};
+const calls = {};
+for (const [runtime, code] of Object.entries(CALLS)) {
+  const r = await client.run(runtime, code, { tools: { echo: { fn: (x) => x, maxCalls: 200 } } });
+  calls[runtime] = r.ok ? median(r.stdout.trim().split(" ").slice(20).map(Number)) : NaN;
+}
 client.close();
 agent.destroy();
 const line = (label, v) => console.log(`  ${label.padEnd(44)}${v}`);
@@ -95,3 +106,5 @@ console.log(`GET /v1/health, ${rawHealth.length} rounds back to back, medians:`)
 line("node:http GET on the unix socket (no SDK)", `${rh.toFixed(3)} ms`);
 line("stockade Client.health", `${sh.toFixed(3)} ms`);
 line("the SDK's cost", `${(sh - rh >= 0 ? "+" : "") + (sh - rh).toFixed(3)} ms (${(sh / rh).toFixed(2)}x the bare request)`);
+console.log("a host call's round trip answered by the SDK, timed in the run (180 calls after 20), medians:");
+for (const [runtime, m] of Object.entries(calls)) line(`${runtime} guest`, `${m.toFixed(3)} ms`);

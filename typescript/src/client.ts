@@ -1,7 +1,8 @@
 import * as http from "node:http";
 import { randomUUID } from "node:crypto";
+import type { Socket } from "node:net";
 import { StockadeError, streamError } from "./errors.js";
-import { DEFAULT_SOCKET, DEFAULT_TIMEOUT_MS, type Endpoint, json, lines, open, request } from "./http.js";
+import { DEFAULT_SOCKET, DEFAULT_TIMEOUT_MS, type Endpoint, json, lines, open, request, upgraded } from "./http.js";
 import type { components } from "./openapi.js";
 import { type Report, RunResult } from "./result.js";
 
@@ -411,19 +412,27 @@ export class Client {
   /** A streamed run's events, its host calls answered on the way. */
   async *#streamed(path: string, body: unknown, options: SessionRunOptions, session?: string): AsyncGenerator<StreamEvent> {
     const bytes = encoder.encode(JSON.stringify(body));
-    const call = { method: "POST", path: `${path}?stream=ndjson`, body: bytes, signal: options.signal, idempotent: false, mayRun: true };
+    // With tools, the calls are answered on the run's own connection (no request per answer).
+    const headers = options.tools ? UPGRADE : undefined;
+    const call = { method: "POST", path: `${path}?stream=ndjson`, body: bytes, signal: options.signal, idempotent: false, mayRun: true, headers };
     const res = await open(this.#ep, call, this.#ep.timeoutMs);
+    const up = upgraded(res);
+    if (up) {
+      up.socket.setTimeout(this.#ep.timeoutMs, () => up.socket.destroy(new Error(`no byte for ${this.#ep.timeoutMs} ms`)));
+    }
     const out: Uint8Array[] = [];
     const err: Uint8Array[] = [];
     const answering: Promise<void>[] = [];
-    for await (const line of lines(res, options.signal)) {
+    for await (const line of lines(up ? up.socket : res, options.signal, up?.head)) {
       const ev = eventOf(line);
       if (ev === undefined) continue;
       if ("type" in ev) {
         (ev.stream === "stdout" ? out : err).push(ev.data);
         yield ev;
       } else if ("call" in ev) {
-        answering.push(this.#answer(ev.call, options.tools, session, options.signal));
+        answering.push(
+          up ? answerOn(up.socket, ev.call, options.tools) : this.#answer(ev.call, options.tools, session, options.signal),
+        );
       } else {
         await Promise.allSettled(answering);
         yield { type: "result", result: new RunResult(ev.report, { stdout: concat(out), stderr: concat(err) }) };
@@ -447,6 +456,18 @@ export class Client {
       // The server answers the call for it (a timeout error) at the tool's timeout.
     }
   }
+}
+
+/** The headers that ask for a streamed run's calls to be answered on its own connection. */
+const UPGRADE = { connection: "Upgrade", upgrade: "stockade-calls" };
+
+/** Answers a host call on its run's upgraded connection: one line (a failure to deliver it is
+ * the server's to time out). */
+async function answerOn(socket: Socket, call: HostCall, tools: Tools | undefined): Promise<void> {
+  const answer = await answerOf(tools, call);
+  const [run, id] = [checkedId("run", call.run), checkedId("call", call.id)];
+  // `answer` is `{"ok":...}` or `{"error":...}`: the run and the call go before its first key.
+  socket.write(`{"run":${JSON.stringify(run)},"call":${JSON.stringify(id)},${answer.slice(1)}\n`);
 }
 
 /** Ids as API v1 writes them. */

@@ -1,4 +1,5 @@
 import * as http from "node:http";
+import type { Socket } from "node:net";
 import { StringDecoder } from "node:string_decoder";
 import { Busy, ServerUnavailable, StockadeError, errorFor } from "./errors.js";
 
@@ -72,6 +73,15 @@ function unreachable(e: unknown, sent: boolean): ServerUnavailable {
   });
 }
 
+/** Responses upgraded to another protocol (101): their connection, and what came after the head. */
+const upgrades = new WeakMap<http.IncomingMessage, { socket: Socket; head: Buffer }>();
+
+/** The connection of a response upgraded to another protocol (101), and the bytes that came
+ * after its head; `undefined` for any other response. */
+export function upgraded(res: http.IncomingMessage): { socket: Socket; head: Buffer } | undefined {
+  return upgrades.get(res);
+}
+
 /** Sends one request; resolves with the response as it starts (its body not read yet). */
 function send(ep: Endpoint, call: Call, idleTimeoutMs: number | undefined): Promise<http.IncomingMessage> {
   return new Promise((resolve, reject) => {
@@ -121,6 +131,13 @@ function send(ep: Endpoint, call: Call, idleTimeoutMs: number | undefined): Prom
         // The socket goes back to the pool (which sets its own timeout): without this listener.
         res.once("close", () => socket.removeListener("timeout", idle));
       }
+      resolve(res);
+    });
+    // A streamed run with tools upgraded to `stockade-calls`: its connection is the answer.
+    req.on("upgrade", (res, socket, head) => {
+      if (timer) clearTimeout(timer);
+      // A unix or TCP connection: a net.Socket, as Node makes them for http.request.
+      upgrades.set(res, { socket: socket as Socket, head });
       resolve(res);
     });
     req.on("finish", () => {
@@ -188,7 +205,7 @@ export async function open(ep: Endpoint, call: Call, idleTimeoutMs?: number): Pr
     try {
       const res = await send(ep, call, idleTimeoutMs);
       const status = res.statusCode ?? 0;
-      if (status >= 200 && status < 300) return res;
+      if ((status >= 200 && status < 300) || upgrades.has(res)) return res;
       failure = errorFor(status, res.headers, await readAll(res, call.signal));
     } catch (e) {
       const cancelled = aborted(e, call.signal);
@@ -234,10 +251,14 @@ export function json<T>(a: Answer): T {
   }
 }
 
-/** The lines of a streamed answer, as they come. */
-export async function* lines(res: http.IncomingMessage, signal: AbortSignal | undefined): AsyncGenerator<string> {
-  let pending = "";
+/** The lines of a streamed answer (or an upgraded connection's, `head` its first bytes), as they come. */
+export async function* lines(
+  res: AsyncIterable<unknown> & { destroy(): void },
+  signal: AbortSignal | undefined,
+  head?: Buffer,
+): AsyncGenerator<string> {
   const text = new StringDecoder("utf8");
+  let pending = head ? text.write(head) : "";
   try {
     for await (const chunk of res) {
       pending += text.write(chunk as Buffer);
