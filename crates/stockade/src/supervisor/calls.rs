@@ -220,6 +220,7 @@ pub(super) fn serve(
             source,
             stop,
             calls: Vec::new(),
+            worker: None,
         };
         s.run();
         s.calls
@@ -233,6 +234,30 @@ struct Server {
     stop: Arc<AtomicBool>,
     /// A run's calls (a program of turns keeps them in its turn).
     calls: Vec<CallRecord>,
+    /// The thread that asked the last call's answerer, free again (one that answered late is
+    /// left to its call).
+    worker: Option<Worker>,
+}
+
+/// A thread asking answerers, one call at a time.
+struct Worker {
+    calls: mpsc::Sender<(Answerer, String, String)>,
+    answers: mpsc::Receiver<Result<String, String>>,
+}
+
+impl Worker {
+    fn start() -> std::io::Result<Worker> {
+        let (calls, asked) = mpsc::channel::<(Answerer, String, String)>();
+        let (answered, answers) = mpsc::channel();
+        std::thread::Builder::new().name("stockade-call".into()).spawn(move || {
+            for (answer, name, args) in asked {
+                if answered.send(answer(&name, &args)).is_err() {
+                    return;
+                }
+            }
+        })?;
+        Ok(Worker { calls, answers })
+    }
 }
 
 /// The tools a request may call, and their counts so far.
@@ -381,38 +406,30 @@ impl Server {
 
     /// One call of `tool`, admitted, within its time and answer budgets: the answer's value
     /// (JSON text), or the outcome (`refused`, `error`, `timeout`) and why.
-    fn call(&self, tool: &Tool, answer: Answerer, args: &str) -> Result<String, (&'static str, String)> {
+    fn call(&mut self, tool: &Tool, answer: Answerer, args: &str) -> Result<String, (&'static str, String)> {
         let name = tool.name.as_str();
-        let (tx, rx) = mpsc::sync_channel(1);
-        let (name_owned, args_owned) = (name.to_string(), args.to_string());
-        let spawned = std::thread::Builder::new().name("stockade-call".into()).spawn(move || {
-            let _ = tx.send(answer(&name_owned, &args_owned));
-        });
-        if let Err(e) = spawned {
-            return Err(("error", format!("the host could not start the call: {e}")));
-        }
+        // The last call's thread when it is free, else a new one.
+        let worker = match self.worker.take() {
+            Some(w) => Ok(w),
+            None => Worker::start(),
+        };
+        let worker = match worker {
+            Ok(w) if w.calls.send((answer.clone(), name.to_string(), args.to_string())).is_ok() => w,
+            Ok(_) => match Worker::start() {
+                Ok(w) if w.calls.send((answer, name.to_string(), args.to_string())).is_ok() => w,
+                _ => return Err(("error", "the host could not start the call".into())),
+            },
+            Err(e) => return Err(("error", format!("the host could not start the call: {e}"))),
+        };
         let deadline = Instant::now() + tool.timeout;
-        loop {
+        let got = loop {
             let step = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(50));
-            match rx.recv_timeout(step) {
-                Ok(Ok(value)) if value.len() as u64 > u64::from(tool.max_response_bytes) => {
-                    return Err((
-                        "refused",
-                        format!(
-                            "the answer is {} bytes, over {name}'s max-response-bytes ({})",
-                            value.len(),
-                            tool.max_response_bytes
-                        ),
-                    ));
-                }
-                Ok(Ok(value)) if serde_json::from_str::<serde::de::IgnoredAny>(&value).is_err() => {
-                    return Err(("error", format!("{name}'s answer is not JSON")));
-                }
-                Ok(Ok(value)) => return Ok(value),
-                Ok(Err(why)) => return Err(("error", shortened(why))),
+            match worker.answers.recv_timeout(step) {
+                Ok(got) => break got,
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     return Err(("error", "the host's answer was lost".into()));
                 }
+                // The thread stays with its call (a late answer is dropped with it).
                 Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() >= deadline => {
                     return Err(("timeout", format!("{name} did not answer within {} ms", tool.timeout.as_millis())));
                 }
@@ -421,6 +438,22 @@ impl Server {
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
             }
+        };
+        self.worker = Some(worker);
+        match got {
+            Ok(value) if value.len() as u64 > u64::from(tool.max_response_bytes) => Err((
+                "refused",
+                format!(
+                    "the answer is {} bytes, over {name}'s max-response-bytes ({})",
+                    value.len(),
+                    tool.max_response_bytes
+                ),
+            )),
+            Ok(value) if serde_json::from_str::<serde::de::IgnoredAny>(&value).is_err() => {
+                Err(("error", format!("{name}'s answer is not JSON")))
+            }
+            Ok(value) => Ok(value),
+            Err(why) => Err(("error", shortened(why))),
         }
     }
 
