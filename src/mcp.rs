@@ -88,6 +88,12 @@ pub struct RunOutput {
     /// What the workspace did not keep, and why; or that an earlier workspace had ended.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The value of the code's last expression (as a notebook cell's), when it is JSON.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<serde_json::Value>,
+    /// That value's repr (Python) or String() (JavaScript), when it is not JSON.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value_repr: Option<String>,
 }
 
 impl RunOutput {
@@ -115,6 +121,8 @@ impl RunOutput {
             error: r.error,
             workspace_files: None,
             notes: Vec::new(),
+            value: r.value,
+            value_repr: r.value_repr,
         }
     }
 }

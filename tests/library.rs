@@ -141,7 +141,11 @@ fn a_jail_serves_turns_and_nothing_of_it_runs_between_them() {
     let start = Start { live: Some(live.clone()), from_release: true, ..Start::default() };
     let read = |bytes: &[u8]| {
         let text = String::from_utf8_lossy(bytes);
-        Some(TurnTold { status: text.lines().last().and_then(|l| l.trim().parse().ok()).unwrap_or(99), guest: None })
+        Some(TurnTold {
+            status: text.lines().last().and_then(|l| l.trim().parse().ok()).unwrap_or(99),
+            guest: None,
+            given: None,
+        })
     };
     let cpu = || live.figures().and_then(|f| Some(f.cpu_user_us? + f.cpu_sys_us?)).expect("the jail's CPU time");
     let mut reports = Vec::new();

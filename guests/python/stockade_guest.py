@@ -64,6 +64,10 @@ if _loaded:
 del _NEVER, _loaded
 
 
+import _ast  # noqa: E402
+from wit_world.imports import host as _host  # noqa: E402
+
+
 # `import stockade_host`: host calls (the WIT world's `host` import), in every run's view.
 def _host_module():
     import types
@@ -144,6 +148,42 @@ def _flush():
             pass
 
 
+def _cell(src):
+    """`src` compiled as a notebook cell runs: its body, and its last statement apart when that
+    is an expression (its value is the cell's), as stockade's bootstrap does
+    (crates/stockade/src/handover.rs, `python_give`)."""
+    tree = compile(src, "<string>", "exec", 0x400)
+    last = tree.body[-1] if tree.body else None
+    if type(last) is _ast.Expr:
+        del tree.body[-1]
+        return compile(tree, "<string>", "exec"), compile(_ast.Expression(last.value), "<string>", "eval")
+    return compile(tree, "<string>", "exec"), None
+
+
+def _give(v):
+    """Gives the host the code's value `v` (the bootstrap's rule): `{"value": V}` when it is JSON
+    and reads back equal, else `{"repr": ...}`, within 16 KiB; `None` is no value."""
+    if v is None:
+        return
+    cap = 16384
+    try:
+        try:
+            text = json.dumps(v, allow_nan=False)
+            said = {"value": v} if len(text) <= cap and json.loads(text) == v else None
+        except Exception:
+            said = None
+        if said is None:
+            try:
+                r = repr(v)
+            except Exception as e:
+                r = "<repr failed: %s>" % type(e).__name__
+            said = {"repr": r[:cap]}
+        given = json.dumps(said)
+    except BaseException as e:
+        given = json.dumps({"left-out": "the code's value was left out: %s" % type(e).__name__})
+    _host.give(given)
+
+
 def _finish():
     t = sys.modules.get("threading")
     if t is not None and hasattr(t, "_shutdown"):
@@ -174,15 +214,19 @@ def _turn(code, stdin, env):
         _live.__dict__.update({"__name__": "__main__", "__builtins__": __builtins__, "__doc__": None})
         sys.modules["__main__"] = _live
     sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
-    status = 0
+    status, value = 0, None
     try:
-        exec(compile(code, "<string>", "exec"), _live.__dict__)
+        body, last = _cell(code)
+        exec(body, _live.__dict__)
+        if last is not None:
+            value = eval(last, _live.__dict__)
     except SystemExit as e:
         status = _status(e)
     except BaseException as e:
         e.__traceback__ = e.__traceback__.tb_next
         sys.excepthook(type(e), e, e.__traceback__)
         status = 1
+    _give(value)
     return status
 
 
@@ -216,14 +260,20 @@ class WitWorld(wit_world.WitWorld):
             sys.modules["__main__"] = type(sys)("__main__")
             sys.modules["__main__"].__dict__.update(g)
             g = sys.modules["__main__"].__dict__
+            value = None
             try:
-                exec(compile(code, "<string>", "exec"), g)
+                body, last = _cell(code)
+                exec(body, g)
+                if last is not None:
+                    value = eval(last, g)
             except SystemExit as e:
                 status = _status(e)
             except BaseException as e:
                 e.__traceback__ = e.__traceback__.tb_next
                 sys.excepthook(type(e), e, e.__traceback__)
                 status = 1
+            _give(value)
+            value = None
             _finish()
             g.clear()
         except SystemExit as e:

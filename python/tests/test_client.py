@@ -114,6 +114,24 @@ def test_every_runtime_argv_and_stdin(server) -> None:
         assert (r.stdout_bytes, r.stderr) == (b"\xff\xfe", "oops"), r
 
 
+def test_a_run_gives_back_its_value_and_figures(server) -> None:
+    with Client(socket=server.socket) as c:
+        r = c.run_python("x = 20\n1 + 1")
+        assert (r.value, r.value_repr, r.outputs) == (2, None, []), r
+        r = c.run_js("[1, 2].map(x => x * 2)")
+        assert r.value == [2, 4], r
+        r = c.run_python("(1, 'a')")
+        assert (r.value, r.value_repr) == (None, "(1, 'a')"), r
+        r = c.run_python("print(1)")
+        assert (r.value, r.value_repr) == (None, None), r
+        plt = subprocess.run(["/usr/bin/python3", "-c", "import matplotlib"], capture_output=True)
+        if plt.returncode != 0:
+            return  # the host's python3 has no matplotlib: no figures to give back
+        r = c.run("python3", "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.gcf().dpi")
+        assert (r.value, len(r.outputs), r.outputs[0].type) == (100.0, 1, "image/png"), r
+        assert r.outputs[0].data.startswith(b"\x89PNG\r\n\x1a\n"), r.outputs[0].data[:8]
+
+
 def test_files_go_in_and_come_back(server) -> None:
     code = (
         "import os\n"

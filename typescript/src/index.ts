@@ -54,6 +54,7 @@ export type { components as Schemas, paths as Paths } from "./openapi.js";
 export {
   type CallRecord,
   type EgressReport,
+  type Figure,
   type Interpreter,
   type LayerReport,
   type Report,

@@ -1484,6 +1484,18 @@ export interface components {
             "host-calls"?: components["schemas"]["CallRecord"][];
             /** @description The connections the program asked its egress proxy for (a policy with an egress list). */
             egress?: components["schemas"]["EgressReport"] | null;
+            /**
+             * @description The value of the code's last expression (a notebook cell's), when it is JSON and not
+             *     `None`/`null`/`undefined` (at most [`VALUE_MAX_BYTES`] as JSON).
+             */
+            value?: unknown;
+            /**
+             * @description That value's repr (Python) or string (JavaScript) when it is not JSON, cut at
+             *     [`VALUE_MAX_BYTES`].
+             */
+            "value-repr"?: string | null;
+            /** @description The figures the code left open (a runtime with matplotlib), in order. */
+            outputs?: components["schemas"]["GivenOutput"][];
             /** @description Each layer, in the order the jail applies them. */
             enforcement: components["schemas"]["LayerReport"][];
         };
@@ -1664,6 +1676,18 @@ export interface components {
         Refusal: "not-listed" | "private-address" | "cannot-resolve" | "cannot-connect" | "max-connections" | "bad-request" | "busy";
         /** @description Why the proxy ended a connection it had opened. */
         Cut: "max-bytes" | "run-over";
+        /** @description A file the code's run gave back: a figure it left open. */
+        GivenOutput: {
+            /** @description Its media type (`image/png`). */
+            type: string;
+            /** @description Its bytes, in base64. */
+            base64: string;
+            /**
+             * Format: uint64
+             * @description Its size, decoded.
+             */
+            bytes: number;
+        };
         /** @description One isolation layer: what the policy asked, what the kernel applied, and the verdict. */
         LayerReport: {
             layer: string;
@@ -1788,6 +1812,18 @@ export interface components {
             "host-calls"?: components["schemas"]["CallRecord"][];
             /** @description The connections the program asked its egress proxy for (a policy with an egress list). */
             egress?: components["schemas"]["EgressReport"] | null;
+            /**
+             * @description The value of the code's last expression (a notebook cell's), when it is JSON and not
+             *     `None`/`null`/`undefined` (at most [`VALUE_MAX_BYTES`] as JSON).
+             */
+            value?: unknown;
+            /**
+             * @description That value's repr (Python) or string (JavaScript) when it is not JSON, cut at
+             *     [`VALUE_MAX_BYTES`].
+             */
+            "value-repr"?: string | null;
+            /** @description The figures the code left open (a runtime with matplotlib), in order. */
+            outputs?: components["schemas"]["GivenOutput"][];
             /** @description Each layer, in the order the jail applies them. */
             enforcement: components["schemas"]["LayerReport"][];
             /** @description The files given back, in path order (when `return-files` asked for some). */

@@ -17,6 +17,12 @@ export type Interpreter = components["schemas"]["Interpreter"];
 /** A session's part of a run's answer. */
 export type SessionRun = components["schemas"]["SessionRun"];
 
+/** A figure the run's code left open, given back (`type` is `image/png`). */
+export interface Figure {
+  readonly type: string;
+  readonly data: Uint8Array;
+}
+
 const decoder = new TextDecoder("utf-8");
 
 /** A stream's bytes from its report (text, or base64 for bytes that are not UTF-8). */
@@ -68,6 +74,16 @@ export class RunResult {
   readonly error: string | null;
   /** A session's run: the session's id, this run's id, what was kept, the interpreter. */
   readonly session: SessionRun | null;
+  /**
+   * The value of the code's last expression, as a notebook shows it: parsed JSON (Python's
+   * `1 + 1`, JavaScript's `[1, 2].map(x => x * 2)`); `null` when the code ended with a statement,
+   * its value was `None`/`undefined`, or it is not JSON (see {@link valueRepr}).
+   */
+  readonly value: unknown;
+  /** That value's `repr` (Python) or `String()` (JavaScript) when it is not JSON, else `null`. */
+  readonly valueRepr: string | null;
+  /** The figures the code left open (a runtime with matplotlib), as PNG. */
+  readonly outputs: Figure[];
   /** The whole report, as the server sent it. */
   readonly report: Report;
 
@@ -95,6 +111,12 @@ export class RunResult {
     this.egress = report.egress ?? null;
     this.error = report.error ?? null;
     this.session = report.session ?? null;
+    this.value = report.value ?? null;
+    this.valueRepr = report["value-repr"] ?? null;
+    this.outputs = (report.outputs ?? []).map((o) => ({
+      type: o.type,
+      data: new Uint8Array(Buffer.from(o.base64, "base64")),
+    }));
   }
 
   /** The program exited with 0 (status `ok`). */

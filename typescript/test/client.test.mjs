@@ -43,6 +43,17 @@ test("every runtime, argv and stdin", async () => {
   assert.equal(raw.report["schema-version"], 1);
 });
 
+test("a run gives back the value of its last expression", async () => {
+  const js = await ctx.client.runJs("[1, 2].map((x) => x * 2)");
+  assert.deepEqual([js.value, js.valueRepr, js.outputs], [[2, 4], null, []]);
+  const py = await ctx.client.runPython("x = 20\n{'x': x + 1}");
+  assert.deepEqual(py.value, { x: 21 });
+  const repr = await ctx.client.runPython("(1, 'a')");
+  assert.deepEqual([repr.value, repr.valueRepr], [null, "(1, 'a')"]);
+  const none = await ctx.client.runJs("console.log(1)");
+  assert.deepEqual([none.value, none.valueRepr], [null, null]);
+});
+
 test("files go in and come back", async () => {
   const code = "import os\nrows = open('data.csv').read().split(',')\nos.makedirs('out', exist_ok=True)\n" +
     "open('out/sum.txt', 'w').write(str(sum(map(int, rows))))\nopen('out/raw.bin', 'wb').write(bytes([0, 1, 255]))";

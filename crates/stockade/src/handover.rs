@@ -49,15 +49,90 @@ macro_rules! python_status {
     };
 }
 
+/// What a Python run's code gives back (see [`crate::Report::give`]), one rule for the bootstrap,
+/// the live loop and the Python guest (`guests/python/stockade_guest.py` keeps the same): the
+/// code run as a notebook cell runs (a last statement that is an expression is evaluated, its
+/// value kept), then `_give(value)` writes `{"value": V}` when `V` is JSON (a numpy scalar as its
+/// Python number) and reads back equal, else `{"repr": "..."}`, both within 16 KiB; `None` is no
+/// value. With matplotlib's pyplot loaded, the figures left open go with it as PNG
+/// (`"outputs"`, at most 8 and 2 MiB, what is left out said), and are closed. Written on fd 3 as
+/// one line; nothing when there is nothing. Functions of the module's, deleted from its globals
+/// before any code runs.
+macro_rules! python_give {
+    () => {
+        r#"def _cell(src):
+    from _ast import Expr, Expression
+    tree = compile(src, "<string>", "exec", 0x400)
+    last = tree.body[-1] if tree.body else None
+    if type(last) is Expr:
+        del tree.body[-1]
+        return compile(tree, "<string>", "exec"), compile(Expression(last.value), "<string>", "eval")
+    return compile(tree, "<string>", "exec"), None
+def _give(v, fd, end=b""):
+    import os, sys
+    cap, said = 16384, {}
+    try:
+        if v is not None:
+            import json
+            if type(v).__module__ == "numpy" and getattr(v, "ndim", None) == 0:
+                v = v.item()
+            try:
+                text = json.dumps(v, allow_nan=False)
+                if len(text) <= cap and json.loads(text) == v:
+                    said["value"] = v
+            except Exception:
+                pass
+            if not said:
+                try:
+                    r = repr(v)
+                except Exception as e:
+                    r = "<repr failed: %s>" % type(e).__name__
+                said["repr"] = r[:cap]
+        plt = sys.modules.get("matplotlib.pyplot")
+        if plt is not None:
+            import base64, io
+            out, total, left = [], 0, 0
+            for n in plt.get_fignums():
+                b = io.BytesIO()
+                plt.figure(n).savefig(b, format="png")
+                b = b.getvalue()
+                if len(out) == 8 or total + len(b) > 2 << 20:
+                    left += 1
+                    continue
+                total += len(b)
+                out.append({"type": "image/png", "base64": base64.b64encode(b).decode()})
+            plt.close("all")
+            if out:
+                said["outputs"] = out
+            if left:
+                said["left-out"] = "%d figure(s) left out: at most 8 figures and 2 MiB in all are given back" % left
+    except BaseException as e:
+        said = {"left-out": "the code's value was left out: %s" % type(e).__name__}
+    b = end
+    if said:
+        import json
+        b = json.dumps(said).encode() + b"\n" + end
+    try:
+        while b:
+            b = b[os.write(fd, b):]
+    except OSError:
+        pass
+"#
+    };
+}
+
 /// `python -c` bootstrap (Python ≥ 3.8, CPython for WASI as well).
 pub const PYTHON_BOOTSTRAP: &str = concat!(
     python_status!(),
+    python_give!(),
     r#"def _stockade():
     import os, sys
     g = globals()
     del g["_stockade"]
-    _status = g.pop("_status")
+    _status, _cell, _give = g.pop("_status"), g.pop("_cell"), g.pop("_give")
     host = g.pop("_host")
+    # A figure is drawn, never shown: matplotlib's non-interactive backend.
+    os.environ.setdefault("MPLBACKEND", "Agg")
     # The compiler's first use is slow under Wasm (4 ms): pay it before the run.
     compile("pass", "<string>", "exec")
     # A Wasm guest starts in "/": its work directory is /app, as a native runtime's is.
@@ -77,11 +152,16 @@ pub const PYTHON_BOOTSTRAP: &str = concat!(
     n, argc = map(int, exact(16, True).split())
     src = exact(n).decode("utf-8")
     sys.argv[1:] = [exact(int(exact(11))).decode("utf-8", "surrogateescape") for _ in range(argc)]
-    code = 0
+    code, value = 0, None
     try:
-        exec(compile(src, "<string>", "exec"), g)
+        body, last = _cell(src)
+        exec(body, g)
+        if last is not None:
+            value = eval(last, g)
     except BaseException as e:
         code = _status(e)
+    _give(value, 3)
+    value = None
     # The interpreter's own finalization takes longer than a short run (5 ms natively, more
     # under Wasm): do what of it a program can see -- wait for its threads, run its exit
     # handlers, release the main module's objects (so its files are closed), flush the standard
@@ -163,6 +243,18 @@ macro_rules! js_host_lazy {
     };
 }
 
+/// What a JavaScript run's code gives back (see [`crate::Report::give`]), one line, so that the
+/// loops it comes before keep their shape: `give(v)` writes the script's completion value as
+/// `{"value": V}` when it is plain data (strings, finite numbers, booleans, `null`, arrays
+/// without holes and plain objects of them; at most 100,000 of them, 64 deep) within 16 KiB as
+/// JSON, else `{"repr": String(v)}` cut at 16 KiB; `undefined` and `null` are no value. Written
+/// on the guest's fd for it (`wasm/p1calls.rs`'s `GUEST_GIVEN`), which the runner keeps.
+macro_rules! js_give {
+    () => {
+        r#"const give = (v) => { if (v === undefined || v === null) return; const CAP = 16384; let seen = 0; const plain = (x, d) => { if (++seen > 100000 || d > 64) return false; if (x === null || typeof x === "string" || typeof x === "boolean") return true; if (typeof x === "number") return Number.isFinite(x); if (typeof x !== "object") return false; if (Array.isArray(x)) { for (let i = 0; i < x.length; i++) if (!(i in x) || !plain(x[i], d + 1)) return false; return Object.getPrototypeOf(x) === Array.prototype; } const p = Object.getPrototypeOf(x); if ((p !== Object.prototype && p !== null) || Object.getOwnPropertySymbols(x).length) return false; for (const k of Object.keys(x)) if (!plain(x[k], d + 1)) return false; return true; }; const bytes = (t) => { const b = unescape(encodeURIComponent(t)), u = new Uint8Array(b.length); for (let i = 0; i < b.length; i++) u[i] = b.charCodeAt(i); return u; }; let said; try { if (plain(v, 0)) { const t = bytes('{"value":' + JSON.stringify(v) + "}\n"); if (t.length <= CAP + 11) said = t; } } catch (e) {} if (said === undefined) { let r; try { r = String(v); } catch (e) { r = "<String() failed: " + (e && e.name) + ">"; } if (r.length > CAP) r = r.slice(0, CAP); try { said = bytes(JSON.stringify({ repr: r }) + "\n"); } catch (e) { return; } } for (let off = 0; off < said.length;) { const k = os.write(0x7FFFFF03, said.buffer, off, said.length - off); if (!(k > 0)) return; off += k; } };"#
+    };
+}
+
 /// [`JS_BOOTSTRAP`]'s `host`, for code run as `qjs --std -e` with host calls (put before it), the
 /// same: a served run's and the CLI's `host` behave alike.
 pub const JS_HOST: &str = js_host_lazy!();
@@ -172,6 +264,9 @@ pub const JS_BOOTSTRAP: &str = concat!(
     js_host_lazy!(),
     r#"
 (() => {
+  "#,
+    js_give!(),
+    r#"
   // The work directory is /app (a Wasm guest starts in "/").
   os.chdir("/app");
   const head = std.in.getline();
@@ -184,8 +279,9 @@ pub const JS_BOOTSTRAP: &str = concat!(
     args.push(k > 0 ? std.in.readAsString(k) : "");
   }
   scriptArgs.push(...args);
+  let value;
   try {
-    std.evalScript(src, { backtrace_barrier: true });
+    value = std.evalScript(src, { backtrace_barrier: true });
   } catch (e) {
     // The stack as `qjs -e` shows it, without the bootstrap's frame names.
     if (e instanceof Error && typeof e.stack === "string") {
@@ -193,6 +289,7 @@ pub const JS_BOOTSTRAP: &str = concat!(
     }
     throw e;
   }
+  give(value);
 })();
 "#
 );
@@ -209,11 +306,13 @@ pub const JS_BOOTSTRAP: &str = concat!(
 /// The interpreter's end (end of file) ends the loop.
 pub const PYTHON_LIVE: &str = concat!(
     python_status!(),
+    python_give!(),
     r#"def _stockade_live():
     import io, os, sys
     g = globals()
     del g["_stockade_live"]
-    _status = g.pop("_status")
+    _status, _cell, _give = g.pop("_status"), g.pop("_cell"), g.pop("_give")
+    os.environ.setdefault("MPLBACKEND", "Agg")
     def exact(n, first=False):
         b = bytearray()
         while len(b) < n:
@@ -222,19 +321,16 @@ pub const PYTHON_LIVE: &str = concat!(
                 raise SystemExit(0 if first and not b else 125)
             b += c
         return bytes(b)
-    def put(fd, b):
-        try:
-            while b:
-                b = b[os.write(fd, b):]
-        except OSError:
-            pass
     while True:
         n, k, _ = exact(43, True).split()
         src = exact(int(n)).decode("utf-8")
         sys.stdin = io.TextIOWrapper(io.BytesIO(exact(int(k))), encoding="utf-8")
-        status = 0
+        status, value = 0, None
         try:
-            exec(compile(src, "<string>", "exec"), g)
+            body, last = _cell(src)
+            exec(body, g)
+            if last is not None:
+                value = eval(last, g)
         except BaseException as e:
             status = _status(e)
         for f in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
@@ -242,7 +338,8 @@ pub const PYTHON_LIVE: &str = concat!(
                 f.flush()
             except BaseException:
                 pass
-        put(3, b"%d\n" % status)
+        _give(value, 3, b"%d\n" % status)
+        value = None
 _stockade_live()
 "#
 );
@@ -253,7 +350,11 @@ _stockade_live()
 /// ([`turn_frame`]), whole; its status goes to the runner on fd [`JS_STATUS_FD`] before it reads
 /// the next one, and the runner, seeing it back in its read with the turn's bytes all read,
 /// says the turn returned (see `wasm/turns.rs`).
-pub const JS_LIVE: &str = r#"(() => {
+pub const JS_LIVE: &str = concat!(
+    r#"(() => {
+  "#,
+    js_give!(),
+    r#"
   const STATUS = 0x7FFFFF02;
   const say = (s) => { const t = String(s) + "\n", b = new Uint8Array(t.length); for (let i = 0; i < t.length; i++) b[i] = t.charCodeAt(i); os.write(STATUS, b.buffer, 0, b.length); };
   for (;;) {
@@ -262,9 +363,9 @@ pub const JS_LIVE: &str = r#"(() => {
     const [n, k] = head.split(" ");
     const src = Number(n) > 0 ? std.in.readAsString(Number(n)) : "";
     if (Number(k) > 0) std.in.readAsString(Number(k));
-    let status = 0;
+    let status = 0, value;
     try {
-      std.evalScript(src, { backtrace_barrier: true });
+      value = std.evalScript(src, { backtrace_barrier: true });
     } catch (e) {
       let text = String(e);
       if (e instanceof Error && typeof e.stack === "string") {
@@ -275,10 +376,13 @@ pub const JS_LIVE: &str = r#"(() => {
     }
     std.out.flush();
     std.err.flush();
+    give(value);
+    value = undefined;
     say(status);
   }
 })();
-"#;
+"#
+);
 
 /// The JavaScript guest's fd for its turn's status (see [`JS_LIVE`]), a WASI fd number its
 /// table never hands out.

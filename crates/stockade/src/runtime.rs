@@ -72,6 +72,8 @@ impl Recipe {
                     job = job.args(["-c".to_string(), handover::PYTHON_BOOTSTRAP.to_string()]);
                     // `import stockade_host` (the bootstrap's), for the runs that have host calls.
                     job.host_calls = true;
+                    // What the code gives back (its value, its figures), on fd 3.
+                    job.extra_outputs = vec![crate::report::GIVEN_MAX_BYTES];
                 }
                 Ok(Recipe::Program(Plan::prepare(&policy, &job.stdin_bytes(Vec::new()))?))
             }
@@ -115,8 +117,8 @@ impl Recipe {
                 let mut job = Job::new(path).args(args.iter().cloned());
                 job = job.args(["-c".to_string(), handover::PYTHON_BOOTSTRAP.to_string()]);
                 job.host_calls = true;
-                // Its status of each turn, a line.
-                job.extra_outputs = vec![STATUS_MAX_BYTES];
+                // Its status of each turn, a line, after what the turn's code gave back.
+                job.extra_outputs = vec![STATUS_MAX_BYTES + crate::report::GIVEN_MAX_BYTES];
                 job.turns = Some(crate::TurnEnd::Read);
                 Ok(Recipe::Program(Plan::prepare(&policy, &job.stdin_bytes(Vec::new()))?))
             }
@@ -213,7 +215,15 @@ impl Waiting<'_> {
     pub fn run_gated(self, gate: &Gate) -> Result<Gated, Error> {
         match self {
             Waiting::Wasm(w) => w.run_gated(gate),
-            Waiting::Program(p) => p.run_gated(gate, |_| None),
+            Waiting::Program(p) => {
+                let mut gated = p.run_gated(gate, |_| None)?;
+                if let Gated::Ran(f) = &mut gated
+                    && let Some(given) = f.channels.first()
+                {
+                    f.report.give(given);
+                }
+                Ok(gated)
+            }
         }
     }
 }
@@ -222,12 +232,14 @@ impl Waiting<'_> {
 const STATUS_MAX_BYTES: u64 = 4096;
 
 /// A live program's status of its turn (see [`handover::PYTHON_LIVE`]): the last line it wrote
-/// on fd 3. The turn's end is the kernel's word; its status is the program's, and a turn that
-/// said none (its code closed fd 3) is status 1.
+/// on fd 3, after the line of what its code gave back (a JSON object) when it gave something.
+/// The turn's end is the kernel's word; its status is the program's, and a turn that said none
+/// (its code closed fd 3) is status 1.
 fn status_line(bytes: &[u8]) -> Option<crate::TurnTold> {
-    let text = String::from_utf8_lossy(bytes);
-    let status = text.lines().rev().find_map(|l| l.trim().parse::<i32>().ok()).unwrap_or(1);
-    Some(crate::TurnTold { status, guest: None })
+    let lines = || bytes.split(|b| *b == b'\n').rev().map(<[u8]>::trim_ascii);
+    let status = lines().find_map(|l| std::str::from_utf8(l).ok()?.parse::<i32>().ok()).unwrap_or(1);
+    let given = lines().find(|l| l.starts_with(b"{")).map(<[u8]>::to_vec);
+    Some(crate::TurnTold { status, guest: None, given })
 }
 
 /// One turn of a live interpreter: `code` (with `stdin`, for Python's `sys.stdin`) under

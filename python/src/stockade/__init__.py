@@ -10,6 +10,7 @@ from ._client import AsyncClient, AsyncSession, Client, Session
 from ._types import (
     BadRequest,
     Busy,
+    Figure,
     FileInfo,
     Health,
     HostCall,
@@ -53,6 +54,7 @@ __all__ = [
     "Limits",
     "Result",
     "Output",
+    "Figure",
     "StockadeError",
     "BadRequest",
     "Unauthorized",

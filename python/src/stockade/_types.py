@@ -257,6 +257,19 @@ class Output:
         return self.data.decode("utf-8", errors="replace")
 
 
+@dataclass(frozen=True)
+class Figure:
+    """A figure the run's code left open, given back (``type`` is ``image/png``)."""
+
+    type: str
+    data: bytes
+
+    def save(self, path: str) -> None:
+        """Writes the figure's bytes to ``path``."""
+        with open(path, "wb") as f:
+            f.write(self.data)
+
+
 def _stream_bytes(s: Mapping[str, Any]) -> bytes:
     if s.get("text") is not None:
         return str(s["text"]).encode("utf-8")
@@ -298,6 +311,14 @@ class Result:
     #: ``allowed``, ``refused``, ``bytes-out``, ``bytes-in`` and ``connections`` (host, port,
     #: method, allowed, why refused, bytes each way), as ``docs/report.md`` says; else ``None``.
     egress: Optional[Dict[str, Any]] = None
+    #: The value of the code's last expression, as a notebook shows it: parsed JSON (Python's
+    #: ``1 + 1``, JavaScript's ``[1, 2].map(x => x * 2)``); ``None`` when the code ended with a
+    #: statement, its value was ``None``/``undefined``, or it is not JSON (see ``value_repr``).
+    value: Any = None
+    #: That value's ``repr`` (Python) or ``String()`` (JavaScript) when it is not JSON, else ``None``.
+    value_repr: Optional[str] = None
+    #: The figures the code left open (a runtime with matplotlib), as PNG.
+    outputs: List[Figure] = field(default_factory=list)
 
     @property
     def interpreter(self) -> Optional[str]:
@@ -381,6 +402,12 @@ class Result:
             report=report,
             session=report.get("session"),
             egress=report.get("egress"),
+            value=report.get("value"),
+            value_repr=report.get("value-repr"),
+            outputs=[
+                Figure(type=str(o.get("type")), data=base64.b64decode(o.get("base64") or ""))
+                for o in report.get("outputs") or []
+            ],
         )
 
 

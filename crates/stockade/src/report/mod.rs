@@ -1,15 +1,18 @@
 //! The run report: how the run ended, what it used, and what each layer enforced.
 //! The JSON form is documented in `docs/report.md`; bump [`SCHEMA_VERSION`] on incompatible change.
 //! The layers' records ([`Enforcement`], [`LayerReport`], [`Layers`]) are in `enforcement.rs`,
-//! the egress proxy's ([`EgressReport`]) in `egress.rs`, re-exported here.
+//! the egress proxy's ([`EgressReport`]) in `egress.rs`, what the code gave back
+//! ([`Report::give`]) in `given.rs`, re-exported here.
 //!
 //! Imports (layers): `sys`.
 
 mod egress;
 mod enforcement;
+mod given;
 
 pub use egress::{Cut, EgressConnection, EgressReport, MAX_LISTED, Refusal};
 pub use enforcement::{Enforcement, LayerReport, Layers};
+pub use given::{GIVEN_MAX_BYTES, GivenOutput, OUTPUTS_MAX, OUTPUTS_MAX_BYTES, VALUE_MAX_BYTES};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -338,6 +341,18 @@ pub struct Report {
     /// The connections the program asked its egress proxy for (a policy with an egress list).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub egress: Option<EgressReport>,
+    /// The value of the code's last expression (a notebook cell's), when it is JSON and not
+    /// `None`/`null`/`undefined` (at most [`VALUE_MAX_BYTES`] as JSON).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Value>")]
+    pub value: Option<serde_json::Value>,
+    /// That value's repr (Python) or string (JavaScript) when it is not JSON, cut at
+    /// [`VALUE_MAX_BYTES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_repr: Option<String>,
+    /// The figures the code left open (a runtime with matplotlib), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<GivenOutput>,
     /// Each layer, in the order the jail applies them.
     pub enforcement: Layers,
 }
@@ -378,7 +393,22 @@ impl Report {
             stderr: StreamReport::default(),
             host_calls: Vec::new(),
             egress: None,
+            value: None,
+            value_repr: None,
+            outputs: Vec::new(),
             enforcement: Layers::default(),
+        }
+    }
+
+    /// Takes what the code gave back (its runtime's channel for it, as written: see `given.rs`):
+    /// its value or repr and its outputs, checked against their caps; what was dropped is noted.
+    pub fn give(&mut self, bytes: &[u8]) {
+        let given = given::read(bytes);
+        self.value = given.value;
+        self.value_repr = given.repr;
+        self.outputs = given.outputs;
+        for note in given.notes {
+            self.add_note(note);
         }
     }
 

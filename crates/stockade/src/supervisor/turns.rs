@@ -58,6 +58,8 @@ pub struct TurnTold {
     pub status: i32,
     /// A runner's account of its guest's turn, for the verdict.
     pub guest: Option<GuestEnd>,
+    /// What the turn's code gave back, as it wrote it (see [`crate::Report::give`]).
+    pub given: Option<Vec<u8>>,
 }
 
 /// Reads a program's account of a turn (the bytes it wrote on its first extra channel since the
@@ -344,6 +346,9 @@ impl Prepared<'_> {
             report.argv.clone_from(argv);
         }
         report.host_calls = calls;
+        if let Some(given) = &told.given {
+            report.give(given);
+        }
         for note in super::words::run_notes(&outcome, [unsent_out, unsent_err]) {
             report.add_note(note);
         }

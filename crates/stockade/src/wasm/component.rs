@@ -5,7 +5,7 @@
 //! CPython's start-up does. Its `run` export gets the code and the arguments.
 //!
 //! This file: the component's imports resolved (WASI preview 2, and its `host` import: the jail's
-//! host-call channel) and a preloaded guest's fresh instance; its runs are `python.rs`'s.
+//! host-call channel, and what the code gives back) and a preloaded guest's fresh instance; its runs are `python.rs`'s.
 //!
 //! Imports: shared.rs, store.rs; never preload.rs, python.rs or the runner's files above them.
 
@@ -44,6 +44,11 @@ pub(super) fn instance_pre(engine: &wasmtime::Engine, component: &Component) -> 
     let mut host = linker.instance(HOST).map_err(|e| one_line(&e))?;
     host.func_wrap("call", |store: wasmtime::StoreContextMut<'_, State<P2>>, (name, args): (String, String)| {
         Ok((host_call(store.data().wasi.host_calls, &name, &args),))
+    })
+    .map_err(|e| one_line(&e))?;
+    host.func_wrap("give", |mut store: wasmtime::StoreContextMut<'_, State<P2>>, (given,): (String,)| {
+        store.data_mut().give(given.as_bytes());
+        Ok(())
     })
     .map_err(|e| one_line(&e))?;
     linker.instantiate_pre(component).map_err(|e| format!("cannot link the Python guest: {}", one_line(&e)))

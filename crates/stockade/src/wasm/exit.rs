@@ -80,6 +80,7 @@ pub(super) fn load_error(message: String) -> Summary {
         instantiate_ms: 0.0,
         run_ms: 0.0,
         max_rss_bytes: crate::sys::max_rss_bytes(),
+        given: None,
     }
 }
 
@@ -111,6 +112,7 @@ pub(super) fn summary(
         instantiate_ms: ms(t.instantiate),
         run_ms: ms(run),
         max_rss_bytes: crate::sys::max_rss_bytes(),
+        given: None,
     }
 }
 

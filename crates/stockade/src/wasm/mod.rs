@@ -302,7 +302,7 @@ pub struct WasmPrepared<'p> {
 }
 
 /// What the runner may write on its summary channel.
-const SUMMARY_MAX_BYTES: u64 = 64 * 1024;
+const SUMMARY_MAX_BYTES: u64 = 64 * 1024 + 2 * store::GIVEN_MAX as u64;
 
 /// Prepares a Wasm job under a policy.
 ///
@@ -618,4 +618,7 @@ fn figures(report: &mut Report, s: &Summary) {
         instantiate_ms: s.instantiate_ms,
         run_ms: s.run_ms,
     });
+    if let Some(given) = &s.given {
+        report.give(given.as_bytes());
+    }
 }

@@ -28,6 +28,9 @@ use wiggle::GuestMemory;
 pub const GUEST_REQUESTS: u32 = 0x7FFF_FF00;
 /// The guest's fd for the answers.
 pub const GUEST_ANSWERS: u32 = 0x7FFF_FF01;
+/// The guest's fd for what its code gives back (the JavaScript bootstrap writes the code's value
+/// there: see [`crate::Report::give`]), kept in its store's [`State::given`].
+pub const GUEST_GIVEN: u32 = 0x7FFF_FF03;
 
 const MODULE: &str = "wasi_snapshot_preview1";
 // WASI preview 1 errno values.
@@ -53,9 +56,7 @@ pub(super) fn instance_pre(
 ) -> Result<Pre, String> {
     let mut linker: Linker<State<WasiP1Ctx>> = Linker::new(engine);
     wasmtime_wasi::p1::add_to_linker_sync(&mut linker, |s| &mut s.wasi).map_err(|e| one_line(&e))?;
-    if host_calls || turns {
-        link(&mut linker, host_calls, turns).map_err(|e| one_line(&e))?;
-    }
+    link(&mut linker, host_calls, turns).map_err(|e| one_line(&e))?;
     linker.instantiate_pre(module).map_err(|e| format!("cannot link: {}", one_line(&e)))
 }
 
@@ -69,8 +70,8 @@ pub(super) fn fresh(
     Ok((store, instance))
 }
 
-/// Shadows `fd_write` and `fd_read` in `linker` (which has WASI preview 1) so that, with
-/// `channel`, the guest's two channel fds are its store's [`State::channel`] (the jail's
+/// Shadows `fd_write` and `fd_read` in `linker` (which has WASI preview 1) so that the guest's
+/// [`GUEST_GIVEN`] is its store's [`State::given`]; with `channel`, its two channel fds are its store's [`State::channel`] (the jail's
 /// requests and answers; with none, they are fds the guest does not have); and, for a
 /// guest that serves turns (`turns`), so that its stdin is its turns' frames and its status fd
 /// ([`crate::handover::JS_STATUS_FD`]) the runner's (see `turns.rs`). Every other fd goes to
@@ -89,6 +90,7 @@ pub(super) fn link(linker: &mut Linker<P1>, channel: bool, turns: bool) -> wasmt
                 (crate::handover::JS_STATUS_FD, _) if turns => {
                     return Ok(transfer(&mut caller, -1, iovs, count, done, Way::Status));
                 }
+                (GUEST_GIVEN, _) => return Ok(transfer(&mut caller, -1, iovs, count, done, Way::Given)),
                 _ => {}
             }
             let (ctx, mut mem) = wasi(&mut caller)?;
@@ -205,6 +207,8 @@ enum Way {
     Status,
     /// The guest's read of its turn's bytes, which the runner holds.
     Turn,
+    /// What the guest's code gives back, kept by the runner.
+    Given,
 }
 
 /// One `fd_write` or `fd_read` of the guest on the channel fd `fd`: its iovecs (`count` of them
@@ -245,6 +249,11 @@ fn transfer(caller: &mut Caller<'_, P1>, fd: i32, iovs: i32, count: i32, done: i
             if let Some(t) = state.turn.as_mut() {
                 t.said(&bytes);
             }
+            Ok(bytes.len())
+        }
+        Way::Given => {
+            let bytes: Vec<u8> = buffers.iter().flat_map(|&(p, l)| mem[p..p + l].iter().copied()).collect();
+            state.give(&bytes);
             Ok(bytes.len())
         }
         Way::Turn => match (buffers.iter().find(|&&(_, l)| l > 0), state.turn.as_mut()) {
@@ -291,7 +300,8 @@ pub(super) fn js_turn_bytes(caller: &mut Caller<'_, State<WasiP1Ctx>>) -> wasmti
         t.in_turn = false;
         let left = caller.get_fuel().ok();
         let started = started.unwrap_or_else(Instant::now);
-        tell(&Account::turn(status, fuel, left, &caller.data().limits, started));
+        let mut given = std::mem::take(&mut caller.data_mut().given);
+        tell(&Account::turn(status, fuel, left, &caller.data().limits, started, &mut given));
     }
     let frame = loop {
         match next_frame() {

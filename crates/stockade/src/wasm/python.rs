@@ -163,7 +163,8 @@ pub(super) fn python_turns(
             Err(e) => return Ok(Ran::of(store, Err(e), times)),
         };
         let left = store.get_fuel().ok();
-        tell(&Account::turn(status, fuel, left, &store.data().limits, times.started));
+        let mut given = std::mem::take(&mut store.data_mut().given);
+        tell(&Account::turn(status, fuel, left, &store.data().limits, times.started, &mut given));
     }
 }
 

@@ -135,7 +135,8 @@ fn run(c: &RunnerConfig) -> (Summary, i32) {
     };
     let fuel_consumed = c.fuel.map(|f| f.saturating_sub(ran.fuel_left.unwrap_or(0)));
     let memory = (ran.memory_peak, ran.memory_limit_hit);
-    let summary = summary(ended(ran.result), fuel_consumed, memory, &ran.times, c.clock_from_stdin);
+    let mut summary = summary(ended(ran.result), fuel_consumed, memory, &ran.times, c.clock_from_stdin);
+    summary.given = (!ran.given.is_empty()).then(|| String::from_utf8_lossy(&ran.given).into_owned());
     let exit = super::guest_end(&summary).exit_code();
     (summary, exit)
 }

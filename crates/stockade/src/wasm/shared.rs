@@ -143,6 +143,9 @@ pub struct Summary {
     /// The runner's peak resident set (its own, as its reaping would have told).
     #[serde(default)]
     pub max_rss_bytes: u64,
+    /// What the code gave back (its value), as its runtime wrote it (see [`crate::Report::give`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub given: Option<String>,
 }
 
 /// The longest a runner waits for its supervisor's word after its account (see

@@ -21,6 +21,25 @@ pub(super) struct State<W> {
     /// A preview-1 guest's host-call channel (requests, answers), when its run has one (see
     /// `p1calls.rs`).
     pub(super) channel: Option<(i32, i32)>,
+    /// What the code gave back (its value, as its runtime writes it: see
+    /// [`crate::Report::give`]), at most [`GIVEN_MAX`] bytes; taken at the run's or turn's end.
+    pub(super) given: Vec<u8>,
+}
+
+/// The most a Wasm guest gives back: a value (its JSON or repr, see
+/// [`crate::report::VALUE_MAX_BYTES`]) with room for its escapes; a Wasm guest has no figures.
+pub(super) const GIVEN_MAX: usize = 8 * crate::report::VALUE_MAX_BYTES;
+
+impl<W> State<W> {
+    /// Adds `bytes` to what the code gives back; past [`GIVEN_MAX`], what it gives is dropped
+    /// whole (the supervisor says so: it is not a value).
+    pub(super) fn give(&mut self, bytes: &[u8]) {
+        if self.given.len() + bytes.len() > GIVEN_MAX {
+            self.given = b"{\"left-out\": \"the code's value was left out: over its cap\"}".to_vec();
+        } else {
+            self.given.extend_from_slice(bytes);
+        }
+    }
 }
 
 /// How a guest's call went, as the runner's `run` (`runner.rs`) reports it.
@@ -31,13 +50,16 @@ pub(super) struct Ran {
     pub(super) fuel_left: Option<u64>,
     pub(super) memory_peak: usize,
     pub(super) memory_limit_hit: bool,
+    /// What the code gave back ([`State::given`]).
+    pub(super) given: Vec<u8>,
 }
 
 impl Ran {
     /// What became of a call on `store` begun at `started`. The process ends right after: its
     /// memory goes with it, so the guest's store, instance and linear memory are not torn down
     /// piece by piece first (milliseconds for a Python guest).
-    pub(super) fn of<W>(store: Store<State<W>>, result: wasmtime::Result<i32>, times: Times) -> Ran {
+    pub(super) fn of<W>(mut store: Store<State<W>>, result: wasmtime::Result<i32>, times: Times) -> Ran {
+        let given = std::mem::take(&mut store.data_mut().given);
         let limits = &store.data().limits;
         let ran = Ran {
             result,
@@ -45,6 +67,7 @@ impl Ran {
             fuel_left: store.get_fuel().ok(),
             memory_peak: limits.memory_peak,
             memory_limit_hit: limits.memory_limit_hit,
+            given,
         };
         std::mem::forget(store);
         ran
@@ -60,8 +83,10 @@ pub(super) fn store<W>(
     instances_max: u32,
 ) -> Result<Store<State<W>>, String> {
     let turn = c.turns.then(|| super::turns::TurnIo::new(c.fuel));
-    let mut store =
-        Store::new(engine, State { wasi, limits: Limits::of(c, instances_max), turn, js: None, channel: c.host_calls });
+    let mut store = Store::new(
+        engine,
+        State { wasi, limits: Limits::of(c, instances_max), turn, js: None, channel: c.host_calls, given: Vec::new() },
+    );
     store.limiter(|s| &mut s.limits);
     arm(&mut store, c)?;
     Ok(store)
@@ -70,7 +95,10 @@ pub(super) fn store<W>(
 /// A store for a preloaded guest's fresh instance: no WASI of a run's, no limit (what the
 /// instance takes is recorded), no deadline while it is made.
 pub(super) fn fresh_store<W>(engine: &wasmtime::Engine, wasi: W) -> Store<State<W>> {
-    let mut store = Store::new(engine, State { wasi, limits: Limits::none(), turn: None, js: None, channel: None });
+    let mut store = Store::new(
+        engine,
+        State { wasi, limits: Limits::none(), turn: None, js: None, channel: None, given: Vec::new() },
+    );
     store.limiter(|s| &mut s.limits);
     // Made outside any run: a start function of the guest's own runs unmetered.
     let _ = store.set_fuel(u64::MAX);
@@ -98,7 +126,7 @@ pub(super) fn adopt<W, I>(
     }
     limits.memory_peak = took.memory_peak;
     limits.tell();
-    *store.data_mut() = State { wasi, limits, turn: None, js: None, channel: c.host_calls };
+    *store.data_mut() = State { wasi, limits, turn: None, js: None, channel: c.host_calls, given: Vec::new() };
     arm(&mut store, c)?;
     Ok(Some((store, instance)))
 }

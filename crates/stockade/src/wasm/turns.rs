@@ -35,7 +35,16 @@ pub enum Account {
     NotHibernated { why: String },
     /// A turn returned: its status, and what it used of the guest's limits.
     #[serde(rename_all = "kebab-case")]
-    Turn { status: i32, fuel_consumed: Option<u64>, memory_peak_bytes: u64, memory_limit_hit: bool, run_ms: f64 },
+    Turn {
+        status: i32,
+        fuel_consumed: Option<u64>,
+        memory_peak_bytes: u64,
+        memory_limit_hit: bool,
+        run_ms: f64,
+        /// What the turn's code gave back (see [`crate::Report::give`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        given: Option<String>,
+    },
 }
 
 /// What a resumed guest says of its image as it is ready.
@@ -49,20 +58,24 @@ pub struct ResumedFrom {
 
 impl Account {
     /// A turn's account: its status, the fuel it used (`fuel` at its start, `left` after it),
-    /// the guest's memory as its `limits` saw it, its time since `started`.
+    /// the guest's memory as its `limits` saw it, its time since `started`, what its code gave
+    /// back (`given`, taken).
     pub(super) fn turn(
         status: i32,
         fuel: Option<u64>,
         left: Option<u64>,
         limits: &super::limits::Limits,
         started: Instant,
+        given: &mut Vec<u8>,
     ) -> Account {
+        let given = std::mem::take(given);
         Account::Turn {
             status,
             fuel_consumed: fuel.map(|f| f.saturating_sub(left.unwrap_or(0))),
             memory_peak_bytes: limits.memory_peak() as u64,
             memory_limit_hit: limits.memory_limit_hit(),
             run_ms: started.elapsed().as_secs_f64() * 1000.0,
+            given: (!given.is_empty()).then(|| String::from_utf8_lossy(&given).into_owned()),
         }
     }
 
@@ -86,8 +99,12 @@ impl super::WasmPrepared<'_> {
         let mut folded = |turned: crate::Turned| {
             let turned = match turned {
                 crate::Turned::Returned { mut report, account } => {
-                    if let Some(Account::Turn { fuel_consumed, memory_peak_bytes, run_ms, .. }) = last_account(&account)
+                    if let Some(Account::Turn { fuel_consumed, memory_peak_bytes, run_ms, given, .. }) =
+                        last_account(&account)
                     {
+                        if let Some(given) = given {
+                            report.give(given.as_bytes());
+                        }
                         report.fuel_consumed = fuel_consumed;
                         report.wasm_memory_peak_bytes = Some(memory_peak_bytes);
                         report.wasm_time = Some(crate::report::WasmTime {
@@ -116,11 +133,12 @@ pub fn last_account(bytes: &[u8]) -> Option<Account> {
 fn turn_told(bytes: &[u8]) -> Option<crate::TurnTold> {
     match last_account(bytes)? {
         Account::Ready { .. } | Account::Hibernated { .. } | Account::NotHibernated { .. } => {
-            Some(crate::TurnTold { status: 0, guest: None })
+            Some(crate::TurnTold { status: 0, guest: None, given: None })
         }
         Account::Turn { status, memory_limit_hit, .. } => Some(crate::TurnTold {
             status,
             guest: Some(crate::report::GuestEnd::Exited { code: status, memory_limit_hit }),
+            given: None,
         }),
     }
 }
