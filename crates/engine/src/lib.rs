@@ -94,7 +94,7 @@ impl Engine {
         let mut pools = BTreeMap::new();
         for rt in config.runtimes.values() {
             let Some(policy) = config.catalog.policies.get(&rt.policy) else { continue };
-            let pool = Pool::new(rt, policy, &runner, metrics.clone(), jails.clone())
+            let pool = Pool::new(rt, policy, &runner, metrics.clone(), jails.clone(), config.bounds.concurrency)
                 .map_err(|e| format!("{}: runtimes.{}: {e}", config.origin, rt.name))?;
             metrics.warm_target(&rt.name, rt.warm);
             pools.insert(rt.name.clone(), Arc::new(pool));
@@ -369,9 +369,11 @@ impl Engine {
         pool: Option<Arc<Pool>>,
         streams: Streams,
     ) -> Result<(Ran, bool), ApiError> {
-        if let Some(pool) = &pool
-            && let Some(slot) = pool.take()
-        {
+        let warm = match &pool {
+            Some(pool) => pool.take_soon().await,
+            None => None,
+        };
+        if let (Some(pool), Some(slot)) = (&pool, warm) {
             let ran = slot.run(start_of(req, dup(&streams)?, false)).await;
             pool.refill();
             match ran {

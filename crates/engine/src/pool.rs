@@ -10,7 +10,7 @@ use super::spawner::Spawner;
 use crate::config::{Kind, Runtime};
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use stockade::runtime::Recipe;
@@ -28,6 +28,9 @@ const PROBE_EVERY: Duration = Duration::from_secs(60);
 const HOLD_AFTER: Duration = Duration::from_secs(1);
 /// The longest a failing pool waits before it tries again.
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// The longest a run that found no warm jail waits for one being built (see [`Pool::take_soon`])
+/// before it builds its own.
+const WAIT_FOR_WARM: Duration = Duration::from_millis(250);
 
 /// A runtime's warm jails: `target` of them kept waiting, refilled in the background; and
 /// whether the runtime can run at all: its jails are built (and, without warm ones, a probe
@@ -44,6 +47,12 @@ pub struct Pool {
     runner: PathBuf,
     ready: Mutex<VecDeque<Slot>>,
     wake: Notify,
+    /// A jail was parked (for the runs waiting for one).
+    parked: Notify,
+    /// Runs waiting for a jail being built ([`Pool::take_soon`]).
+    waiters: AtomicUsize,
+    /// The most jails it builds at once for runs waiting for them: the server's run slots.
+    builders: usize,
     stopping: AtomicBool,
     health: Mutex<Health>,
     says: Says,
@@ -80,6 +89,7 @@ impl Pool {
         runner: &std::path::Path,
         metrics: Arc<Metrics>,
         jails: Tracker,
+        builders: usize,
     ) -> Result<Pool, Error> {
         if let Kind::Guest(guest) = rt.kind {
             // Every artifact a request may need (with fuel, too) is there before any run.
@@ -95,6 +105,9 @@ impl Pool {
             runner: runner.to_path_buf(),
             ready: Mutex::new(VecDeque::new()),
             wake: Notify::new(),
+            parked: Notify::new(),
+            waiters: AtomicUsize::new(0),
+            builders: builders.max(1),
             stopping: AtomicBool::new(false),
             health: Mutex::new(Health::default()),
             says: Says::default(),
@@ -196,6 +209,35 @@ impl Pool {
         }
     }
 
+    /// A waiting jail ([`Pool::take`]), or, when none is ready and the pool is building them
+    /// (it has warm jails, it built one, it is not failing), the next it parks, waited for at
+    /// most [`WAIT_FOR_WARM`]. A run that finds the pool empty under load then takes the jail
+    /// already being built for it instead of building another beside it on the same CPUs: the
+    /// refill builds as many at once as runs wait, up to the server's run slots.
+    pub async fn take_soon(&self) -> Option<Slot> {
+        if let Some(s) = self.take() {
+            return Some(s);
+        }
+        let building = self.target > 0 && self.health().built.is_some() && self.available().is_ok();
+        if !building || self.stopping.load(Ordering::SeqCst) {
+            return None;
+        }
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        self.wake.notify_one();
+        let deadline = tokio::time::Instant::now() + WAIT_FOR_WARM;
+        let got = loop {
+            let parked = self.parked.notified();
+            if let Some(s) = self.take() {
+                break Some(s);
+            }
+            if tokio::time::timeout_at(deadline, parked).await.is_err() {
+                break self.take();
+            }
+        };
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        got
+    }
+
     /// Wakes the refill.
     pub fn refill(&self) {
         self.wake.notify_one();
@@ -241,13 +283,16 @@ impl Pool {
         h.reason = None;
     }
 
-    /// Keeps the pool filled until [`Pool::stop`], one jail at a time: jails built with a host
+    /// Keeps the pool filled until [`Pool::stop`], one jail at a time (or one for each run waiting
+    /// for one, up to its builders: see [`Pool::take_soon`]): jails built with a host
     /// file that has changed since are retired (and the recipe made anew), dead ones replaced;
     /// failures back off (1 s, doubling to 30 s), are counted and said. Without warm jails, a
     /// probe jail is built every [`PROBE_EVERY`] (or until one is built again, while failing).
     pub async fn keep_filled(self: Arc<Self>) {
         let metrics = self.metrics.clone();
         let mut backoff = Duration::from_secs(1);
+        // The jails being built: one at a time, or one for each run waiting for one.
+        let mut builds: tokio::task::JoinSet<Result<(), String>> = tokio::task::JoinSet::new();
         while !self.stopping.load(Ordering::SeqCst) {
             if let Err(why) = self.renew_if_changed().await {
                 metrics.setup_failed(&self.runtime);
@@ -280,46 +325,84 @@ impl Pool {
                 backoff = (backoff * 2).min(BACKOFF_MAX);
                 continue;
             }
-            if self.fill() >= self.target && !probe_due {
-                // Full, and none of the waiting jails died since the last look, each alive for
-                // a while: they hold.
-                if self.target > 0 && self.waiting().iter().all(|s| s.waited() >= HOLD_AFTER) {
+            // Full, counting the jails being built, and building for every run that waits (up
+            // to its builders).
+            let (building, waiters) = (builds.len(), self.waiters.load(Ordering::SeqCst));
+            let full = self.fill() + building >= self.target && building >= waiters.min(self.builders);
+            if full && !(probe_due && building == 0) {
+                // None of the waiting jails died since the last look, each alive for a while:
+                // they hold.
+                if self.target > 0 && building == 0 && self.waiting().iter().all(|s| s.waited() >= HOLD_AFTER) {
                     self.holds();
                     backoff = Duration::from_secs(1);
                 }
-                // Woken after a run, or every second to see that the waiting jails are alive.
-                if tokio::time::timeout(Duration::from_secs(1), self.wake.notified()).await.is_ok() {
-                    tokio::time::sleep(AFTER_ANSWER).await;
+                // Woken after a run, by a build's end, or every second to see that the waiting
+                // jails are alive; a run's answer goes out before the refill takes its CPU, unless
+                // runs wait for it.
+                tokio::select! {
+                    Some(done) = builds.join_next(), if building > 0 => {
+                        match self.built_one(done, &mut backoff).await {
+                            Some(()) => {}
+                            None => break,
+                        }
+                    }
+                    woken = tokio::time::timeout(Duration::from_secs(1), self.wake.notified()) => {
+                        if woken.is_ok() && self.waiters.load(Ordering::SeqCst) == 0 {
+                            tokio::time::sleep(AFTER_ANSWER).await;
+                        }
+                    }
+                }
+                continue;
+            }
+            if building >= self.builders {
+                let Some(done) = builds.join_next().await else { continue };
+                if self.built_one(done, &mut backoff).await.is_none() {
+                    break;
                 }
                 continue;
             }
             let me = self.clone();
-            match tokio::task::spawn_blocking(move || me.new_slot()).await {
-                Ok(Ok(slot)) => {
-                    self.built(slot.net());
-                    if self.target == 0 {
-                        // A probe: built, it is taken down as it drops.
-                        self.holds();
-                        backoff = Duration::from_secs(1);
-                        continue;
-                    }
-                    if self.stopping.load(Ordering::SeqCst) {
-                        continue;
-                    }
-                    self.waiting().push_back(slot);
-                }
-                Ok(Err(e)) => {
-                    let why = e.to_string();
-                    metrics.setup_failed(&self.runtime);
-                    self.says.say(&format!("runtime {}: cannot build a jail: {why}", self.runtime));
-                    self.failed(&why);
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
-                }
-                Err(_) => break,
-            }
+            builds.spawn_blocking(move || me.new_slot().map(|slot| me.park(slot)).map_err(|e| e.to_string()));
         }
         self.stop();
+    }
+
+    /// A build's end, as the refill sees it: a probe's resets the back-off; a failure is counted,
+    /// said, and backed off. `None`: the runtime's threads are gone.
+    async fn built_one(
+        &self,
+        done: Result<Result<(), String>, tokio::task::JoinError>,
+        backoff: &mut Duration,
+    ) -> Option<()> {
+        match done {
+            // A probe, built (and taken down): the runtime can run.
+            Ok(Ok(())) if self.target == 0 => *backoff = Duration::from_secs(1),
+            Ok(Ok(())) => {}
+            Ok(Err(why)) => {
+                self.metrics.setup_failed(&self.runtime);
+                self.says.say(&format!("runtime {}: cannot build a jail: {why}", self.runtime));
+                self.failed(&why);
+                tokio::time::sleep(*backoff).await;
+                *backoff = (*backoff * 2).min(BACKOFF_MAX);
+            }
+            Err(_) => return None,
+        }
+        Some(())
+    }
+
+    /// A jail just built: parked for a run (and the runs waiting told), or, a probe's (no warm
+    /// jails) or one built as the pool stops, taken down as it drops.
+    fn park(&self, slot: Slot) {
+        self.built(slot.net());
+        if self.target == 0 {
+            self.holds();
+            return;
+        }
+        if self.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        self.waiting().push_back(slot);
+        self.parked.notify_one();
     }
 
     /// Runs one jail with no code (its runtime's empty run), as a run would: a waiting one, or
