@@ -45,6 +45,8 @@ fn code_for(runtime: &str) -> &'static str {
     match runtime {
         "javascript" => "console.log(1)",
         "native" => "",
+        // The host's python3 with pandas preloaded (`preload = ["pandas"]`).
+        "pandas" => "import pandas as pd; print(pd.DataFrame({\"a\": [1, 2]}).a.sum())",
         _ => "print(1)",
     }
 }
@@ -353,12 +355,9 @@ async fn latency(socket: &str, runtimes: &[String], rounds: usize, spaced: Durat
             match r.as_str() {
                 "python" => cmd.args(["--python", code_for(r)]),
                 "javascript" => cmd.args(["--js", code_for(r)]),
-                "python3" => cmd.args(["--policy", &arg(args, "--wrap-python").expect("--wrap-python FILE")]).args([
-                    "--",
-                    "/usr/bin/python3",
-                    "-c",
-                    code_for(r),
-                ]),
+                "python3" | "pandas" => cmd
+                    .args(["--policy", &arg(args, "--wrap-python").expect("--wrap-python FILE")])
+                    .args(["--", "/usr/bin/python3", "-c", code_for(r)]),
                 _ => cmd
                     .args(["--ro", &arg(args, "--native-dir").expect("--native-dir DIR")])
                     .args(["--", &arg(args, "--native-true").expect("--native-true PATH")]),
@@ -372,6 +371,10 @@ async fn latency(socket: &str, runtimes: &[String], rounds: usize, spaced: Durat
         }
     }
     println!("runtime        served p50 ms  p90 ms   CLI p50 ms   served / CLI");
+    let p50 = |r: &str| served.get(r).map(|s| pct(&sorted(s), 500));
+    if let (Some(p), Some(q)) = (p50("pandas"), p50("python3")) {
+        println!("pandas preloaded, served p50 / python3 print(1) served p50: {:.3}", p / q);
+    }
     for r in runtimes {
         let (mut s, mut c) = (served.remove(r).unwrap_or_default(), cli.remove(r).unwrap_or_default());
         s.sort();
@@ -384,6 +387,12 @@ async fn latency(socket: &str, runtimes: &[String], rounds: usize, spaced: Durat
             pct(&s, 500) / pct(&c, 500)
         );
     }
+}
+
+fn sorted(d: &[Duration]) -> Vec<Duration> {
+    let mut d = d.to_vec();
+    d.sort();
+    d
 }
 
 /// One-off runs against runs of a workspace session holding a 4 KiB file, in turn; one-off

@@ -244,6 +244,14 @@ pub fn bench(root: &Path, stockade: &Path, dir: &Path, guests: &Path) -> Result<
         waiter.display()
     ));
     names.push("native");
+    // The data stack preloaded, where the host's python3 has pandas.
+    let pandas = Command::new("/usr/bin/python3").args(["-c", "import pandas"]).output();
+    if pandas.is_ok_and(|o| o.status.success()) {
+        runtimes.push_str(&format!(
+            "[runtimes.pandas]\nprogram = \"/usr/bin/python3\"\nbootstrap = \"python\"\npolicy = \"wrap-python\"\nwarm = {warm}\npreload = [\"pandas\"]\n"
+        ));
+        names.push("pandas");
+    }
     let extra = format!("concurrency = {cores}\nqueue = 256\n[policies]\ndir = \"{}\"", policies.display());
     let server = Server::start(stockade, &dir.join("serve"), &runtimes, &extra, Some(guests))?;
     let socket = server.socket.display().to_string();

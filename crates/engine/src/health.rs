@@ -92,11 +92,13 @@ impl Engine {
     fn runtime_info(&self, rt: &crate::config::Runtime) -> RuntimeInfo {
         let (kind, runs) = match &rt.kind {
             Kind::Guest(guest) => ("wasm-guest", RuntimeRuns::Guest { guest: guest.name().into() }),
-            Kind::Program { path, framed, .. } => (
+            Kind::Program { path, framed, python, .. } => (
                 "program",
                 RuntimeRuns::Program {
                     program: path.clone(),
                     bootstrap: if *framed { "python" } else { "stdin" }.into(),
+                    preload: python.preload.clone(),
+                    venv: python.venv.clone(),
                 },
             ),
         };

@@ -149,6 +149,16 @@ pub const PYTHON_BOOTSTRAP: &str = concat!(
     calls = os.environ.get("STOCKADE_HOST_CALLS")
     if calls:
         host(sys, os, calls)
+    # The runtime's own arguments: its venv (its site-packages on the path) and the modules to
+    # import before the code arrives; a module that fails to import ends the interpreter.
+    if len(sys.argv) > 1:
+        venv, preload = sys.argv[1], sys.argv[2:]
+        if venv:
+            import site
+            site.addsitedir(os.path.join(venv, "lib", "python%d.%d" % sys.version_info[:2], "site-packages"))
+        for m in preload:
+            __import__(m)
+        del sys.argv[1:]
     n, argc = map(int, exact(16, True).split())
     src = exact(n).decode("utf-8")
     sys.argv[1:] = [exact(int(exact(11))).decode("utf-8", "surrogateescape") for _ in range(argc)]

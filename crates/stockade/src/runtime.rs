@@ -22,10 +22,38 @@ pub enum Code<'a> {
     /// A managed guest (the Wasm runner's) waiting for its code framed on stdin ([`handover`]).
     Guest(Guest),
     /// A host program reading its code on stdin; `framed`: stockade's Python bootstrap
-    /// (`-c` [`handover::PYTHON_BOOTSTRAP`]) reads the frame.
-    Program { path: &'a str, args: &'a [String], framed: bool },
+    /// (`-c` [`handover::PYTHON_BOOTSTRAP`]) reads the frame, in `python`'s environment.
+    Program { path: &'a str, args: &'a [String], framed: bool, python: &'a PythonEnv },
     /// One request's Wasm module, with its arguments (compiled in its jail when not cached).
     Module { bytes: Vec<u8>, args: &'a [String] },
+}
+
+/// A program runtime's Python under stockade's bootstrap: a virtual environment whose packages
+/// its interpreters import from (its directory granted read-only, its `site-packages` put on
+/// the path), and the modules each interpreter imports before its code arrives (a warm one while
+/// it waits; their failure to import ends it, said on its stderr).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PythonEnv {
+    pub venv: Option<String>,
+    pub preload: Vec<String>,
+}
+
+impl PythonEnv {
+    /// The bootstrap's own arguments (before a run's): the venv (or nothing) and the modules.
+    fn args(&self) -> Vec<String> {
+        if self.venv.is_none() && self.preload.is_empty() {
+            return Vec::new();
+        }
+        std::iter::once(self.venv.clone().unwrap_or_default()).chain(self.preload.iter().cloned()).collect()
+    }
+
+    /// Its venv granted read-only under `policy`.
+    fn grant(&self, policy: &mut Policy) -> Result<(), Error> {
+        if let Some(v) = &self.venv {
+            policy.add_read_only(v, "the runtime's venv")?;
+        }
+        Ok(())
+    }
 }
 
 /// How a runtime's jails are built: a prepared plan, reused for every jail.
@@ -63,13 +91,15 @@ impl Recipe {
                 job.host_calls = true;
                 Ok(Recipe::Wasm(wasm::prepare(policy, &job)?))
             }
-            Code::Program { path, args, framed } => {
+            Code::Program { path, args, framed, python } => {
                 let mut policy = policy.clone();
                 policy.add_empty_dir(WORK_DIR, "the run's work directory")?;
                 policy.set_cwd(WORK_DIR, "the run's work directory")?;
                 let mut job = Job::new(path).args(args.iter().cloned());
                 if framed {
+                    python.grant(&mut policy)?;
                     job = job.args(["-c".to_string(), handover::PYTHON_BOOTSTRAP.to_string()]);
+                    job = job.args(python.args());
                     // `import stockade_host` (the bootstrap's), for the runs that have host calls.
                     job.host_calls = true;
                     // What the code gives back (its value, its figures), on fd 3.
@@ -110,12 +140,14 @@ impl Recipe {
                 job.images = images;
                 Ok(Recipe::Wasm(wasm::prepare(policy, &job)?))
             }
-            Code::Program { path, args, framed: true } => {
+            Code::Program { path, args, framed: true, python } => {
                 let mut policy = policy.clone();
                 policy.add_empty_dir(WORK_DIR, "the run's work directory")?;
                 policy.set_cwd(WORK_DIR, "the run's work directory")?;
+                python.grant(&mut policy)?;
                 let mut job = Job::new(path).args(args.iter().cloned());
                 job = job.args(["-c".to_string(), handover::PYTHON_BOOTSTRAP.to_string()]);
+                job = job.args(python.args());
                 job.host_calls = true;
                 // Its status of each turn, a line, after what the turn's code gave back.
                 job.extra_outputs = vec![STATUS_MAX_BYTES + crate::report::GIVEN_MAX_BYTES];

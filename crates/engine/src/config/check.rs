@@ -306,8 +306,8 @@ fn check_runtime(
     }
     let kind = match (&rt.guest, &rt.program) {
         (Some(g), None) => {
-            if !rt.args.is_empty() || rt.bootstrap.is_some() {
-                bad(&key, "args and bootstrap are for programs, not guests".into());
+            if !rt.args.is_empty() || rt.bootstrap.is_some() || !rt.preload.is_empty() || rt.venv.is_some() {
+                bad(&key, "args, bootstrap, preload and venv are for programs, not guests".into());
             }
             match stockade::runtime::Guest::named(g) {
                 Some(guest) => Kind::Guest(guest),
@@ -336,7 +336,8 @@ fn check_runtime(
                     return None;
                 }
             };
-            Kind::Program { path: p.clone(), args: rt.args.clone(), framed }
+            let python = python_env(&key, rt, framed, bad)?;
+            Kind::Program { path: p.clone(), args: rt.args.clone(), framed, python }
         }
         _ => {
             bad(&key, "give either guest = \"python\" | \"javascript\" or program = \"/PATH\"".into());
@@ -350,6 +351,50 @@ fn check_runtime(
         }
     }
     Some(Runtime { name: name.to_string(), kind, policy: rt.policy.clone(), policies: allowed, warm: rt.warm as usize })
+}
+
+/// The most modules a runtime preloads, and the longest name of one.
+const PRELOAD_MAX: usize = 64;
+const MODULE_NAME_MAX: usize = 128;
+
+/// A program runtime's `preload` and `venv`, checked: only under stockade's Python bootstrap;
+/// modules named as `import` names them (dotted identifiers); the venv an absolute directory
+/// holding `pyvenv.cfg`. `None` (said through `bad`) when one is wrong.
+fn python_env(
+    key: &str,
+    rt: &RuntimeFile,
+    framed: bool,
+    bad: &mut dyn FnMut(&str, String),
+) -> Option<stockade::runtime::PythonEnv> {
+    if !framed && (!rt.preload.is_empty() || rt.venv.is_some()) {
+        bad(key, "preload and venv need bootstrap = \"python\" (stockade's bootstrap imports them)".into());
+        return None;
+    }
+    if rt.preload.len() > PRELOAD_MAX {
+        bad(&format!("{key}.preload"), format!("{} modules: at most {PRELOAD_MAX}", rt.preload.len()));
+        return None;
+    }
+    let word = |w: &str| {
+        w.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && w.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    for (i, m) in rt.preload.iter().enumerate() {
+        if m.len() > MODULE_NAME_MAX || !m.split('.').all(word) {
+            bad(&format!("{key}.preload[{i}]"), format!("{m:?}: a module's name as `import` takes it (a.b_c)"));
+            return None;
+        }
+    }
+    if let Some(v) = &rt.venv {
+        let dir = Path::new(v);
+        if !dir.is_absolute() || !dir.join("pyvenv.cfg").is_file() {
+            bad(
+                &format!("{key}.venv"),
+                format!("{v:?}: give a virtual environment's absolute directory (it holds pyvenv.cfg)"),
+            );
+            return None;
+        }
+    }
+    Some(stockade::runtime::PythonEnv { venv: rt.venv.clone(), preload: rt.preload.clone() })
 }
 
 fn names(policies: &BTreeMap<String, Policy>) -> String {

@@ -207,6 +207,14 @@ pub struct RuntimeFile {
     /// How many jails to keep started ahead, waiting for a request (0: none).
     #[serde(default = "default_warm")]
     pub warm: u32,
+    /// `bootstrap = "python"` only: modules its interpreters import before their code arrives
+    /// (a warm one while it waits), e.g. `["numpy", "pandas", "matplotlib.pyplot"]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub preload: Vec<String>,
+    /// `bootstrap = "python"` only: a virtual environment's directory (absolute), granted
+    /// read-only; its site-packages are on its interpreters' path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub venv: Option<String>,
 }
 
 fn default_policy_name() -> String {
@@ -227,6 +235,8 @@ pub fn default_runtimes() -> BTreeMap<String, RuntimeFile> {
         policy: default_policy_name(),
         policies: Vec::new(),
         warm: 2,
+        preload: Vec::new(),
+        venv: None,
     };
     let mut out = BTreeMap::new();
     out.insert("python".into(), guest("python"));
@@ -241,6 +251,8 @@ pub fn default_runtimes() -> BTreeMap<String, RuntimeFile> {
             policy: "wrap-python".into(),
             policies: Vec::new(),
             warm: 1,
+            preload: Vec::new(),
+            venv: None,
         },
     );
     out

@@ -61,8 +61,9 @@ impl std::fmt::Display for Listen {
 pub enum Kind {
     /// A Wasm guest of the runner's, waiting for framed code on stdin.
     Guest(stockade::runtime::Guest),
-    /// A host program; `framed`: stockade's Python bootstrap reads the frame.
-    Program { path: String, args: Vec<String>, framed: bool },
+    /// A host program; `framed`: stockade's Python bootstrap reads the frame, in `python`'s
+    /// environment (`venv`, `preload`).
+    Program { path: String, args: Vec<String>, framed: bool, python: stockade::runtime::PythonEnv },
 }
 
 /// A checked runtime.
@@ -95,7 +96,7 @@ impl Runtime {
         use stockade::runtime::Code;
         match &self.kind {
             Kind::Guest(guest) => Code::Guest(*guest),
-            Kind::Program { path, args, framed } => Code::Program { path, args, framed: *framed },
+            Kind::Program { path, args, framed, python } => Code::Program { path, args, framed: *framed, python },
         }
     }
 }

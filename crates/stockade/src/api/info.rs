@@ -105,7 +105,16 @@ pub enum RuntimeRuns {
     Guest { guest: String },
     /// A program of the host's, given its code on stdin: whole (`stdin`), or framed for
     /// stockade's Python bootstrap (`python`, which can keep an interpreter).
-    Program { program: String, bootstrap: String },
+    Program {
+        program: String,
+        bootstrap: String,
+        /// The modules its interpreters import before their code arrives.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        preload: Vec<String>,
+        /// The virtual environment its packages come from.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        venv: Option<String>,
+    },
 }
 
 /// A named policy and the limits it gives a run.
