@@ -2160,6 +2160,10 @@ export interface components {
         } | {
             program: string;
             bootstrap: string;
+            /** @description The modules its interpreters import before their code arrives. */
+            preload?: string[];
+            /** @description The virtual environment its packages come from. */
+            venv?: string | null;
         };
         /** @description A named policy and the limits it gives a run. */
         PolicyInfo: {

@@ -164,6 +164,35 @@ pub struct Plan {
     pub(crate) dev_null: OwnedFd,
 }
 
+/// `process.exec-allow` on the jail's two layers that hold it (see `layers/exec.rs`): Landlock's
+/// execute right on the listed files (their interpreters and the program's own) alone, and the
+/// seccomp listener's check of each exec. Refused, naming the key, where either layer is not there.
+fn exec_only(
+    landlock: &mut landlock::LandlockPlan,
+    seccomp: &mut seccomp::SeccompPlan,
+    allow: crate::layers::exec::ExecAllow,
+    program: &program::ProgramPlan,
+) -> Result<(), Error> {
+    use std::os::fd::AsRawFd;
+    let refuse = |layer: &str| crate::policy::PolicyError::Override {
+        flag: "process.exec-allow".into(),
+        message: format!(
+            "needs {layer}, which this host or policy does not give: the list is kept by it, so without it the \
+             run is refused (remove the list, or run where {layer} is)"
+        ),
+    };
+    if !landlock.active() {
+        return Err(refuse("Landlock (the kernel's check of what a run executes)").into());
+    }
+    if seccomp.exec != seccomp::ExecGuard::Supervised {
+        return Err(refuse("the seccomp filter's exec guard").into());
+    }
+    let exe = std::fs::read_link(format!("/proc/self/fd/{}", program.exe.as_raw_fd())).ok();
+    landlock.exec_only(allow.executable(exe.as_deref()));
+    seccomp.exec_allow = Some(allow);
+    Ok(())
+}
+
 impl Plan {
     /// Prepares every layer for `job` under `policy`. Touches the host read-only: resolves and
     /// opens grants and the program, reads the caller's limits.
@@ -190,9 +219,10 @@ impl Plan {
         let net = network::prepare(policy);
         let rlimits = rlimit::prepare(policy)?;
         let privileges = privileges::prepare();
-        let landlock = landlock::prepare(policy, &fs)?;
+        let mut landlock = landlock::prepare(policy, &fs)?;
         let reads = job.turns == Some(TurnEnd::Read);
-        let seccomp = seccomp::prepare(policy, reads)?;
+        let mut seccomp = seccomp::prepare(policy, reads)?;
+        let exec_allow = crate::layers::exec::prepare(policy)?;
         let cgroup = cgroup::prepare(&policy.cgroups, &cgroup::host::Host::current())?;
         if reads {
             cgroup.freezer()?;
@@ -218,6 +248,9 @@ impl Plan {
         let path_var = env.iter().rev().find(|(k, _)| k == "PATH").map_or(DEFAULT_PATH, |(_, v)| v.as_str());
         let mut program = program::prepare(&job.program, &job.args, path_var, &fs)?;
         program.exe = renumber(program.exe, "renumber the program fd")?;
+        if let Some(allow) = exec_allow {
+            exec_only(&mut landlock, &mut seccomp, allow, &program)?;
+        }
         if let Some(shown) = &job.argv_display {
             program.argv_display.clone_from(shown);
         }

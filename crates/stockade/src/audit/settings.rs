@@ -127,9 +127,25 @@ pub const SETTINGS: &[Setting] = &[
     Setting {
         key: "seccomp.allow: exec",
         title: "exec after the program starts",
-        weight: 9.0,
+        weight: 7.0,
         exposure: |p| flag(allowed(p, SyscallGroup::Exec)),
         value: |p| if allowed(p, SyscallGroup::Exec) { "allowed".into() } else { "denied".into() },
+    },
+    Setting {
+        key: "process.exec-allow",
+        title: "files the program may exec after it starts",
+        // Taken from the exec row's 9: a policy that allows every exec scores as before.
+        weight: 2.0,
+        exposure: |p| match (allowed(p, SyscallGroup::Exec), p.exec_allow.is_empty()) {
+            (true, _) => 1.0,
+            // Listed files only, and what their ELF interpreter can be made to load.
+            (false, false) => 0.5,
+            (false, true) => 0.0,
+        },
+        value: |p| {
+            let l: Vec<String> = p.exec_allow.iter().map(|f| f.display().to_string()).collect();
+            if l.is_empty() { "none".into() } else { l.join(", ") }
+        },
     },
     Setting {
         key: "seccomp.allow: other groups",

@@ -1,6 +1,7 @@
 //! Landlock: the kernel's own check of every path the program opens, mirroring the visible tree.
 //!
-//! Read-only grants get read + execute, writable grants (and `/tmp`) get write (execute only with
+//! Read-only grants get read + execute (read only with `process.exec-allow`: the listed files
+//! get execute, see `exec.rs`), writable grants (and `/tmp`) get write (execute only with
 //! `filesystem.writable-exec`), device nodes get read/write as they need, nothing else. TCP
 //! bind/connect is denied where the ABI has it (4+), abstract-unix-socket and signal scoping
 //! where it has them (6+).
@@ -35,6 +36,8 @@ pub enum LandlockError {
     Required { min: u32, kernel: String, feature: &'static str },
     #[error("landlock: cannot build the ruleset: {0}")]
     Ruleset(#[from] landlock::RulesetError),
+    #[error("landlock: cannot open {path} for its execute rule (process.exec-allow): {source}")]
+    ExecFile { path: std::path::PathBuf, source: std::io::Error },
 }
 
 /// What the kernel offers at each ABI, for messages.
@@ -65,6 +68,8 @@ pub struct LandlockPlan {
     status: Enforcement,
     reason: Option<String>,
     grants: usize,
+    /// `process.exec-allow`: the only files with the execute right (see `exec.rs`).
+    exec_only: Option<Vec<std::path::PathBuf>>,
 }
 
 fn rw_access(abi: ABI, exec: bool) -> BitFlags<AccessFs> {
@@ -118,10 +123,17 @@ pub fn prepare(policy: &Policy, fs: &FsPlan) -> Result<LandlockPlan, LandlockErr
         status,
         reason,
         grants: fs.sources().len(),
+        exec_only: None,
     })
 }
 
 impl LandlockPlan {
+    /// Gives the execute right to `files` alone (`process.exec-allow`, see `exec.rs`): the
+    /// read-only grants lose it.
+    pub fn exec_only(&mut self, files: Vec<std::path::PathBuf>) {
+        self.exec_only = Some(files);
+    }
+
     /// Whether the child restricts itself at all.
     pub fn active(&self) -> bool {
         self.kernel_abi > 0 && self.status != Enforcement::NotEnforced
@@ -146,6 +158,7 @@ impl LandlockPlan {
         let mut created = ruleset.create().map_err(err)?;
         for (file, kind) in fs.sources() {
             let access = match kind {
+                SourceKind::ReadOnly if self.exec_only.is_some() => AccessFs::from_read(abi) & !AccessFs::Execute,
                 SourceKind::ReadOnly => AccessFs::from_read(abi),
                 SourceKind::Writable => rw_access(abi, writable_exec),
                 SourceKind::Device { writable: true } => {
@@ -158,6 +171,12 @@ impl LandlockPlan {
             };
             created = created.add_rule(PathBeneath::new(file.as_fd(), access)).map_err(err)?;
         }
+        for path in self.exec_only.iter().flatten() {
+            let file =
+                std::fs::File::open(path).map_err(|source| LandlockError::ExecFile { path: path.clone(), source })?;
+            let access = (AccessFs::Execute | AccessFs::ReadFile) & AccessFs::from_all(abi);
+            created = created.add_rule(PathBeneath::new(file.as_fd(), access)).map_err(err)?;
+        }
         if let Some(port) = self.connect_port.filter(|_| self.deny_tcp && self.applied_abi >= 4) {
             created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp)).map_err(err)?;
         }
@@ -167,10 +186,17 @@ impl LandlockPlan {
     pub fn report(&self) -> LayerReport {
         let asked = format!(
             "ABI >= {} ({}); newer features applied when the kernel has them (up to ABI {BEST_ABI}): {} \
-             path rules, tmp and root rules{}, abstract-unix and signal scoping",
+             path rules{}, tmp and root rules{}, abstract-unix and signal scoping",
             self.min_abi,
             feature(self.min_abi),
             self.grants,
+            match &self.exec_only {
+                Some(f) => format!(
+                    ", execute only of {} file(s) (process.exec-allow, their ELF interpreters, the program)",
+                    f.len()
+                ),
+                None => String::new(),
+            },
             match (self.deny_tcp, self.connect_port) {
                 (true, Some(port)) => format!(", TCP bind denied and connect only to port {port} (the egress proxy)"),
                 (true, None) => ", TCP bind/connect denied".to_string(),

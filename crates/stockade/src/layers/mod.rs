@@ -10,6 +10,7 @@
 
 pub mod bpf;
 pub mod cgroup;
+pub mod exec;
 pub mod fds;
 pub mod filesystem;
 pub mod identity;

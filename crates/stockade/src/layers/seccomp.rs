@@ -232,6 +232,8 @@ pub struct SeccompPlan {
     enabled: bool,
     /// The program reaches its egress proxy: TCP sockets and `connect` ([`egress_calls`]).
     egress: bool,
+    /// `process.exec-allow`: the execs after the first the supervisor lets through (`exec.rs`).
+    pub exec_allow: Option<super::exec::ExecAllow>,
 }
 
 /// What a policy with an egress list lets its program do with sockets instead of the `network`
@@ -317,6 +319,7 @@ pub fn prepare(policy: &Policy, turn_reads: bool) -> Result<SeccompPlan, Seccomp
             allowed: sc.allow.clone(),
             enabled: false,
             egress: false,
+            exec_allow: None,
         });
     }
     let exec = if sc.allow.contains(&SyscallGroup::Exec) { ExecGuard::None } else { ExecGuard::Supervised };
@@ -331,7 +334,16 @@ pub fn prepare(policy: &Policy, turn_reads: bool) -> Result<SeccompPlan, Seccomp
     }
     let listener = entries.iter().any(|e| e.action == Action::Notify);
     let filters = vec![(bpf::compile(entries), listener)];
-    Ok(SeccompPlan { filters, exec, denied, killed, allowed: sc.allow.clone(), enabled: true, egress })
+    Ok(SeccompPlan {
+        filters,
+        exec,
+        denied,
+        killed,
+        allowed: sc.allow.clone(),
+        enabled: true,
+        egress,
+        exec_allow: None,
+    })
 }
 
 /// Child side: install every filter; the listener (if any) goes to the supervisor over `sync`.
@@ -388,6 +400,10 @@ impl SeccompPlan {
         );
         let exec = match self.exec {
             ExecGuard::None => "exec not restricted",
+            ExecGuard::Supervised if self.exec_allow.is_some() => {
+                "the supervisor lets the exec that starts the program through, then only those of the files \
+                 process.exec-allow lists"
+            }
             ExecGuard::Supervised => "the supervisor lets the exec that starts the program through, then no other",
         };
         let exec = if self.allowed.contains(&SyscallGroup::HostCounters)

@@ -538,11 +538,16 @@ pub struct ProcessFile {
     pub hostname: String,
     /// The program's stdin: `null` (`/dev/null`) or `inherit` (the caller's stdin).
     pub stdin: StdinMode,
+    /// Files the program may exec after it starts (absolute paths, at most 32; each must exist):
+    /// whatever path, link or fd names one, the file is its device and inode. Every other exec
+    /// is refused, as with none. Needs Landlock and the seccomp filter; not with
+    /// `seccomp.allow = ["exec"]`.
+    pub exec_allow: Vec<String>,
 }
 
 impl Default for ProcessFile {
     fn default() -> Self {
-        ProcessFile { hostname: "stockade".into(), stdin: StdinMode::Null }
+        ProcessFile { hostname: "stockade".into(), stdin: StdinMode::Null, exec_allow: Vec::new() }
     }
 }
 

@@ -31,6 +31,8 @@ pub struct Policy {
     pub env_set: Vec<(String, String)>,
     pub hostname: String,
     pub stdin: StdinMode,
+    /// The files the program may exec after it starts (`process.exec-allow`), as written.
+    pub exec_allow: Vec<PathBuf>,
     pub landlock: LandlockPolicy,
     pub seccomp: SeccompPolicy,
     pub cgroups: CgroupPolicy,
@@ -180,6 +182,7 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
     if let Err(message) = check_hostname(&file.process.hostname) {
         bad("process.hostname", message);
     }
+    let exec_allow = exec_allow(&file, &mut bad);
     if !problems.is_empty() {
         return Err(problems);
     }
@@ -197,12 +200,44 @@ pub fn validate(file: PolicyFile, origin: &str) -> Result<Policy, Vec<Problem>> 
         env_set: file.environment.set.0,
         hostname: file.process.hostname,
         stdin: file.process.stdin,
+        exec_allow,
         landlock,
         seccomp,
         cgroups,
         wasm,
         network,
     })
+}
+
+/// The most files `process.exec-allow` may list.
+pub const MAX_EXEC_ALLOW: usize = 32;
+
+/// `process.exec-allow`: absolute plain paths, no repeats, at most [`MAX_EXEC_ALLOW`], not beside
+/// `seccomp.allow = ["exec"]`. That each exists is checked as a jail is prepared (`layers/exec.rs`).
+fn exec_allow(file: &PolicyFile, bad: &mut Bad<'_>) -> Vec<PathBuf> {
+    let list = &file.process.exec_allow;
+    if list.len() > MAX_EXEC_ALLOW {
+        bad("process.exec-allow", format!("lists {} files; at most {MAX_EXEC_ALLOW}", list.len()));
+    }
+    if !list.is_empty() && file.seccomp.allow.contains(&SyscallGroup::Exec) {
+        bad(
+            "process.exec-allow",
+            "seccomp.allow = [\"exec\"] already lets the program exec anything: remove one".into(),
+        );
+    }
+    let mut out: Vec<PathBuf> = Vec::new();
+    for (i, entry) in list.iter().enumerate() {
+        let p = Path::new(entry);
+        let plain = p.components().all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+        if !p.is_absolute() || !plain || entry.ends_with('/') {
+            bad(&format!("process.exec-allow[{i}]"), format!("{entry:?}: give a file's absolute path (no . or ..)"));
+        } else if out.iter().any(|o| o == p) {
+            bad(&format!("process.exec-allow[{i}]"), format!("{entry:?} is listed twice"));
+        } else {
+            out.push(p.to_path_buf());
+        }
+    }
+    out
 }
 
 fn network(file: &PolicyFile, bad: &mut Bad<'_>) -> NetworkPolicy {

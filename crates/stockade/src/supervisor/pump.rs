@@ -27,6 +27,8 @@ pub(super) struct Outcome {
     pub(super) output_limit: bool,
     /// Execs after the first that were refused (the run went on).
     pub(super) execs_refused: u32,
+    /// The files the first of them named, under `process.exec-allow` (the rest are counted).
+    pub(super) execs_refused_named: Vec<String>,
     /// A `sysinfo` got the host's figures: the supervisor could not write the run's (why).
     pub(super) sysinfo_unanswered: Option<Errno>,
     pub(super) violation: Option<Violation>,
@@ -52,6 +54,7 @@ impl Outcome {
             timed_out: false,
             output_limit: false,
             execs_refused,
+            execs_refused_named: Vec::new(),
             sysinfo_unanswered: None,
             violation: None,
             announced: false,
@@ -148,6 +151,7 @@ pub(super) struct Pump<'a> {
     timed_out: bool,
     output_limit: bool,
     execs_refused: u32,
+    execs_refused_named: Vec<String>,
     /// When the jail was released (the start of its `sysinfo` uptime).
     released: Instant,
     /// Why a `sysinfo` could not be answered with the run's own figures, when one could not.
@@ -180,6 +184,7 @@ impl<'a> Pump<'a> {
             timed_out: false,
             output_limit: false,
             execs_refused: 0,
+            execs_refused_named: Vec::new(),
             released: Instant::now(),
             sysinfo_unanswered: None,
             turn: None,
@@ -382,6 +387,7 @@ impl<'a> Pump<'a> {
             timed_out: !announced && self.timed_out,
             output_limit: !announced && self.output_limit,
             execs_refused: self.execs_refused,
+            execs_refused_named: std::mem::take(&mut self.execs_refused_named),
             sysinfo_unanswered: self.sysinfo_unanswered,
             violation: if announced { None } else { self.violation.take() },
             announced,

@@ -111,7 +111,15 @@ impl Plan {
 /// reader did not take (`unsent`: stdout's and stderr's bytes).
 pub(super) fn run_notes(o: &Outcome, unsent: [u64; 2]) -> Vec<String> {
     let mut out = Vec::new();
-    if o.execs_refused > 0 {
+    if !o.execs_refused_named.is_empty() {
+        out.push(format!(
+            "the program tried to start another program {} time(s) (exec) not in process.exec-allow ({}{}): each \
+             was refused with EPERM",
+            o.execs_refused,
+            o.execs_refused_named.join(", "),
+            if o.execs_refused as usize > o.execs_refused_named.len() { ", ..." } else { "" }
+        ));
+    } else if o.execs_refused > 0 {
         out.push(format!(
             "the program tried to start another program {} time(s) (exec): a jail runs only its own program, so \
              each was refused with EPERM (subprocess, and helpers such as the resource tracker of Python's \

@@ -434,6 +434,37 @@ pub fn write_sysinfo(pid: i32, addr: u64, figures: SysinfoFigures) -> Result<(),
     }
 }
 
+/// Reads a NUL-terminated string of at most `max` bytes at `addr` in process `pid`'s memory
+/// (a path an exec the seccomp listener holds names), without the NUL. `EFAULT` when it is not
+/// mapped there or has no NUL within `max`. (Parent side.)
+pub fn read_remote_cstr(pid: i32, addr: u64, max: usize) -> Result<Vec<u8>, Errno> {
+    const PAGE: u64 = 4096;
+    let mut out = Vec::new();
+    let mut at = addr;
+    while out.len() < max {
+        // One page at a time: a read across into an unmapped page would fail whole.
+        let n = usize::try_from((PAGE - at % PAGE).min((max - out.len()) as u64)).unwrap_or(0);
+        let mut buf = vec![0u8; n];
+        let local = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: n };
+        let remote = libc::iovec { iov_base: at as usize as *mut std::ffi::c_void, iov_len: n };
+        // SAFETY: `local` points at `buf`, alive and `n` bytes long; the remote range is only read
+        // in the other process (the kernel checks it there, EFAULT if it is not mapped).
+        let got = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+        let got = match got {
+            -1 => return Err(Errno::last()),
+            0 => return Err(Errno(libc::EFAULT)),
+            g => g as usize,
+        };
+        if let Some(end) = buf[..got].iter().position(|b| *b == 0) {
+            out.extend_from_slice(&buf[..end]);
+            return Ok(out);
+        }
+        out.extend_from_slice(&buf[..got]);
+        at += got as u64;
+    }
+    Err(Errno(libc::EFAULT))
+}
+
 /// Whether this kernel has seccomp (`prctl(PR_GET_SECCOMP)` answers). (Parent side.)
 pub fn seccomp_available() -> bool {
     // SAFETY: integer arguments only.

@@ -10,6 +10,44 @@ use crate::report::Violation;
 use crate::sys::{self, Errno};
 use std::os::fd::{AsFd, BorrowedFd};
 
+/// The most refused execs a report names.
+const NAMED_MAX: usize = 8;
+
+/// The file an exec held by the listener names: its path as the caller wrote it (for the
+/// report), and its device and inode as the caller's view resolves it (its root, its working
+/// directory, its fds; `None` when it cannot be read or found). `execve(path, ...)`;
+/// `execveat(dirfd, path, ..., flags)`, an empty path with `AT_EMPTY_PATH` naming `dirfd`.
+fn exec_target(n: &sys::SeccompNotif) -> (String, Option<(u64, u64)>) {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::MetadataExt;
+    let pid = i32::try_from(n.pid).unwrap_or(0);
+    let at = i64::from(n.nr) == libc::SYS_execveat;
+    let (dirfd, addr, flags) = if at {
+        (i32::from_ne_bytes(u32::try_from(n.args[0] & 0xffff_ffff).unwrap_or(0).to_ne_bytes()), n.args[1], n.args[4])
+    } else {
+        (libc::AT_FDCWD, n.args[0], 0)
+    };
+    let Ok(path) = sys::read_remote_cstr(pid, addr, libc::PATH_MAX as usize) else {
+        return ("(a path the supervisor could not read)".into(), None);
+    };
+    let text = String::from_utf8_lossy(&path).into_owned();
+    let rel = std::ffi::OsStr::from_bytes(&path);
+    let base = match dirfd {
+        libc::AT_FDCWD => format!("/proc/{pid}/cwd"),
+        fd => format!("/proc/{pid}/fd/{fd}"),
+    };
+    let host = if path.is_empty() && flags & libc::AT_EMPTY_PATH as u64 != 0 {
+        std::path::PathBuf::from(base)
+    } else if path.starts_with(b"/") {
+        std::path::Path::new(&format!("/proc/{pid}/root"))
+            .join(std::path::Path::new(rel).strip_prefix("/").unwrap_or(std::path::Path::new(rel)))
+    } else {
+        std::path::Path::new(&base).join(rel)
+    };
+    let shown = if text.is_empty() { format!("fd {dirfd}") } else { text };
+    (shown, std::fs::metadata(&host).ok().map(|m| (m.dev(), m.ino())))
+}
+
 impl Pump<'_> {
     /// One seccomp notification: the exec that starts the program goes through; a `kill` group
     /// ends the run; anything else is refused.
@@ -45,6 +83,22 @@ impl Pump<'_> {
                     Some(Violation { syscall: name.to_string(), number: n.nr, group: group.name().to_string() });
             }
             self.kill();
+        } else if group == SyscallGroup::Exec
+            && let Some(allow) = &sc.exec_allow
+        {
+            // `process.exec-allow`: through when it names a listed file (Landlock holds the
+            // rest, see `layers/exec.rs`), else refused and named.
+            let (named, id) = exec_target(&n);
+            let valid = sys::seccomp_notif_id_valid(l.as_fd(), n.id);
+            if valid && id.is_some_and(|id| allow.allows(id)) {
+                let _ = sys::seccomp_notif_send(l.as_fd(), n.id, Ok(()));
+            } else {
+                let _ = sys::seccomp_notif_send(l.as_fd(), n.id, Err(libc::EPERM));
+                self.execs_refused = self.execs_refused.saturating_add(1);
+                if self.execs_refused_named.len() < NAMED_MAX && !self.execs_refused_named.contains(&named) {
+                    self.execs_refused_named.push(named);
+                }
+            }
         } else {
             let _ = sys::seccomp_notif_send(l.as_fd(), n.id, Err(libc::EPERM));
             if group == SyscallGroup::Exec {
