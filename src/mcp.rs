@@ -94,6 +94,30 @@ pub struct RunOutput {
     /// That value's repr (Python) or String() (JavaScript), when it is not JSON.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub value_repr: Option<String>,
+    /// How many figures the code left open (run_python3 with matplotlib): each follows as an
+    /// image content block (PNG).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub figures: usize,
+    /// The figures, as image content (not part of the structured content).
+    #[serde(skip)]
+    #[schemars(skip)]
+    images: Vec<stockade::report::GivenOutput>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// A run's answer as a tool result: its [`RunOutput`] as structured content (and as JSON text),
+/// then each figure as an image.
+impl rmcp::handler::server::tool::IntoCallToolResult for RunOutput {
+    fn into_call_tool_result(mut self) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        let images = std::mem::take(&mut self.images);
+        let value = serde_json::to_value(&self).map_err(|e| rmcp::ErrorData::internal_error(e.to_string(), None))?;
+        let mut result = rmcp::model::CallToolResult::structured(value);
+        result.content.extend(images.into_iter().map(|i| rmcp::model::ContentBlock::image(i.base64, i.kind)));
+        Ok(result.into())
+    }
 }
 
 impl RunOutput {
@@ -123,6 +147,8 @@ impl RunOutput {
             notes: Vec::new(),
             value: r.value,
             value_repr: r.value_repr,
+            figures: r.outputs.len(),
+            images: r.outputs,
         }
     }
 }
@@ -225,8 +251,12 @@ impl Tools {
         mode: SessionMode,
         host: Option<host::HostTools>,
         keep: bool,
+        python3: bool,
     ) -> Tools {
         let mut tool_router = Self::tool_router();
+        if !python3 {
+            tool_router.remove_route("run_python3");
+        }
         let sessions = match mode {
             SessionMode::Workspace | SessionMode::Live => Some(Arc::default()),
             SessionMode::None => {
@@ -243,17 +273,27 @@ impl Tools {
     /// Runs Python 3.14 code (CPython for WASI) in a fresh stockade jail: no network, no host
     /// files, a private /app working directory, limits on time, memory and output. Returns its
     /// stdout, stderr, status and figures.
-    #[tool(name = "run_python")]
-    async fn run_python(&self, Parameters(args): Parameters<RunArgs>) -> Result<Json<RunOutput>, String> {
-        self.run("python", args).await.map(Json)
+    #[tool(name = "run_python", output_schema = rmcp::handler::server::tool::schema_for_output::<RunOutput>())]
+    async fn run_python(&self, Parameters(args): Parameters<RunArgs>) -> Result<RunOutput, String> {
+        self.run("python", args).await
+    }
+
+    /// Runs Python 3 code with the host's interpreter and its packages (numpy, pandas,
+    /// matplotlib where installed) in a fresh stockade jail: no network, the host's files
+    /// read-only, a private /app working directory, limits on time, memory and output. Returns
+    /// its stdout, stderr, status, the value of its last expression, and the matplotlib figures
+    /// it left open as images.
+    #[tool(name = "run_python3", output_schema = rmcp::handler::server::tool::schema_for_output::<RunOutput>())]
+    async fn run_python3(&self, Parameters(args): Parameters<RunArgs>) -> Result<RunOutput, String> {
+        self.run("python3", args).await
     }
 
     /// Runs JavaScript (QuickJS, with its std and os modules) in a fresh stockade jail: no
     /// network, no host files, a private /app working directory, limits on time, memory and
     /// output. Returns its stdout, stderr, status and figures.
-    #[tool(name = "run_javascript")]
-    async fn run_javascript(&self, Parameters(args): Parameters<RunArgs>) -> Result<Json<RunOutput>, String> {
-        self.run("javascript", args).await.map(Json)
+    #[tool(name = "run_javascript", output_schema = rmcp::handler::server::tool::schema_for_output::<RunOutput>())]
+    async fn run_javascript(&self, Parameters(args): Parameters<RunArgs>) -> Result<RunOutput, String> {
+        self.run("javascript", args).await
     }
 
     /// Lists the files in /app of this conversation's session (kept between calls), with their
@@ -519,6 +559,8 @@ pub fn command(args: McpArgs) -> ExitCode {
             "mcp: --host-tools: runtime {rt:?} of this configuration has no host calls (a Wasm guest or a program under bootstrap = \"python\" has)"
         ));
     }
+    // The host's python3 is a tool where the runs go has it (a server says so itself).
+    let python3 = args.serve.is_some() || cfg.as_ref().is_some_and(|c| c.catalog.runtimes.contains_key("python3"));
     rt.block_on(async move {
         let backend = match (&args.serve, cfg) {
             (Some(socket), _) => Backend::Server(remote::Remote::new(socket.clone())),
@@ -536,7 +578,7 @@ pub fn command(args: McpArgs) -> ExitCode {
             Backend::Server(_) | Backend::Unavailable(_) => None,
         };
         let keep = engine.is_some() && args.state_dir.is_some();
-        let tools = Tools::new(backend, args.policy.clone(), ceiling, args.session, host, keep);
+        let tools = Tools::new(backend, args.policy.clone(), ceiling, args.session, host, keep, python3);
         let served = match tools.clone().serve(rmcp::transport::stdio()).await {
             Ok(s) => s.waiting().await.map(|_| ()).map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),

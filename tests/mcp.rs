@@ -139,7 +139,13 @@ fn tools_run_python_and_javascript_here() {
     let tools = list["result"]["tools"].as_array().expect("tools").clone();
     let mut names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["list_files", "read_file", "run_javascript", "run_python", "write_file"], "{list}");
+    // The host's python3 is a tool where the configuration has it (the built-in one has it where
+    // /usr/bin/python3 is).
+    let mut want = vec!["list_files", "read_file", "run_javascript", "run_python", "write_file"];
+    if std::path::Path::new("/usr/bin/python3").exists() {
+        want.insert(4, "run_python3");
+    }
+    assert_eq!(names, want, "{list}");
     for t in tools.iter().filter(|t| t["name"].as_str().is_some_and(|n| n.starts_with("run_"))) {
         assert_eq!(t["inputSchema"]["required"], json!(["code"]), "{t}");
         assert!(t["outputSchema"]["properties"]["stdout"].is_object(), "{t}");
@@ -162,6 +168,27 @@ fn tools_run_python_and_javascript_here() {
 
     let out = m.tool("run_javascript", json!({"code": "console.log([1, 2, 3].map(x => x * 2).join())"}));
     assert_eq!(ran(&out)["stdout"], "2,4,6\n");
+    // The value of the code's last expression, as structured content.
+    let out = m.tool("run_javascript", json!({"code": "[1, 2].map(x => x * 2)"}));
+    assert_eq!(ran(&out)["value"], json!([2, 4]), "{out}");
+    let out = m.tool("run_python", json!({"code": "(1, 2)"}));
+    assert_eq!(ran(&out)["value_repr"], "(1, 2)", "{out}");
+    // The figures python3 left open, as image content after the JSON.
+    let plt = std::process::Command::new("/usr/bin/python3").args(["-c", "import matplotlib"]).status();
+    if plt.is_ok_and(|s| s.success()) {
+        let code = "import matplotlib.pyplot as plt\nplt.plot([1, 2])\n1 + 1";
+        let out = m.tool("run_python3", json!({"code": code}));
+        assert_eq!((ran(&out)["value"].as_i64(), ran(&out)["figures"].as_u64()), (Some(2), Some(1)), "{out}");
+        let content = out["result"]["content"].as_array().expect("content");
+        let image = content.iter().find(|c| c["type"] == "image").expect("an image block");
+        assert_eq!(image["mimeType"], "image/png", "{image}");
+        use base64::Engine as _;
+        let png =
+            base64::engine::general_purpose::STANDARD.decode(image["data"].as_str().unwrap_or("")).unwrap_or_default();
+        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
+    } else {
+        eprintln!("skip the figures: the host's python3 has no matplotlib");
+    }
 
     // A network attempt inside fails inside; the host sees no connection.
     let out = m.tool("run_python", json!({"code": "import socket\ntry:\n socket.create_connection(('127.0.0.1', 9), 1)\nexcept Exception as e:\n print('refused', type(e).__name__)"}));
@@ -223,7 +250,8 @@ fn calls_share_a_workspace_and_the_file_tools_reach_it() {
 
     let mut m = Mcp::start(&["--session", "none"]);
     let list = m.call("tools/list", json!({}));
-    assert_eq!(list["result"]["tools"].as_array().map(Vec::len), Some(2), "{list}");
+    let python3 = usize::from(std::path::Path::new("/usr/bin/python3").exists());
+    assert_eq!(list["result"]["tools"].as_array().map(Vec::len), Some(2 + python3), "{list}");
     let r = ran(&m.tool("run_python", json!({"code": "open('x.txt', 'w').write('1')"}))).clone();
     assert!(r.get("workspace_files").is_none(), "{r}");
     let r = ran(&m.tool("run_python", json!({"code": "import os; print(os.listdir('.'))"}))).clone();

@@ -650,13 +650,22 @@ fn a_refused_exec_is_said_and_a_flood_ends_at_its_cap() {
         ),
         false,
     );
+    // wrap-python lets python3 exec itself (process.exec-allow): shared memory's resource
+    // tracker starts; a shell is refused, and named.
     let r = post_run(
         &s.socket,
-        &json!({"runtime": "python3", "code": "from multiprocessing import shared_memory\nshared_memory.SharedMemory(create=True, size=10)"}),
+        &json!({"runtime": "python3", "code": "from multiprocessing import shared_memory\nm = shared_memory.SharedMemory(create=True, size=10)\nm.unlink()\nm.size"}),
+    );
+    let v = r.json();
+    assert_eq!((v["status"].as_str(), v.get("value")), (Some("ok"), Some(&json!(10))), "{v}");
+    let r = post_run(
+        &s.socket,
+        &json!({"runtime": "python3", "code": "import subprocess\nsubprocess.run(['sh', '-c', 'id'])"}),
     );
     let v = r.json();
     assert_eq!(v["status"], "exited-nonzero", "{v}");
-    assert!(v["error"].as_str().unwrap_or("").contains("tried to start another program"), "{v}");
+    let said = v["error"].as_str().unwrap_or("");
+    assert!(said.contains("tried to start another program") && said.contains("/bin/sh"), "{v}");
     let t = Instant::now();
     let v = post_run(&s.socket, &json!({"runtime": "javascript", "code": "for (;;) std.out.puts('x'.repeat(65536))"}))
         .json();
@@ -721,4 +730,35 @@ fn readiness_turns_503_when_runs_die_as_their_jails_start() {
     let flipped = wait_for(Duration::from_secs(4), || ready().0 == 200);
     assert!(!flipped, "readiness went back to 200 with every run failing: {:?}", ready().1);
     assert_eq!(body["unavailable"].get("javascript"), None, "{body}");
+}
+
+/// A python3 run is over when its bootstrap says its status on fd 3 and closes its fds (the
+/// kernel takes its memory down after the answer): its status and output as the program left
+/// them, its peak RSS said; code that writes fd 3 itself cannot end the run any other way than
+/// with a status; a run that leaves a process holding its stdout ends as the program exits, the
+/// rest killed with the jail.
+#[test]
+fn a_python3_run_ends_when_its_bootstrap_says_so() {
+    let Some(_) = python3() else { return };
+    let s = Server::start(
+        "",
+        "[runtimes.python3]\nprogram = \"/usr/bin/python3\"\nbootstrap = \"python\"\npolicy = \"wrap-python\"\nwarm = 1\n",
+        false,
+    );
+    let run = |code: &str| post_run(&s.socket, &json!({"runtime": "python3", "code": code})).json();
+    let v = run("import sys, atexit\natexit.register(print, 'at exit')\nprint('out')\nsys.exit(3)");
+    assert_eq!((v["status"].as_str(), v["exit-code"].as_i64()), (Some("exited-nonzero"), Some(3)), "{v}");
+    assert_eq!(v["stdout"]["text"], "out\nat exit\n", "{v}");
+    assert!(v["max-rss-bytes"].as_u64().unwrap_or(0) > 1 << 20, "{v}");
+    let v = run("print('fine')");
+    assert_eq!((v["status"].as_str(), v["exit-code"].as_i64()), (Some("ok"), Some(0)), "{v}");
+    // Its own word on fd 3, then its fds closed: a status all the same (1: it said no end).
+    let v = run("import os\nos.write(3, b'nonsense\\n')\nfor fd in (1, 2, 3, 4, 5):\n    os.close(fd)\nimport time\ntime.sleep(5)");
+    assert_eq!(v["exit-code"].as_i64(), Some(1), "{v}");
+    assert!(v["wall-ms"].as_f64().unwrap_or(1e9) < 4000.0, "{v}");
+    // A child holding stdout: the run ends as python3 exits (its jail's init kills the rest).
+    let t = Instant::now();
+    let v = run("import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3); print(\"late\")'])\nprint('parent')");
+    assert_eq!((v["status"].as_str(), v["stdout"]["text"].as_str()), (Some("ok"), Some("parent\n")), "{v}");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
 }

@@ -147,8 +147,13 @@ pub const PYTHON_BOOTSTRAP: &str = concat!(
             b += c
         return bytes(b)
     calls = os.environ.get("STOCKADE_HOST_CALLS")
+    ends = [1, 2, 3] + ([int(f) for f in calls.split(",")] if calls else [])
     if calls:
         host(sys, os, calls)
+    try:
+        import resource
+    except ImportError:
+        resource = None
     # The runtime's own arguments: its venv (its site-packages on the path) and the modules to
     # import before the code arrives; a module that fails to import ends the interpreter.
     if len(sys.argv) > 1:
@@ -187,6 +192,18 @@ pub const PYTHON_BOOTSTRAP: &str = concat!(
         try:
             f.flush()
         except Exception:
+            pass
+    # Its end said on fd 3 (`exit STATUS PEAK-RSS-BYTES`) and its fds closed: the supervisor can
+    # take the run as over there, before the kernel has taken down its memory.
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 if resource else 0
+    try:
+        os.write(3, b"exit %d %d\n" % (code, rss))
+    except OSError:
+        pass
+    for fd in ends:
+        try:
+            os.close(fd)
+        except OSError:
             pass
     os._exit(code)
 def _host(sys, os, calls):

@@ -102,8 +102,11 @@ impl Recipe {
                     job = job.args(python.args());
                     // `import stockade_host` (the bootstrap's), for the runs that have host calls.
                     job.host_calls = true;
-                    // What the code gives back (its value, its figures), on fd 3.
+                    // What the code gives back (its value, its figures), then its end, on fd 3;
+                    // the run is over when it has said so and closed its fds (see
+                    // [`program_end`]).
                     job.extra_outputs = vec![crate::report::GIVEN_MAX_BYTES];
+                    job.announces_end = true;
                 }
                 Ok(Recipe::Program(Plan::prepare(&policy, &job.stdin_bytes(Vec::new()))?))
             }
@@ -248,16 +251,45 @@ impl Waiting<'_> {
         match self {
             Waiting::Wasm(w) => w.run_gated(gate),
             Waiting::Program(p) => {
-                let mut gated = p.run_gated(gate, |_| None)?;
+                let mut gated = p.run_gated(gate, program_end)?;
                 if let Gated::Ran(f) = &mut gated
-                    && let Some(given) = f.channels.first()
+                    && let Some(channel) = f.channels.first()
                 {
-                    f.report.give(given);
+                    if let Some(given) = lines(channel).find(|l| l.starts_with(b"{")) {
+                        f.report.give(given);
+                    }
+                    let rss = lines(channel).rev().find_map(said_end).and_then(|(_, rss)| rss);
+                    if let (0, Some(rss)) = (f.report.max_rss_bytes, rss) {
+                        // An end it announced: the program was not reaped before the report.
+                        f.report.max_rss_bytes = rss;
+                    }
                 }
                 Ok(gated)
             }
         }
     }
+}
+
+/// The lines of a channel's bytes, trimmed.
+fn lines(bytes: &[u8]) -> impl DoubleEndedIterator<Item = &[u8]> {
+    bytes.split(|b| *b == b'\n').map(<[u8]>::trim_ascii).filter(|l| !l.is_empty())
+}
+
+/// A bootstrap's word of its end (`exit STATUS PEAK-RSS-BYTES`): its status, and its peak RSS.
+fn said_end(line: &[u8]) -> Option<(i32, Option<u64>)> {
+    let text = std::str::from_utf8(line.strip_prefix(b"exit ")?).ok()?;
+    let mut it = text.split(' ');
+    let status = it.next()?.parse().ok()?;
+    Some((status, it.next().and_then(|r| r.parse().ok())))
+}
+
+/// How a program under the Python bootstrap ended, as it said on fd 3 (read when it announced
+/// its end, see [`crate::Job::announces_end`]): its status; a program that said something there
+/// but no end (its code wrote fd 3 and closed its fds) is status 1. `None`: it said nothing.
+fn program_end(channels: &[Vec<u8>]) -> Option<crate::report::GuestEnd> {
+    let channel = channels.first().filter(|c| !c.is_empty())?;
+    let code = lines(channel).rev().find_map(said_end).map_or(1, |(status, _)| status);
+    Some(crate::report::GuestEnd::Exited { code, memory_limit_hit: false })
 }
 
 /// The most a live program writes of its turns' status (one line each).
