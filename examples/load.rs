@@ -110,6 +110,11 @@ impl Client {
 
     /// The sum of one metric's samples in the server's `/metrics` (0 when absent).
     async fn metric(&mut self, name: &str) -> f64 {
+        self.metric_with(name, &[]).await
+    }
+
+    /// The sum of metric `name` over its series whose labels hold every one of `labels`.
+    async fn metric_with(&mut self, name: &str, labels: &[&str]) -> f64 {
         let req = Request::builder()
             .uri("/metrics")
             .header("host", "localhost")
@@ -120,9 +125,18 @@ impl Client {
         String::from_utf8_lossy(&body)
             .lines()
             .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+            .filter(|l| labels.iter().all(|want| l.contains(want)))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
     }
+}
+
+/// The runs of `runtime` a warm jail served so far, and those it did not (`/metrics`).
+async fn warm_cold(socket: &str, runtime: &str) -> (f64, f64) {
+    let mut c = Client::connect(socket).await;
+    let name = "stockade_run_latency_seconds_count";
+    let rt = format!("runtime=\"{runtime}\"");
+    (c.metric_with(name, &[&rt, "warm=\"true\""]).await, c.metric_with(name, &[&rt, "warm=\"false\""]).await)
 }
 
 /// Warm jails that ended before their run (each one a run that had to go cold): none is right.
@@ -198,21 +212,27 @@ fn main() {
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         let costs = interpreter_costs(&args);
         rt.block_on(async {
-            println!("runtime        clients   runs/s   errors   one interpreter start (CPU)   the CPU's rate   served / that");
+            println!(
+                "runtime        clients   runs/s   errors   warm (/metrics)   one interpreter start (CPU)   the CPU's rate   served / that"
+            );
             for r in &runtimes {
+                let before = warm_cold(&socket, r).await;
                 let (n, errors) = for_time(&socket, r, concurrency, Duration::from_secs_f64(secs)).await;
                 let rate = n as f64 / secs;
+                let after = warm_cold(&socket, r).await;
+                let (w, c) = (after.0 - before.0, after.1 - before.1);
+                let warm = format!("{:.1} %", 100.0 * w / (w + c).max(1.0));
                 match costs.get(r.as_str()) {
                     Some(cost) => {
                         let allowed = cores as f64 / cost.as_secs_f64();
                         println!(
-                            "{r:<14} {concurrency:>7} {rate:>8.1} {errors:>8} {:>22.2} ms {:>14.1} /s {:>14.2}",
+                            "{r:<14} {concurrency:>7} {rate:>8.1} {errors:>8} {warm:>17} {:>22.2} ms {:>14.1} /s {:>14.2}",
                             cost.as_secs_f64() * 1000.0,
                             allowed,
                             rate / allowed
                         );
                     }
-                    None => println!("{r:<14} {concurrency:>7} {rate:>8.1} {errors:>8}"),
+                    None => println!("{r:<14} {concurrency:>7} {rate:>8.1} {errors:>8} {warm:>17}"),
                 }
             }
             if warm_died(&socket).await > 0 {

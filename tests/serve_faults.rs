@@ -753,12 +753,16 @@ fn a_python3_run_ends_when_its_bootstrap_says_so() {
     let v = run("print('fine')");
     assert_eq!((v["status"].as_str(), v["exit-code"].as_i64()), (Some("ok"), Some(0)), "{v}");
     // Its own word on fd 3, then its fds closed: a status all the same (1: it said no end).
-    let v = run("import os\nos.write(3, b'nonsense\\n')\nfor fd in (1, 2, 3, 4, 5):\n    os.close(fd)\nimport time\ntime.sleep(5)");
+    let v = run(
+        "import os\nos.write(3, b'nonsense\\n')\nfor fd in (1, 2, 3, 4, 5):\n    os.close(fd)\nimport time\ntime.sleep(5)",
+    );
     assert_eq!(v["exit-code"].as_i64(), Some(1), "{v}");
     assert!(v["wall-ms"].as_f64().unwrap_or(1e9) < 4000.0, "{v}");
     // A child holding stdout: the run ends as python3 exits (its jail's init kills the rest).
     let t = Instant::now();
-    let v = run("import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3); print(\"late\")'])\nprint('parent')");
+    let v = run(
+        "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3); print(\"late\")'])\nprint('parent')",
+    );
     assert_eq!((v["status"].as_str(), v["stdout"]["text"].as_str()), (Some("ok"), Some("parent\n")), "{v}");
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
 }

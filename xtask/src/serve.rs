@@ -329,10 +329,38 @@ pub fn bench(root: &Path, stockade: &Path, dir: &Path, guests: &Path) -> Result<
     if !left.clean() {
         return Err("the server without a spawner left something behind".into());
     }
+    shipped_defaults(root, stockade, dir, guests, (&load, server.pid()))?;
     sdk_rows(root, dir, &socket)?;
     let left = server.stop()?;
     left.print();
     if left.clean() { Ok(()) } else { Err("the server left something behind".into()) }
+}
+
+/// The shipped configuration's runtimes (`contrib/serve.toml`: their warm pools, the server's
+/// concurrency and queue), 4 clients for 6 s each: runs per second, and how many a warm jail
+/// served (`/metrics`).
+fn shipped_defaults(
+    root: &Path,
+    stockade: &Path,
+    dir: &Path,
+    guests: &Path,
+    (load, main): (&Path, u32),
+) -> Result<(), String> {
+    let shipped = std::fs::read_to_string(root.join("contrib/serve.toml")).map_err(|e| e.to_string())?;
+    let runtimes = shipped.find("[runtimes.").map_or("", |at| &shipped[at..]);
+    let server = Server::start(stockade, &dir.join("serve-shipped"), runtimes, "", Some(guests))?;
+    println!("\nthe shipped configuration (contrib/serve.toml's runtimes and defaults), 4 clients, 6 s per runtime");
+    super::run(
+        Command::new(load).args(["--socket", &server.socket.display().to_string(), "--throughput", "6"]).args([
+            "--concurrency",
+            "4",
+            "--runtimes",
+            "python,javascript,python3",
+        ]),
+    )?;
+    let left = server.stop_beside(&[main])?;
+    left.print();
+    if left.clean() { Ok(()) } else { Err("the server of the shipped configuration left something behind".into()) }
 }
 
 /// The hibernation rows of `cargo xtask bench`: a server of its own (sessions enough for the

@@ -4,7 +4,7 @@
 //! grants) and builds any number of jails, each with one shape whatever runs in it:
 //! [`Recipe::prestart`] then [`Waiting::run_gated`].
 //!
-//! Imports (layers): `error`, `handover`, `plan`, `policy`, `supervisor`, `sys`, `wasm`.
+//! Imports (layers): `error`, `handover`, `plan`, `policy`, `report`, `supervisor`, `sys`, `wasm`.
 
 use crate::handover;
 pub use crate::wasm::languages::{Guest, LANGUAGES, Language};
