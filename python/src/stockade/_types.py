@@ -505,11 +505,14 @@ class LayerReport(_LayerReportOptional):
 class RuntimeRuns(TypedDict, total=False):
     """What a runtime runs: a Wasm guest (``{"guest": "python"}``), or a program of the host's given
     its code on stdin (``{"program": PATH, "bootstrap": "stdin"}``, or ``"python"`` for stockade's
-    Python bootstrap, which can keep an interpreter)."""
+    Python bootstrap, which can keep an interpreter); such a program's ``preload`` (modules imported
+    before the code arrives) and ``venv`` (the virtual environment they come from), when it has them."""
 
     guest: str
     program: str
     bootstrap: str
+    preload: List[str]
+    venv: str
 
 
 _RuntimeInfoOptional = TypedDict(
