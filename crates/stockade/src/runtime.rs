@@ -300,9 +300,8 @@ const STATUS_MAX_BYTES: u64 = 4096;
 /// The turn's end is the kernel's word; its status is the program's, and a turn that said none
 /// (its code closed fd 3) is status 1.
 fn status_line(bytes: &[u8]) -> Option<crate::TurnTold> {
-    let lines = || bytes.split(|b| *b == b'\n').rev().map(<[u8]>::trim_ascii);
-    let status = lines().find_map(|l| std::str::from_utf8(l).ok()?.parse::<i32>().ok()).unwrap_or(1);
-    let given = lines().find(|l| l.starts_with(b"{")).map(<[u8]>::to_vec);
+    let status = lines(bytes).rev().find_map(|l| std::str::from_utf8(l).ok()?.parse::<i32>().ok()).unwrap_or(1);
+    let given = lines(bytes).rev().find(|l| l.starts_with(b"{")).map(<[u8]>::to_vec);
     Some(crate::TurnTold { status, guest: None, given })
 }
 
