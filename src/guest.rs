@@ -57,6 +57,7 @@ pub fn wasm_job(args: &RunArgs) -> Result<Option<WasmJob>, String> {
         // A one-off CLI run has nobody to answer host calls, and no interpreter to keep.
         host_calls: false,
         images: None,
+        batch: false,
     }))
 }
 

@@ -31,6 +31,10 @@ impl Remote {
                 let at = format!("/v1/sessions/{session}/runs");
                 Reply::Ran(held(Box::new(parse(&self.ok("POST", &at, Some(json_of(&body))).await?)?)))
             }
+            Command::Batch(body) => {
+                let answer = parse(&self.ok("POST", "/v1/batches", Some(json_of(&body))).await?)?;
+                Reply::Batch(Held { value: Box::new(answer), room: Reserved::elsewhere() })
+            }
             Command::OpenSession(body) => {
                 Reply::Session(parse(&self.ok("POST", "/v1/sessions", Some(json_of(&body))).await?)?)
             }

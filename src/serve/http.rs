@@ -18,6 +18,7 @@ use stockade_engine::{Command, Readiness, Reply, Run, sessions::owner_of};
 pub fn router(app: App) -> Router {
     Router::new()
         .route("/v1/runs", post(runs))
+        .route("/v1/batches", post(super::batches::batches))
         .route("/v1/runs/{run}/calls/{call}", post(sessions::answer_call))
         .route("/v1/sessions", post(sessions::create).get(sessions::list))
         .route("/v1/sessions/{id}", get(sessions::show).delete(sessions::delete))

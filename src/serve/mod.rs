@@ -11,6 +11,7 @@
 //! Imports (layers): `args`.
 
 mod answer;
+mod batches;
 mod duplex;
 mod http;
 mod idempotency;

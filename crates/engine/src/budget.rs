@@ -90,6 +90,15 @@ impl Reserved {
         Reserved(None)
     }
 
+    /// Holds `other`'s room too, until this is dropped.
+    pub fn join(&mut self, other: Reserved) {
+        match (&mut self.0, other.0) {
+            (Some(mine), Some(theirs)) => mine.merge(theirs),
+            (mine @ None, theirs) => *mine = theirs,
+            (Some(_), None) => {}
+        }
+    }
+
     /// Gives back what `bytes` do not need.
     pub fn shrink_to(&mut self, bytes: usize) {
         let Some(permit) = &mut self.0 else { return };

@@ -66,6 +66,9 @@ pub enum Command {
         call: String,
         answer: Result<String, String>,
     },
+    /// A batch of runs, its answer held whole ([`Reply::Batch`]); [`Engine::batch`] gives its
+    /// results as they end.
+    Batch(stockade::api::batch::BatchBody),
     Health,
     Live,
     Info,
@@ -103,6 +106,7 @@ pub enum Output {
 #[derive(Debug)]
 pub enum Reply {
     Ran(Held<Box<RunResult>>),
+    Batch(Held<Box<stockade::api::batch::BatchAnswer>>),
     Session(SessionInfo),
     Sessions(Vec<SessionInfo>),
     Files(FileList),
@@ -185,6 +189,10 @@ impl Engine {
             Command::Run(run) => {
                 let (admitted, room) = self.admit(owner, run, Host::Nobody).await?;
                 Reply::Ran(Held { value: Box::new(admitted.run(Output::Report).await?), room })
+            }
+            Command::Batch(body) => {
+                let held = self.batch(body).await?.answer().await?;
+                Reply::Batch(Held { value: Box::new(held.value), room: held.room })
             }
             Command::OpenSession(body) => Reply::Session(self.open_session(owner, body)?),
             Command::ListSessions => Reply::Sessions(s.list(owner)),

@@ -440,6 +440,47 @@ pub fn parse_turn_head(head: &[u8]) -> Option<(usize, usize, Option<u64>)> {
     (it.next().is_none() && head.len() == TURN_HEAD_LEN).then_some((n, k, (fuel > 0).then_some(fuel)))
 }
 
+/// The length of a batch run's head ([`batch_frame`]).
+pub const BATCH_HEAD_LEN: usize = 85;
+
+/// One run of a batch, as its jail's runner reads it (see `wasm/batch.rs`): its head, then the
+/// run's own frame ([`frame`], its code and arguments) and its stdin, which the run's fresh
+/// instance reads as a waiting interpreter's. Its own limits, each `None` for the jail's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BatchLimits {
+    pub wall_ms: u64,
+    pub fuel: Option<u64>,
+    pub wasm_memory_max_bytes: Option<u64>,
+}
+
+/// A batch run's frame: `<frame length, 10 digits> <stdin length, 10 digits> <wall ms, 20> <fuel,
+/// 20 (0: the jail's)> <linear memory bytes, 20 (0: the jail's)>\n<frame><stdin>`.
+pub fn batch_frame(code: &str, args: &[String], stdin: &[u8], limits: BatchLimits) -> Vec<u8> {
+    let run = frame(code, args);
+    let mut out = format!(
+        "{:010} {:010} {:020} {:020} {:020}\n",
+        run.len(),
+        stdin.len(),
+        limits.wall_ms,
+        limits.fuel.unwrap_or(0),
+        limits.wasm_memory_max_bytes.unwrap_or(0)
+    )
+    .into_bytes();
+    out.extend_from_slice(&run);
+    out.extend_from_slice(stdin);
+    out
+}
+
+/// A batch run's head read back: its frame's and stdin's lengths and its limits.
+pub fn parse_batch_head(head: &[u8]) -> Option<(usize, usize, BatchLimits)> {
+    let text = std::str::from_utf8(head).ok()?.strip_suffix('\n')?;
+    let n: Vec<u64> = text.split(' ').map(str::parse).collect::<Result<_, _>>().ok()?;
+    let [frame, stdin, wall_ms, fuel, memory] = n[..] else { return None };
+    let some = |v: u64| (v > 0).then_some(v);
+    let limits = BatchLimits { wall_ms, fuel: some(fuel), wasm_memory_max_bytes: some(memory) };
+    (head.len() == BATCH_HEAD_LEN).then_some((usize::try_from(frame).ok()?, usize::try_from(stdin).ok()?, limits))
+}
+
 /// The frame of one run's code and arguments (see the module's documentation); the run's stdin
 /// follows it.
 ///
@@ -468,6 +509,16 @@ mod tests {
         assert_eq!(parse_turn_head(&f[..TURN_HEAD_LEN]), Some((11, 2, Some(7))));
         assert_eq!(parse_turn_head(&turn_frame("", b"", None)[..TURN_HEAD_LEN]), Some((0, 0, None)));
         assert_eq!(parse_turn_head(b"1 2 3\n"), None);
+    }
+
+    #[test]
+    fn a_batch_head_reads_back() {
+        let limits = BatchLimits { wall_ms: 250, fuel: None, wasm_memory_max_bytes: Some(1 << 20) };
+        let f = batch_frame("print(1)", &["a".into()], b"in", limits);
+        let (n, k, l) = parse_batch_head(&f[..BATCH_HEAD_LEN]).expect("a head");
+        assert_eq!((n, k, l), (frame("print(1)", &["a".into()]).len(), 2, limits));
+        assert_eq!(&f[BATCH_HEAD_LEN + n..], b"in");
+        assert_eq!(parse_batch_head(&f[..BATCH_HEAD_LEN - 1]), None);
     }
 
     #[test]

@@ -164,6 +164,18 @@ impl Recipe {
         }
     }
 
+    /// Prepares the jails of a batch of `guest`'s runs under `policy`: each jail serves runs as
+    /// turns ([`Waiting::run_turns`], [`batch_turn`]), each run in a fresh instance of the guest
+    /// of its own (a copy of the runner's process, see `wasm/batch.rs`) under its own wall clock,
+    /// fuel and linear memory; the jail's memory, processes and `/app` quota are the batch's.
+    pub fn build_batch(guest: Guest, policy: &Policy, runner: &Path) -> Result<Recipe, Error> {
+        let mut job = WasmJob::new((guest.language().from_stdin)(), runner);
+        job.compile_guests = false;
+        job.stdin = Some(Vec::new());
+        job.batch = true;
+        Ok(Recipe::Wasm(wasm::prepare(policy, &job)?))
+    }
+
     /// The plan of its jails (their layers, their policy).
     pub fn plan(&self) -> &Plan {
         match self {
@@ -309,4 +321,25 @@ fn status_line(bytes: &[u8]) -> Option<crate::TurnTold> {
 /// `limits` (its wall clock and output caps; a Wasm guest's fuel when its session has some).
 pub fn live_turn(code: &str, stdin: &[u8], limits: crate::policy::Limits) -> Turn {
     Turn { stdin: handover::turn_frame(code, stdin, limits.fuel), limits, ..Turn::default() }
+}
+
+/// How much longer than its own wall clock a batch's run has from its jail's supervisor: its
+/// process's deadline ends it first (the run alone); past this, the jail is ended with it.
+pub const BATCH_GRACE_MS: u64 = 250;
+
+/// One run of a batch's jail ([`Recipe::build_batch`]): `code` with `args` and `stdin`, under
+/// `limits` (its wall clock, output caps, fuel and linear memory; its memory and processes are
+/// the jail's).
+pub fn batch_turn(code: &str, args: &[String], stdin: &[u8], limits: crate::policy::Limits, jail_wall_ms: u64) -> Turn {
+    let wall_ms = limits.wall_timeout_ms.unwrap_or(jail_wall_ms).min(jail_wall_ms);
+    let own = handover::BatchLimits { wall_ms, fuel: limits.fuel, wasm_memory_max_bytes: limits.wasm_memory_max_bytes };
+    let held = crate::policy::Limits {
+        wall_timeout_ms: Some(wall_ms.saturating_add(BATCH_GRACE_MS)),
+        fuel: None,
+        wasm_memory_max_bytes: None,
+        memory_max_bytes: None,
+        pids_max: None,
+        ..limits
+    };
+    Turn { stdin: handover::batch_frame(code, args, stdin, own), limits: held, ..Turn::default() }
 }

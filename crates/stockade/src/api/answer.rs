@@ -241,6 +241,29 @@ pub struct RunResult {
     /// A run of a session: the session, this run's id, and its workspace as kept.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionRun>,
+    /// A batch's run with an `expect`: the judge's word on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+}
+
+/// A judge's word on one run with an `expect`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// It ended well (status `ok`) and printed what was expected.
+    Accepted,
+    /// It ended well and printed something else.
+    WrongAnswer,
+    /// Its wall clock or its fuel ran out.
+    Timeout,
+    /// Its linear memory (`wasm-memory-limit`) or its jail's memory (`oom`) ran out.
+    MemoryLimit,
+    /// It printed more than its output caps.
+    OutputLimit,
+    /// It raised, exited non-zero, trapped or was killed.
+    RuntimeError,
+    /// The jail failed it (setup, or a limit of the jail's other than these).
+    InternalError,
 }
 
 /// A file given back.
@@ -286,6 +309,7 @@ impl RunResult {
             }),
             files_skipped_count: skipped.map(|t| t.skipped_count as u64),
             session: None,
+            verdict: None,
         }
     }
 

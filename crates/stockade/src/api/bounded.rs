@@ -6,8 +6,9 @@ use serde::de::{Deserialize, Deserializer, Error, SeqAccess, Visitor};
 use std::cell::Cell;
 
 thread_local! {
-    /// `argv-max-count`, `files-max-count`, `return-patterns-max` of the decode under way.
-    pub(super) static CAPS: Cell<[usize; 3]> = const { Cell::new([usize::MAX; 3]) };
+    /// `argv-max-count`, `files-max-count`, `return-patterns-max`, `batch-max-runs` of the decode
+    /// under way.
+    pub(super) static CAPS: Cell<[usize; 4]> = const { Cell::new([usize::MAX; 4]) };
 }
 
 struct Capped<T> {
@@ -57,6 +58,10 @@ pub(super) fn files<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<FileBody>, D:
 
 pub(super) fn patterns<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
     capped(d, 2, "patterns", "return-patterns-max")
+}
+
+pub(super) fn batch_runs<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    capped(d, 3, "runs", "batch-max-runs")
 }
 
 /// At most [`super::TOOLS_MAX`] tools (a fixed bound, not a server's key).

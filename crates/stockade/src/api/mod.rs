@@ -43,6 +43,8 @@ pub struct RequestCaps {
     pub idempotency_window_ms: u64,
     /// The answers kept for their keys, all together (past it, the oldest go).
     pub idempotency_max_bytes: u64,
+    /// The runs (or inputs) of one batch (`POST /v1/batches`).
+    pub batch_max_runs: u32,
 }
 
 impl Default for RequestCaps {
@@ -62,6 +64,7 @@ impl Default for RequestCaps {
             answers_in_flight_max_bytes: 1 << 30,
             idempotency_window_ms: 600_000,
             idempotency_max_bytes: 64 << 20,
+            batch_max_runs: 1000,
         }
     }
 }
@@ -161,6 +164,7 @@ pub struct ToolBody {
 pub const TOOLS_MAX: usize = 16;
 
 mod answer;
+pub mod batch;
 mod bounded;
 pub mod info;
 mod openapi;
@@ -266,11 +270,18 @@ pub fn decode(body: &[u8], caps: &RequestCaps) -> Result<RunBody, ApiError> {
     decode_with(body, caps)
 }
 
+/// Decodes a batch's body as [`decode`] does a run's (its lists of runs within
+/// `requests.batch-max-runs`).
+pub fn decode_batch(body: &[u8], caps: &RequestCaps) -> Result<batch::BatchBody, ApiError> {
+    decode_with(body, caps)
+}
+
 fn decode_with<T: serde::de::DeserializeOwned>(body: &[u8], caps: &RequestCaps) -> Result<T, ApiError> {
     let argv_max = (caps.argv_max_count as usize).min(crate::handover::MAX_ARGS);
-    bounded::CAPS.with(|c| c.set([argv_max, caps.files_max_count as usize, caps.return_patterns_max as usize]));
+    let (files, patterns) = (caps.files_max_count as usize, caps.return_patterns_max as usize);
+    bounded::CAPS.with(|c| c.set([argv_max, files, patterns, caps.batch_max_runs as usize]));
     let decoded = decode_json(body);
-    bounded::CAPS.with(|c| c.set([usize::MAX; 3]));
+    bounded::CAPS.with(|c| c.set([usize::MAX; 4]));
     decoded
 }
 

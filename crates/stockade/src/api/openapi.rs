@@ -24,9 +24,13 @@ pub fn openapi() -> Value {
     generator.subschema_for::<FileList>();
     generator.subschema_for::<super::info::Health>();
     generator.subschema_for::<super::info::Info>();
+    let batch = generator.subschema_for::<super::batch::BatchBody>();
+    generator.subschema_for::<super::batch::BatchAnswer>();
+    generator.subschema_for::<super::batch::BatchEvent>();
     let schemas = component_schemas(generator.take_definitions(true));
     let mut paths = Map::new();
     run_paths(&mut paths, run);
+    batch_paths(&mut paths, batch);
     session_paths(&mut paths, session_body);
     session_run_paths(&mut paths, session_run);
     session_file_paths(&mut paths);
@@ -161,6 +165,38 @@ fn run_paths(paths: &mut Map<String, Value>, run: Schema) {
                 }
             }
         }),
+    );
+}
+
+/// `/v1/batches`: many runs, each a fresh instance, sharing a jail.
+fn batch_paths(paths: &mut Map<String, Value>, batch: Schema) {
+    paths.insert(
+        "/v1/batches".into(),
+        json!({"post": {
+            "summary": "Run many programs (or one program against many inputs) of a Wasm guest's runtime, each in a fresh instance, sharing a jail; judge each against its expect",
+            "parameters": [{
+                "name": "stream", "in": "query", "required": false,
+                "schema": {"type": "string", "enum": ["ndjson"]},
+                "description": "answer as NDJSON lines as the runs end, a BatchEvent each: {\"index\", \"result\": RunResult}, then {\"batch-id\", \"summary\"} (or {\"error\"}); a client that hangs up ends its batch"
+            }],
+            "requestBody": {"required": true, "content": {"application/json": {"schema": batch}}},
+            "responses": {
+                "200": {"description": "the batch ran (whatever its runs' statuses)", "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/BatchAnswer"}},
+                    "application/x-ndjson": {"schema": {"type": "string", "description": "lines of JSON, a BatchEvent each (#/components/schemas/BatchEvent)"}}
+                }},
+                "400": err("a bad request: the field is named (runs[3].stdin)"),
+                "401": err("TCP without a bearer token"),
+                "403": err("a token that is not accepted"),
+                "404": err("no such policy"),
+                "408": err("the body did not arrive in time"),
+                "413": err("the body is over requests.body-max-bytes"),
+                "415": err("not application/json"),
+                "429": busy("the queue is full"),
+                "500": err("the batch's jail could not be built, or a bug of the server's"),
+                "503": busy("the server is draining, the queue wait timed out, or the answers in memory have no room for the batch's")
+            }
+        }}),
     );
 }
 

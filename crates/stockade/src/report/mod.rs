@@ -353,6 +353,13 @@ pub struct Report {
     /// The figures the code left open (a runtime with matplotlib), in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outputs: Vec<GivenOutput>,
+    /// The jail this run shared with others, when it did: `batch` (a batch's runs, each in a
+    /// fresh instance of its guest, the layers below the jail's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jail: Option<String>,
+    /// The batch it was a run of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_id: Option<String>,
     /// Each layer, in the order the jail applies them.
     pub enforcement: Layers,
 }
@@ -396,6 +403,8 @@ impl Report {
             value: None,
             value_repr: None,
             outputs: Vec::new(),
+            jail: None,
+            batch_id: None,
             enforcement: Layers::default(),
         }
     }

@@ -63,6 +63,45 @@ pub fn engine(kind: EngineKind) -> wasmtime::Result<Engine> {
     Engine::new(&config(kind))
 }
 
+/// The engine of a batch's runner (see `batch.rs`): `kind`'s, its instances from a pool of
+/// slots made once (`instances` core instances in one, at most), each linear memory at most `memory_max` bytes and table `table_elements`.
+/// An instance's slot is set back to the guest's image when it is dropped, the pages it wrote
+/// copied back from the image and kept resident (found with `PAGEMAP_SCAN` where the kernel
+/// has it, 6.7): the next instance takes no page fault for them. It loads the same artifacts
+/// (where instances come from is not compiled into them).
+pub fn batch_engine(
+    kind: EngineKind,
+    instances: u32,
+    memory_max: u64,
+    table_elements: u64,
+) -> wasmtime::Result<Engine> {
+    use wasmtime::{Enabled, InstanceAllocationStrategy, PoolingAllocationConfig};
+    let mut pool = PoolingAllocationConfig::new();
+    // One instance at a time (a component's core instances, memories and tables, with room).
+    pool.total_component_instances(2)
+        .total_core_instances(2 * instances)
+        .max_core_instances_per_component(instances)
+        .total_memories(8)
+        .max_memories_per_component(4)
+        .total_tables(64)
+        .max_tables_per_component(32)
+        .max_tables_per_module(8)
+        .max_core_instance_size(8 << 20)
+        .max_component_instance_size(8 << 20)
+        .table_elements(usize::try_from(table_elements).unwrap_or(usize::MAX).min(1 << 16))
+        .max_memory_size(usize::try_from(memory_max).unwrap_or(usize::MAX))
+        .linear_memory_keep_resident(BATCH_KEEP_RESIDENT)
+        .table_keep_resident(1 << 19)
+        .pagemap_scan(Enabled::Auto);
+    let mut c = config(kind);
+    c.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+    Engine::new(&c)
+}
+
+/// How much of a batch's instance's memory is set back to the image by copy, and kept resident,
+/// when it is dropped (the rest is given back to the kernel).
+pub const BATCH_KEEP_RESIDENT: usize = 64 << 20;
+
 /// Compiles a module, or a component (the pre-initialized Python guest), for `kind` (outside
 /// any jail, once per module and key).
 pub fn precompile(wasm: &[u8], kind: EngineKind) -> wasmtime::Result<Vec<u8>> {

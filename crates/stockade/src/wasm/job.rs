@@ -31,6 +31,10 @@ pub struct WasmJob {
     /// A live Python guest's images (see [`LiveImages`]): the jail is passed their files at its
     /// prestart ([`super::WasmPlan::prestart_passing`]). Ignored for the other guests.
     pub images: Option<LiveImages>,
+    /// A batch's jail (see `batch.rs`): the code is a waiting interpreter's
+    /// ([`GuestCode::PythonFromStdin`], [`GuestCode::JsFromStdin`]), each run of the batch a
+    /// fresh instance of it, a turn of the jail ([`crate::TurnEnd::Account`]).
+    pub batch: bool,
 }
 
 /// What a live Python guest's jail is passed ([`super::WasmPlan::prestart_passing`]), in this order: a
@@ -56,6 +60,7 @@ impl WasmJob {
             compile_guests: true,
             host_calls: false,
             images: None,
+            batch: false,
         }
     }
 }

@@ -13,6 +13,7 @@
 //! Imports (layers): `error`, `handover`, `host`, `input`, `layers`, `plan`, `policy`, `report`, `supervisor`,
 //! `sys`.
 
+mod batch;
 mod component;
 mod deadline;
 pub mod engine;
@@ -278,6 +279,7 @@ fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(Run
         // A runner run alone (for comparison) has no supervisor to tell it to go.
         linger: false,
         turns: matches!(job.code, GuestCode::PythonTurns | GuestCode::JsTurns),
+        batch: job.batch && job.code.waits_for_code(),
         images: None,
     };
     Ok((config, code))
@@ -339,6 +341,9 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
     if let Some(artifact) = &config.artifact {
         policy.add_read_only(&text(artifact), "wasm artifact")?;
     }
+    for file in batch::grants(&config) {
+        policy.add_read_only(&text(&file), "the Python guest's list of the pages a run touches")?;
+    }
     policy.add_read_only(&text(&job.runner), "wasm runner")?;
     for p in &config.preopens {
         match (p.writable, p.guest.as_str()) {
@@ -377,8 +382,9 @@ pub fn prepare(policy: &Policy, job: &WasmJob) -> Result<WasmPlan, Error> {
     if config.guest_stdin || config.turns {
         run.stdin_data = Some(Vec::new());
     }
-    // Each turn's frame comes on the runner's stdin; it says each turn's end on fd 3.
-    run.turns = config.turns.then_some(crate::TurnEnd::Account);
+    // Each turn's (or batch run's) frame comes on the runner's stdin; it says each one's end on
+    // fd 3.
+    run.turns = (config.turns || config.batch).then_some(crate::TurnEnd::Account);
     let cache_to = match code {
         Code::Artifact(_) => None,
         Code::Compile { bytes, cache_to } => {
@@ -604,7 +610,7 @@ pub(crate) fn guest_end(s: &Summary) -> GuestEnd {
 }
 
 /// The runner's figures in the report.
-fn figures(report: &mut Report, s: &Summary) {
+pub(crate) fn figures(report: &mut Report, s: &Summary) {
     report.guest_exit_code = s.guest_exit_code;
     if report.max_rss_bytes == 0 {
         // A run over at its announced end: the runner was not reaped before the report.

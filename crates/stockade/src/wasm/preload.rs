@@ -76,6 +76,13 @@ impl Loaded {
 
 static LOADED: Mutex<Vec<Arc<Loaded>>> = Mutex::new(Vec::new());
 
+/// Which artifact a runner's configuration `c` names, for which engine (`None`: it names none).
+pub(super) fn key_of(c: &super::shared::RunnerConfig) -> Option<Key> {
+    let kind = if c.fuel.is_some() { EngineKind::Fuel } else { EngineKind::Plain };
+    let component = matches!(c.entry, super::shared::Entry::PythonRun { .. });
+    Some(Key { path: c.artifact.clone()?, id: c.artifact_id, kind, component })
+}
+
 /// What was loaded for `key`.
 pub(super) fn find(key: &Key) -> Option<Arc<Loaded>> {
     LOADED.lock().unwrap_or_else(PoisonError::into_inner).iter().find(|l| l.key == *key).cloned()

@@ -19,8 +19,8 @@
 //! command module's run (`module.rs`) and the Python guest's (`python.rs`), its deadline
 //! (`deadline.rs`) and its end (`exit.rs`).
 //!
-//! Imports: engine.rs, shared.rs, preload.rs, module.rs, python.rs, deadline.rs, exit.rs,
-//! mod.rs; the top of the runner's files: none of them imports it (`mod.rs` declares it).
+//! Imports: engine.rs, shared.rs, preload.rs, batch.rs, module.rs, python.rs, deadline.rs,
+//! exit.rs, mod.rs; the top of the runner's files: none of them imports it (`mod.rs` declares it).
 
 use super::deadline::wasi_runtime;
 use super::engine::{self, EngineKind};
@@ -85,7 +85,7 @@ pub fn main(config_json: &str) -> i32 {
     }
     match serde_json::from_str::<RunnerConfig>(config_json) {
         Ok(config) => {
-            let (summary, code) = run(&config);
+            let (summary, code) = if config.batch { super::batch::serve(&config) } else { run(&config) };
             finish(&summary, code, Some(&config))
         }
         Err(e) => finish(&load_error(format!("bad runner configuration: {e}")), 125, None),
@@ -101,10 +101,7 @@ pub fn main_in_process(argv: &[std::ffi::CString]) -> i32 {
 
 /// What this process loaded ahead for `c` (see `preload.rs`), when it is the artifact `c` names.
 pub(super) fn preloaded(c: &RunnerConfig) -> Option<std::sync::Arc<super::preload::Loaded>> {
-    let kind = if c.fuel.is_some() { EngineKind::Fuel } else { EngineKind::Plain };
-    let component = matches!(c.entry, Entry::PythonRun { .. });
-    let key = super::preload::Key { path: c.artifact.clone()?, id: c.artifact_id, kind, component };
-    super::preload::find(&key)
+    super::preload::find(&super::preload::key_of(c)?)
 }
 
 fn run(c: &RunnerConfig) -> (Summary, i32) {

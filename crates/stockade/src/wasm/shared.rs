@@ -76,6 +76,11 @@ pub struct RunnerConfig {
     /// end on fd 3. Each turn's clock is its supervisor's: the runner keeps no deadline of its own.
     #[serde(default)]
     pub turns: bool,
+    /// The guest runs a batch's runs (see `batch.rs`): each one's frame comes on the runner's
+    /// stdin, runs in a fresh instance of its own (a process forked from this one, whose own
+    /// instance never runs), and its end is said on fd 3.
+    #[serde(default)]
+    pub batch: bool,
     /// A live Python guest's image files: the fd it hibernates into, the one it resumes from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub images: Option<ImageFds>,

@@ -184,6 +184,7 @@ pub fn compile_stdlib(dir: &Path, runner: &Path, artifact: &Path) -> Result<(), 
         learned_pages: None,
         linger: false,
         turns: false,
+        batch: false,
         images: None,
     };
     let fail = |reason: String| GuestError::Build { what: "the Python guest's bytecode".into(), reason };

@@ -45,6 +45,8 @@ pub enum Account {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         given: Option<String>,
     },
+    /// A batch's run ended (see `batch.rs`): its process's account, as a one-off run's.
+    Ran(Box<super::shared::Summary>),
 }
 
 /// What a resumed guest says of its image as it is ready.
@@ -114,6 +116,12 @@ impl super::WasmPrepared<'_> {
                             run_ms,
                         });
                     }
+                    if let Some(Account::Ran(s)) = last_account(&account) {
+                        super::figures(&mut report, &s);
+                        if let Some(given) = &s.given {
+                            report.give(given.as_bytes());
+                        }
+                    }
                     crate::Turned::Returned { report, account }
                 }
                 other => other,
@@ -134,6 +142,10 @@ fn turn_told(bytes: &[u8]) -> Option<crate::TurnTold> {
     match last_account(bytes)? {
         Account::Ready { .. } | Account::Hibernated { .. } | Account::NotHibernated { .. } => {
             Some(crate::TurnTold { status: 0, guest: None, given: None })
+        }
+        Account::Ran(s) => {
+            let guest = super::guest_end(&s);
+            Some(crate::TurnTold { status: guest.exit_code(), guest: Some(guest), given: None })
         }
         Account::Turn { status, memory_limit_hit, .. } => Some(crate::TurnTold {
             status,
@@ -203,7 +215,7 @@ pub(super) fn next_frame() -> Result<Option<Next>, String> {
 }
 
 /// Fills `buf` from fd 0: `false` at its end before the first byte, an error after it.
-fn exact(buf: &mut [u8]) -> Result<bool, String> {
+pub(super) fn exact(buf: &mut [u8]) -> Result<bool, String> {
     let mut got = 0;
     while got < buf.len() {
         match crate::sys::read(0, &mut buf[got..]) {
