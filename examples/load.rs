@@ -14,6 +14,9 @@
 //!   load --socket PATH --sessions ROUNDS --spaced-ms MS [--runtimes ...]
 //!       per runtime, a one-off run, a run of a workspace session (a 4 KiB file in it) and a
 //!       one-off run carrying the same file in and back, in turn, spaced: medians and ratios.
+//!   load --socket PATH --batches ROUNDS
+//!       batches against one jail per run (`load/batch.rs`): runs per second of 1,000 fresh runs,
+//!       a judge's 100 inputs, 1,000 runs with a looper and an allocator; medians.
 //!   load --socket PATH --hibernate ROUNDS --spaced-ms MS --big RUNTIME
 //!       live Python sessions of three sizes (the 1 GiB one of runtime RUNTIME), each round a kept
 //!       turn, a hibernation, a resumed turn and a fork: medians and ratios (`load/hibernate.rs`).
@@ -33,6 +36,8 @@ use hyper_util::rt::TokioIo;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+#[path = "load/batch.rs"]
+mod batch;
 #[path = "load/hibernate.rs"]
 mod hibernate;
 
@@ -172,6 +177,10 @@ fn main() {
         let spaced = Duration::from_millis(arg(&args, "--spaced-ms").map_or(150, |m| m.parse().expect("ms")));
         let stockade = arg(&args, "--stockade").expect("--stockade BIN");
         rt.block_on(latency(&socket, &runtimes, rounds, spaced, &stockade, &args));
+        return;
+    }
+    if let Some(rounds) = arg(&args, "--batches") {
+        rt.block_on(batch::batches(&socket, rounds.parse().expect("rounds")));
         return;
     }
     let spaced = Duration::from_millis(arg(&args, "--spaced-ms").map_or(150, |m| m.parse().expect("ms")));

@@ -338,7 +338,7 @@ pub fn bench(root: &Path, stockade: &Path, dir: &Path, guests: &Path) -> Result<
 
 /// The shipped configuration's runtimes (`contrib/serve.toml`: their warm pools, the server's
 /// concurrency and queue), 4 clients for 6 s each: runs per second, and how many a warm jail
-/// served (`/metrics`).
+/// served (`/metrics`); then batches against one jail per run (`load --batches`).
 fn shipped_defaults(
     root: &Path,
     stockade: &Path,
@@ -358,6 +358,8 @@ fn shipped_defaults(
             "python,javascript,python3",
         ]),
     )?;
+    // Batches on the same server, against one jail per run in the same rounds.
+    super::run(Command::new(load).args(["--socket", &server.socket.display().to_string(), "--batches", "3"]))?;
     let left = server.stop_beside(&[main])?;
     left.print();
     if left.clean() { Ok(()) } else { Err("the server of the shipped configuration left something behind".into()) }

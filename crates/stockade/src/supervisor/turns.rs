@@ -164,6 +164,9 @@ impl Prepared<'_> {
         };
         let mut step = self.step(&mut pump, &mut streams, &stdin, start.stdin, at + wall, read)?;
         let mut first = true;
+        // The cgroup's figures at the last turn's end: the next one's start (nothing of the
+        // program runs between them but its wait for the next turn).
+        let mut last: Option<CgroupStats> = None;
         let ended = loop {
             let (returned_at, account, told) = match step {
                 Step::Over(outcome) => break Some(outcome),
@@ -176,7 +179,8 @@ impl Prepared<'_> {
                 let calls = by_turn.as_ref().map(|t| t.end()).unwrap_or_default();
                 let wall = returned_at.duration_since(begun.start);
                 let returned = Returned { wall, told, execs_refused: pump.execs_refused(), calls };
-                let mut report = self.turn_report(&mut streams, &begun, returned);
+                let (mut report, after) = self.turn_report(&mut streams, &begun, returned);
+                last = Some(after);
                 report.egress = egress;
                 Turned::Returned { report: Box::new(report), account }
             };
@@ -190,7 +194,7 @@ impl Prepared<'_> {
             };
             let Some(turn) = turn else { break None };
             let bytes;
-            (begun, bytes) = self.begin_turn(turn, &layers, &mut streams, by_turn.as_deref());
+            (begun, bytes) = self.begin_turn(turn, (&layers, last.take()), &mut streams, by_turn.as_deref());
             let deadline = begun.start + begun.wall_timeout;
             step = self.step(&mut pump, &mut streams, &stdin, bytes, deadline, read)?;
         };
@@ -238,7 +242,7 @@ impl Prepared<'_> {
     fn begin_turn(
         &self,
         turn: Turn,
-        layers: &Layers,
+        (layers, before): (&Layers, Option<CgroupStats>),
         streams: &mut Streams,
         by_turn: Option<&TurnCalls>,
     ) -> (Begun, Vec<u8>) {
@@ -247,7 +251,7 @@ impl Prepared<'_> {
         let begun = Begun {
             argv_display: turn.argv_display,
             layers: Some(layers.clone()),
-            cpu_before: self.leaf.as_ref().map(Leaf::stats).unwrap_or_default(),
+            cpu_before: before.unwrap_or_else(|| self.leaf.as_ref().map(Leaf::stats).unwrap_or_default()),
             ..Begun::at(Instant::now(), limits.wall_timeout().unwrap_or(plan.policy.wall_timeout))
         };
         streams.stdout.sink = turn_sink(limits.stdout_max_bytes, turn.stdout_to);
@@ -307,7 +311,7 @@ impl Prepared<'_> {
 
     /// The report of a turn that returned, its program alive: its output (passed on, then its
     /// pipes closed), its time, the verdict of its status, its share of the cgroup's figures.
-    fn turn_report(&self, streams: &mut Streams, begun: &Begun, returned: Returned) -> Report {
+    fn turn_report(&self, streams: &mut Streams, begun: &Begun, returned: Returned) -> (Report, CgroupStats) {
         let Returned { wall, told, execs_refused, calls } = returned;
         let plan = self.plan;
         let take = |sink: &mut Sink| {
@@ -352,7 +356,7 @@ impl Prepared<'_> {
         for note in super::words::run_notes(&outcome, [unsent_out, unsent_err]) {
             report.add_note(note);
         }
-        report
+        (report, after)
     }
 }
 
