@@ -196,6 +196,9 @@ fn a_streamed_batch_gives_each_result_as_it_ends() {
     seen.sort_unstable();
     assert_eq!(seen, (0..40).collect::<Vec<u64>>());
     assert_eq!(last.1["summary"]["runs"], 40, "{}", last.1);
+    let (_, metrics) = get_text(&s, "/metrics");
+    let counted = metrics.lines().find(|l| l.starts_with("stockade_batch_runs_total{") && l.contains("status=\"ok\""));
+    assert!(counted.is_some_and(|l| l.ends_with(" 40")), "{metrics}");
 }
 
 #[test]

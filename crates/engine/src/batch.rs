@@ -37,6 +37,7 @@ const BUILD_TRIES: u32 = 2;
 #[derive(Debug)]
 pub struct Batch {
     pub id: String,
+    runtime: String,
     results: mpsc::UnboundedReceiver<(u32, RunResult)>,
     total: u32,
     seen: u32,
@@ -100,8 +101,10 @@ impl Engine {
         }
         let summary = BatchSummary::default();
         let engine = self.clone();
+        let runtime = shared.req.runtime.clone();
         Ok(Batch {
             id,
+            runtime,
             results,
             total,
             seen: 0,
@@ -282,6 +285,7 @@ impl Batch {
         }
         self.seen += 1;
         self.summary.count(&result);
+        self.engine.metrics.batch_run(&self.runtime, result.report.status.as_str());
         Some(BatchEvent::Result { index, result: Box::new(result) })
     }
 

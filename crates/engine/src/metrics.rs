@@ -54,6 +54,7 @@ pub struct Metrics {
     sessions_restarted: Counter,
     hibernations: Family<ReasonLabel, Counter>,
     resumes: Family<ReasonLabel, Counter>,
+    batch_runs: Family<RunLabels, Counter>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -80,6 +81,8 @@ impl Metrics {
         );
         let queue_depth = Gauge::default();
         registry.register("queue_depth", "Requests waiting for a free run slot", queue_depth.clone());
+        let batch_runs = Family::<RunLabels, Counter>::default();
+        registry.register("batch_runs", "Runs of batches ended, by runtime and status", batch_runs.clone());
         let running = Gauge::default();
         registry.register("running", "Runs in progress", running.clone());
         let warm_ready = Family::<RuntimeLabel, Gauge>::default();
@@ -146,6 +149,7 @@ impl Metrics {
             sessions_ended,
             sessions_restarted,
             runs,
+            batch_runs,
             latency,
             queue_depth,
             running,
@@ -172,6 +176,11 @@ impl Metrics {
         self.runs.get_or_create(&RunLabels { runtime: runtime.into(), status: status.into() }).inc();
         let labels = LatencyLabels { runtime: runtime.into(), warm: warm.to_string() };
         self.latency.get_or_create(&labels).observe(seconds);
+    }
+
+    /// A batch's run ended with `status`.
+    pub fn batch_run(&self, runtime: &str, status: &str) {
+        self.batch_runs.get_or_create(&RunLabels { runtime: runtime.into(), status: status.into() }).inc();
     }
 
     pub fn queued(&self, delta: i64) {
