@@ -215,6 +215,17 @@ fn one_jail(shared: &Shared, tx: &mpsc::UnboundedSender<(u32, RunResult)>) -> bo
             send(shared, tx, i, f.report);
             true
         }
+        (Ok(Gated::Ran(f)), None) if !served => {
+            // Ended before its first run: why, for the log (the runs left say to look there).
+            let r = &f.report;
+            let said = r.stderr.text.as_deref().unwrap_or("").trim();
+            eprintln!(
+                "stockade serve: a batch's jail ended before its first run: {} {} {said}",
+                r.status.as_str(),
+                r.error.as_deref().unwrap_or("")
+            );
+            false
+        }
         (Ok(_), None) => served,
         (Ok(Gated::NotStarted(why)), Some(i)) => {
             failed_run(shared, tx, i, &why.to_string());
