@@ -255,6 +255,8 @@ def test_the_answer_types_are_the_schemas() -> None:
         "SessionsInfo": stockade.SessionsInfo,
         "SessionInfo": stockade.SessionInfo,
         "WorkspaceUse": stockade.WorkspaceUse,
+        "BatchSummary": stockade.BatchSummary,
+        "BatchAnswer": stockade.BatchAnswer,
     }
     for name, t in typed.items():
         schema = SCHEMAS[name]

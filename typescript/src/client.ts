@@ -4,7 +4,7 @@ import type { Socket } from "node:net";
 import { StockadeError, streamError } from "./errors.js";
 import { DEFAULT_SOCKET, DEFAULT_TIMEOUT_MS, type Endpoint, json, lines, open, request, upgraded } from "./http.js";
 import type { components } from "./openapi.js";
-import { type Report, RunResult } from "./result.js";
+import { type BatchAnswer, BatchResult, type BatchSummary, type Report, RunResult } from "./result.js";
 
 type Schemas = components["schemas"];
 
@@ -125,6 +125,57 @@ export interface SessionOptions extends CallOptions {
   maxLifetimeMs?: number;
 }
 
+/** One run of a batch with its own code (`runs` of {@link BatchOptions}). */
+export interface BatchRun {
+  /** Its code. */
+  code: string;
+  /** Arguments after the code (`sys.argv[1:]`, `scriptArgs`). */
+  argv?: string[];
+  /** Its stdin (text, or bytes). */
+  stdin?: string | Uint8Array;
+  /**
+   * Its own limits, tighter than the batch's: the wall clock, the output caps, a guest's fuel and
+   * linear memory. Its memory and processes are its jail's, shared with the batch's other runs:
+   * set them in the batch's `limits` (here they are a {@link BadRequest} naming
+   * `runs[N].limits.memory-max-bytes`).
+   */
+  limits?: Limits;
+  /** What it must print on stdout for the verdict `accepted` (see `compare`); without it, the run has no verdict. */
+  expect?: string;
+}
+
+/** One input of a batch that runs one program (`code`) against many: a run without code of its own. */
+export type BatchInput = Omit<BatchRun, "code">;
+
+/** How a batch's run's stdout is held against its `expect`: `exact` (byte for byte) or
+ * `trailing-whitespace` (the default: line by line, trailing spaces, tabs and `\r` ignored, and
+ * blank lines at the end). */
+export type Compare = Schemas["Compare"];
+
+/** A batch (`POST /v1/batches`): `runs`, or `code` with `inputs`. */
+export interface BatchOptions extends CallOptions {
+  /** A Wasm guest's runtime (`python`, `javascript`). */
+  runtime: string;
+  /** Each run's own code (and input). */
+  runs?: BatchRun[];
+  /** One program for every input (with `inputs`). */
+  code?: string;
+  /** The inputs `code` runs against, one run each. */
+  inputs?: BatchInput[];
+  /** Every run's limits (within the policy's); `memoryMaxBytes` and `pidsMax` are the batch's jails'. */
+  limits?: Limits;
+  /** A named policy of the server's; default: the runtime's. */
+  policy?: string;
+  /** How stdout is held against `expect` (default `trailing-whitespace`). */
+  compare?: Compare;
+}
+
+/** A run of a streamed batch that ended: its index in the batch's runs (or inputs), and its result. */
+export interface BatchEvent {
+  index: number;
+  result: RunResult;
+}
+
 /** A piece of a streamed run's output, as it happened. */
 export interface Output {
   type: "output";
@@ -226,6 +277,77 @@ function runBody(runtime: string, code: string | undefined, o: RunOptions, modul
     b["egress-allow"] = o.egressAllow.map(String);
   }
   return b;
+}
+
+const BATCH_RUN_KEYS = ["code", "argv", "stdin", "limits", "expect"];
+
+/** The JSON of one run (or input) of a batch (`where` names it: `runs[3]`); a key this client
+ * does not know throws `TypeError` naming it, before anything is sent. */
+function batchRunBody(run: BatchRun | BatchInput, where: string): Schemas["BatchRunBody"] {
+  if (!run || typeof run !== "object" || Array.isArray(run)) {
+    throw new TypeError(`${where}: { code, argv, stdin, limits, expect }, not ${JSON.stringify(run)}`);
+  }
+  for (const key of Object.keys(run)) {
+    if (!BATCH_RUN_KEYS.includes(key)) {
+      throw new TypeError(`${where}: unknown key ${JSON.stringify(key)} (known: ${BATCH_RUN_KEYS.join(", ")})`);
+    }
+  }
+  const r = run as Partial<BatchRun>;
+  const b: Schemas["BatchRunBody"] = {};
+  if (r.code !== undefined) b.code = r.code;
+  if (r.argv !== undefined) {
+    if (!Array.isArray(r.argv)) throw new TypeError(`${where}.argv is a list of strings, not a string`);
+    b.argv = r.argv.map(String);
+  }
+  if (typeof r.stdin === "string") b.stdin = r.stdin;
+  else if (r.stdin !== undefined) b["stdin-base64"] = base64(r.stdin);
+  if (r.limits) b.limits = limitsBody(r.limits);
+  if (r.expect !== undefined) b.expect = String(r.expect);
+  return b;
+}
+
+/** The JSON of a batch (`POST /v1/batches`): which of `runs`, `code` and `inputs` make one is the
+ * server's to say (it names the field). */
+function batchBody(o: BatchOptions): Schemas["BatchBody"] {
+  if (!o || typeof o.runtime !== "string") throw new TypeError("a batch is { runtime, runs } or { runtime, code, inputs }");
+  const b: Schemas["BatchBody"] = { runtime: o.runtime };
+  for (const key of ["runs", "inputs"] as const) {
+    const list = o[key];
+    if (list === undefined) continue;
+    if (!Array.isArray(list)) throw new TypeError(`${key} is a list of runs`);
+    b[key] = list.map((r: BatchRun | BatchInput, i: number) => batchRunBody(r, `${key}[${i}]`));
+  }
+  if (o.code !== undefined) b.code = o.code;
+  if (o.limits) b.limits = limitsBody(o.limits);
+  if (o.policy !== undefined) b.policy = o.policy;
+  if (o.compare !== undefined) b.compare = o.compare;
+  return b;
+}
+
+/** A streamed batch's last line: its id and summary. */
+interface BatchEnd {
+  batchId: string;
+  summary: BatchSummary;
+}
+
+/** One NDJSON line of a streamed batch: a run that ended, the last line, or nothing; an error
+ * line is thrown as its error ({@link streamError}). */
+function batchEventOf(line: string): BatchEvent | BatchEnd | undefined {
+  let ev: Record<string, unknown>;
+  try {
+    ev = JSON.parse(line);
+  } catch (e) {
+    throw new StockadeError(`the server sent a line that is not JSON: ${line.slice(0, 80)}`, { cause: e });
+  }
+  if (!ev || typeof ev !== "object") return undefined;
+  if (ev.error !== undefined) throw streamError(ev.error);
+  if (typeof ev.index === "number" && ev.result && typeof ev.result === "object") {
+    return { index: ev.index, result: new RunResult(ev.result as Report) };
+  }
+  if (ev.summary && typeof ev.summary === "object") {
+    return { batchId: String(ev["batch-id"]), summary: ev.summary as BatchSummary };
+  }
+  return undefined;
 }
 
 /** A tool's answer to a call, as the server takes it (a `CallAnswer`'s JSON text): its value
@@ -380,6 +502,45 @@ export class Client {
     return new Session(this, info);
   }
 
+  /**
+   * `POST /v1/batches`: many runs of a Wasm guest's runtime (`python`, `javascript`), each in a
+   * fresh instance of its guest, sharing a few jails: `runs` (each with its own code), or one
+   * program (`code`) against many `inputs`. A run with an `expect` is judged (`result.verdict`).
+   * A bad batch is refused before anything runs, the field named (`runs[3].stdin`). The answer
+   * comes when the last run has ended, within the client's `timeoutMs` ({@link batchStream}
+   * gives each result as its run ends). A batch carries no `Idempotency-Key`: it is sent again
+   * only when nothing ran (no connection was made, or the server refused it before running it).
+   */
+  async batch(options: BatchOptions): Promise<BatchResult> {
+    const body = encoder.encode(JSON.stringify(batchBody(options)));
+    const call = { method: "POST", path: "/v1/batches", body, signal: options.signal, idempotent: false, mayRun: true };
+    return new BatchResult(json<BatchAnswer>(await request(this.#ep, call)));
+  }
+
+  /**
+   * {@link batch}, streamed (`?stream=ndjson`): `for await (const { index, result } of stream)`
+   * yields each run as it ends, in the order they end (not the runs' order); once the loop is
+   * over, `stream.summary` and `stream.batchId` say how the batch went. The request is sent when
+   * the loop begins; a refusal (before the batch starts, or an error line of the stream) is
+   * thrown as its class ({@link BadRequest}...). Leaving the loop early (`break`, or
+   * `stream.close()`) hangs up, which ends the batch: its jails take no further run.
+   */
+  batchStream(options: BatchOptions): BatchStream {
+    return new BatchStream(this.#batchLines(batchBody(options), options.signal));
+  }
+
+  /** A streamed batch's lines: each run as it ends, then the last line. */
+  async *#batchLines(body: Schemas["BatchBody"], signal: AbortSignal | undefined): AsyncGenerator<BatchEvent | BatchEnd> {
+    const bytes = encoder.encode(JSON.stringify(body));
+    const call = { method: "POST", path: "/v1/batches?stream=ndjson", body: bytes, signal, idempotent: false, mayRun: true };
+    const res = await open(this.#ep, call, this.#ep.timeoutMs);
+    for await (const line of lines(res, signal)) {
+      const ev = batchEventOf(line);
+      if (ev !== undefined) yield ev;
+    }
+    throw new StockadeError("the batch's stream ended without its summary");
+  }
+
   /** One request with a JSON body; its answer whole. */
   #call(method: string, path: string, body: unknown, signal: AbortSignal | undefined, idempotent: boolean) {
     const bytes = body === undefined ? undefined : encoder.encode(JSON.stringify(body));
@@ -455,6 +616,52 @@ export class Client {
     } catch {
       // The server answers the call for it (a timeout error) at the tool's timeout.
     }
+  }
+}
+
+/**
+ * A streamed batch ({@link Client.batchStream}): iterated once with `for await`, it yields a
+ * {@link BatchEvent} (`{ index, result }`) as each run ends; when the loop is over, `summary` and
+ * `batchId` say how the batch went (`undefined` until then, and for a stream left early).
+ * `close()`, or `await using stream = client.batchStream(...)`, hangs up: a batch left before its
+ * end is ended.
+ */
+export class BatchStream implements AsyncIterable<BatchEvent> {
+  /** The server's id of the batch, once the stream has ended. */
+  batchId: string | undefined;
+  /** How the batch went, once the stream has ended. */
+  summary: BatchSummary | undefined;
+  readonly #events: AsyncGenerator<BatchEvent>;
+
+  /** A stream of a batch's lines (made by {@link Client.batchStream}). */
+  constructor(lines: AsyncGenerator<BatchEvent | BatchEnd>) {
+    this.#events = this.#results(lines);
+  }
+
+  async *#results(lines: AsyncGenerator<BatchEvent | BatchEnd>): AsyncGenerator<BatchEvent> {
+    for await (const ev of lines) {
+      if ("index" in ev) {
+        yield ev;
+      } else {
+        this.batchId = ev.batchId;
+        this.summary = ev.summary;
+        return;
+      }
+    }
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<BatchEvent> {
+    return this.#events;
+  }
+
+  /** Ends the stream (and, before its end, the batch). */
+  async close(): Promise<void> {
+    await this.#events.return(undefined);
+  }
+
+  /** `await using stream = client.batchStream(...)`: the stream ends with the block. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
   }
 }
 

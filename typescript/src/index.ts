@@ -12,9 +12,15 @@
  */
 
 export {
+  BatchStream,
   Client,
   Session,
+  type BatchEvent,
+  type BatchInput,
+  type BatchOptions,
+  type BatchRun,
   type CallOptions,
+  type Compare,
   type ClientOptions,
   type Done,
   type FileInfo,
@@ -52,6 +58,9 @@ export {
 export { DEFAULT_SOCKET, DEFAULT_TIMEOUT_MS } from "./http.js";
 export type { components as Schemas, paths as Paths } from "./openapi.js";
 export {
+  type BatchAnswer,
+  BatchResult,
+  type BatchSummary,
   type CallRecord,
   type EgressReport,
   type Figure,
@@ -61,4 +70,5 @@ export {
   RunFailed,
   RunResult,
   type SessionRun,
+  type Verdict,
 } from "./result.js";

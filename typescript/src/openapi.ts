@@ -222,6 +222,144 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/batches": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Run many programs (or one program against many inputs) of a Wasm guest's runtime, each in a fresh instance, sharing a jail; judge each against its expect */
+        post: {
+            parameters: {
+                query?: {
+                    /** @description answer as NDJSON lines as the runs end, a BatchEvent each: {"index", "result": RunResult}, then {"batch-id", "summary"} (or {"error"}); a client that hangs up ends its batch */
+                    stream?: "ndjson";
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["BatchBody"];
+                };
+            };
+            responses: {
+                /** @description the batch ran (whatever its runs' statuses) */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["BatchAnswer"];
+                        "application/x-ndjson": string;
+                    };
+                };
+                /** @description a bad request: the field is named (runs[3].stdin) */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description TCP without a bearer token */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description a token that is not accepted */
+                403: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description no such policy */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the body did not arrive in time */
+                408: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the body is over requests.body-max-bytes */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description not application/json */
+                415: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the queue is full */
+                429: {
+                    headers: {
+                        /** @description seconds */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the batch's jail could not be built, or a bug of the server's */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description the server is draining, the queue wait timed out, or the answers in memory have no room for the batch's */
+                503: {
+                    headers: {
+                        /** @description seconds */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/sessions": {
         parameters: {
             query?: never;
@@ -1496,6 +1634,13 @@ export interface components {
             "value-repr"?: string | null;
             /** @description The figures the code left open (a runtime with matplotlib), in order. */
             outputs?: components["schemas"]["GivenOutput"][];
+            /**
+             * @description The jail this run shared with others, when it did: `batch` (a batch's runs, each in a
+             *     fresh instance of its guest, the layers below the jail's).
+             */
+            jail?: string | null;
+            /** @description The batch it was a run of. */
+            "batch-id"?: string | null;
             /** @description Each layer, in the order the jail applies them. */
             enforcement: components["schemas"]["LayerReport"][];
         };
@@ -1824,6 +1969,13 @@ export interface components {
             "value-repr"?: string | null;
             /** @description The figures the code left open (a runtime with matplotlib), in order. */
             outputs?: components["schemas"]["GivenOutput"][];
+            /**
+             * @description The jail this run shared with others, when it did: `batch` (a batch's runs, each in a
+             *     fresh instance of its guest, the layers below the jail's).
+             */
+            jail?: string | null;
+            /** @description The batch it was a run of. */
+            "batch-id"?: string | null;
             /** @description Each layer, in the order the jail applies them. */
             enforcement: components["schemas"]["LayerReport"][];
             /** @description The files given back, in path order (when `return-files` asked for some). */
@@ -1842,6 +1994,8 @@ export interface components {
             "files-skipped-count"?: number | null;
             /** @description A run of a session: the session, this run's id, and its workspace as kept. */
             session?: components["schemas"]["SessionRun"] | null;
+            /** @description A batch's run with an `expect`: the judge's word on it. */
+            verdict?: components["schemas"]["Verdict"] | null;
         };
         /** @description A file given back. */
         ReturnedFile: {
@@ -1903,6 +2057,8 @@ export interface components {
         };
         /** @description What became of a live session's interpreter in a run. */
         Interpreter: "started" | "kept" | "restarted" | "resumed";
+        /** @description A judge's word on one run with an `expect`. */
+        Verdict: "accepted" | "wrong-answer" | "timeout" | "memory-limit" | "output-limit" | "runtime-error" | "internal-error";
         /** @description `{"error": {"code", "message", "field"}}`: a refusal's body. */
         Error: {
             error: components["schemas"]["ApiError"];
@@ -2233,6 +2389,11 @@ export interface components {
             "return-files-max-count": number;
             /** Format: uint64 */
             "return-files-max-bytes": number;
+            /**
+             * Format: uint32
+             * @description The runs (or inputs) of one batch.
+             */
+            "batch-max-runs": number;
         };
         /** @description The sessions the server keeps. */
         SessionsInfo: {
@@ -2262,6 +2423,130 @@ export interface components {
             "workspace-max-bytes": number;
             /** Format: uint64 */
             "workspace-max-files": number;
+        };
+        /** @description `POST /v1/batches`, as sent: `runs`, or `code` with `inputs`. */
+        BatchBody: {
+            /** @description A Wasm guest's runtime (`python`, `javascript`). */
+            runtime: string;
+            /**
+             * @description A named policy (`GET /v1/info`); default: the runtime's.
+             * @default null
+             */
+            policy?: string | null;
+            /**
+             * @description Every run's limits (tighter than the policy's); `memory-max-bytes` and `pids-max` are the
+             *     batch's jails' (their runs share them).
+             * @default {
+             *       "wall-timeout-ms": null,
+             *       "memory-max-bytes": null,
+             *       "pids-max": null,
+             *       "stdout-max-bytes": null,
+             *       "stderr-max-bytes": null,
+             *       "wasm-memory-max-bytes": null,
+             *       "fuel": null
+             *     }
+             */
+            limits?: components["schemas"]["Limits"];
+            /**
+             * @description Each run's own code (and input): at most `requests.batch-max-runs`.
+             * @default []
+             */
+            runs?: components["schemas"]["BatchRunBody"][];
+            /**
+             * @description One program for every input (with `inputs`).
+             * @default null
+             */
+            code?: string | null;
+            /**
+             * @description The inputs `code` runs against, one run each (no `code` of their own).
+             * @default []
+             */
+            inputs?: components["schemas"]["BatchRunBody"][];
+            /**
+             * @description How a run's stdout is held against its `expect` (default `trailing-whitespace`).
+             * @default trailing-whitespace
+             */
+            compare?: components["schemas"]["Compare"];
+        };
+        /** @description One run of a batch, as sent. */
+        BatchRunBody: {
+            /**
+             * @description Its code (in `runs`; none in `inputs`).
+             * @default null
+             */
+            code?: string | null;
+            /** @default [] */
+            argv?: string[];
+            /** @default null */
+            stdin?: string | null;
+            /** @default null */
+            "stdin-base64"?: string | null;
+            /**
+             * @description Its own limits, tighter than the batch's: the wall clock, output caps, a guest's fuel and
+             *     linear memory (its memory and processes are its jail's).
+             * @default {
+             *       "wall-timeout-ms": null,
+             *       "memory-max-bytes": null,
+             *       "pids-max": null,
+             *       "stdout-max-bytes": null,
+             *       "stderr-max-bytes": null,
+             *       "wasm-memory-max-bytes": null,
+             *       "fuel": null
+             *     }
+             */
+            limits?: components["schemas"]["Limits"];
+            /**
+             * @description What it must print on stdout for the verdict `accepted` (see `compare`); without it, the
+             *     run has no verdict.
+             * @default null
+             */
+            expect?: string | null;
+        };
+        /** @description How stdout is held against `expect`. */
+        Compare: "exact" | "trailing-whitespace";
+        /** @description What a batch answers: every run's result, in the runs' order, and the batch's count. */
+        BatchAnswer: {
+            "batch-id": string;
+            results: components["schemas"]["RunResult"][];
+            summary: components["schemas"]["BatchSummary"];
+        };
+        /** @description How a batch went. */
+        BatchSummary: {
+            /** Format: uint32 */
+            runs: number;
+            /** @description Runs by status (`ok`, `timeout`, ...). */
+            statuses: {
+                [key: string]: number;
+            };
+            /** @description Runs with an `expect`, by verdict. */
+            verdicts: {
+                [key: string]: number;
+            };
+            /**
+             * Format: uint32
+             * @description The jails the batch's runs shared (a run that ends its jail, at its wall clock say, has
+             *     the next run in a new one).
+             */
+            jails: number;
+            /**
+             * Format: double
+             * @description From its admission to its last run's end.
+             */
+            "wall-ms": number;
+        };
+        /**
+         * @description One line of a streamed batch (`?stream=ndjson`): a run's result as it ends, with its index;
+         *     the last line the summary.
+         */
+        BatchEvent: {
+            /** Format: uint32 */
+            index: number;
+            result: components["schemas"]["RunResult"];
+        } | {
+            "batch-id": string;
+            summary: components["schemas"]["BatchSummary"];
+        } | {
+            error: components["schemas"]["ApiError"];
         };
         /** @description A host call of a streaming run, as its `call` event says it */
         HostCall: {

@@ -16,6 +16,17 @@ export type LayerReport = components["schemas"]["LayerReport"];
 export type Interpreter = components["schemas"]["Interpreter"];
 /** A session's part of a run's answer. */
 export type SessionRun = components["schemas"]["SessionRun"];
+/**
+ * A judge's word on a batch's run with an `expect`: `accepted` (it ended well and printed what
+ * was expected), `wrong-answer`, `timeout` (its wall clock or its fuel), `memory-limit`,
+ * `output-limit`, `runtime-error` (it raised, exited non-zero, trapped or was killed),
+ * `internal-error` (the jail failed it).
+ */
+export type Verdict = components["schemas"]["Verdict"];
+/** How a batch went: its runs, how many ended with each status and each verdict, its jails, its wall time. */
+export type BatchSummary = components["schemas"]["BatchSummary"];
+/** `POST /v1/batches`'s answer as the server sends it. */
+export type BatchAnswer = components["schemas"]["BatchAnswer"];
 
 /** A figure the run's code left open, given back (`type` is `image/png`). */
 export interface Figure {
@@ -84,6 +95,12 @@ export class RunResult {
   readonly valueRepr: string | null;
   /** The figures the code left open (a runtime with matplotlib), as PNG. */
   readonly outputs: Figure[];
+  /** A batch's run with an `expect`: the judge's word on it; else `null`. */
+  readonly verdict: Verdict | null;
+  /** The jail this run shared with others, when it did: `batch` (a batch's run); else `null`. */
+  readonly jail: string | null;
+  /** The batch this run was one of (`b-...`); else `null`. */
+  readonly batchId: string | null;
   /** The whole report, as the server sent it. */
   readonly report: Report;
 
@@ -117,6 +134,9 @@ export class RunResult {
       type: o.type,
       data: new Uint8Array(Buffer.from(o.base64, "base64")),
     }));
+    this.verdict = report.verdict ?? null;
+    this.jail = report.jail ?? null;
+    this.batchId = report["batch-id"] ?? null;
   }
 
   /** The program exited with 0 (status `ok`). */
@@ -170,5 +190,33 @@ export class RunFailed extends StockadeError {
     const detail = result.error ?? last;
     super(`the run ended with ${result.status}${detail ? `: ${detail}` : ""}`, { code: result.status });
     this.result = result;
+  }
+}
+
+/**
+ * What a batch did ({@link Client.batch}): every run's {@link RunResult} in the runs' order (each
+ * with its `verdict` when it had an `expect`, `jail === "batch"` and the `batchId`), the
+ * {@link BatchSummary}, and the batch's id.
+ */
+export class BatchResult {
+  /** The server's id of the batch (`b-...`). */
+  readonly batchId: string;
+  /** Every run's result, in the runs' (or inputs') order. */
+  readonly results: RunResult[];
+  /** How the batch went: `runs`, `statuses`, `verdicts` (each a count), `jails`, `wall-ms`. */
+  readonly summary: BatchSummary;
+  /** The whole answer, as the server sent it. */
+  readonly answer: BatchAnswer;
+
+  constructor(answer: BatchAnswer) {
+    this.answer = answer;
+    this.batchId = answer["batch-id"];
+    this.results = (answer.results ?? []).map((r) => new RunResult(r as Report));
+    this.summary = answer.summary;
+  }
+
+  /** Each run's verdict, in the runs' order (`null` for a run with no `expect`). */
+  get verdicts(): (Verdict | null)[] {
+    return this.results.map((r) => r.verdict);
   }
 }

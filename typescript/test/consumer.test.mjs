@@ -83,7 +83,7 @@ test("imported from ESM and from CommonJS", () => {
 });
 
 test("a TypeScript file type-checks with --strict and runs", () => {
-  const ts = `import { Client, RunResult, StockadeError, type StreamEvent, type Limits } from "stockade";
+  const ts = `import { Client, RunResult, StockadeError, type StreamEvent, type Limits, type BatchInput, BatchResult, type Verdict } from "stockade";
 import { homedir } from "node:os";
 
 const client = new Client({ socket: \`\${homedir()}/api.sock\` });
@@ -104,6 +104,12 @@ const answered = await client.runJs("console.log(host.call('up', 'ok'))", {
   tools: { up: async (t: unknown) => String(t).toUpperCase() },
 });
 console.log(answered.stdout.trim(), answered.hostCalls[0]?.outcome);
+const inputs: BatchInput[] = [{ stdin: "1", expect: "2" }, { stdin: "2", expect: "5" }];
+const judged: BatchResult = await client.batch({ runtime: "python", code: "print(int(input()) * 2)", inputs });
+const verdict: Verdict | null = judged.results[1]?.verdict ?? null;
+const batch = client.batchStream({ runtime: "javascript", runs: [{ code: "console.log(1)", expect: "1" }] });
+for await (const { index, result } of batch) console.log(index, result.stdout.trim(), result.verdict);
+console.log(judged.verdicts.join(), verdict, batch.summary?.runs);
 try {
   await client.runPython("1", { policy: "none-such" });
 } catch (e) {
@@ -126,7 +132,7 @@ client.close();
       "--types", "node", "--typeRoots", join(SDK, "node_modules", "@types"), "bad.ts"], { cwd: project, encoding: "utf8" }),
     (e) => /wallTimeout/.test(e.stdout),
   );
-  assert.equal(node([join("out", "main.js")], project), "42 0 42 kept\ns\nOK ok\nPolicyNotFound 404\n");
+  assert.equal(node([join("out", "main.js")], project), "42 0 42 kept\ns\nOK ok\n0 1 accepted\naccepted,wrong-answer wrong-answer 1\nPolicyNotFound 404\n");
 });
 
 test("the quick starts run verbatim", () => {

@@ -71,6 +71,7 @@ impl Engine {
                 files_max_bytes: r.files_max_bytes,
                 return_files_max_count: r.return_files_max_count,
                 return_files_max_bytes: r.return_files_max_bytes,
+                batch_max_runs: r.batch_max_runs,
             },
             sessions: SessionsInfo {
                 max: s.max,

@@ -6,10 +6,17 @@
 42
 """
 
-from ._client import AsyncClient, AsyncSession, Client, Session
+from ._client import AsyncBatchStream, AsyncClient, AsyncSession, BatchStream, Client, Session
 from ._types import (
     BadRequest,
+    BatchAnswer,
+    BatchEvent,
+    BatchInput,
+    BatchResult,
+    BatchRun,
+    BatchSummary,
     Busy,
+    Compare,
     Figure,
     FileInfo,
     Health,
@@ -39,6 +46,7 @@ from ._types import (
     StockadeError,
     Tool,
     Unauthorized,
+    Verdict,
     Warm,
     WorkspaceUse,
 )
@@ -84,4 +92,14 @@ __all__ = [
     "Info",
     "WorkspaceUse",
     "SessionInfo",
+    "BatchRun",
+    "BatchInput",
+    "BatchResult",
+    "BatchStream",
+    "AsyncBatchStream",
+    "BatchEvent",
+    "BatchSummary",
+    "BatchAnswer",
+    "Verdict",
+    "Compare",
 ]

@@ -4,13 +4,30 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator, Dict, Iterable, Iterator, List, Optional, Sequence, Union, cast
+from typing import (
+    Any,
+    AsyncGenerator,
+    AsyncIterator,
+    Dict,
+    Generator,
+    Iterable,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Union,
+    cast,
+)
 
 import httpcore
 import httpx
 
 from . import _wire
 from ._types import (
+    BatchEvent,
+    BatchResult,
+    BatchSummary,
+    Compare,
     FileInfo,
     Health,
     HostCall,
@@ -24,9 +41,11 @@ from ._types import (
     StockadeError,
 )
 
-__all__ = ["Client", "AsyncClient", "Session", "AsyncSession"]
+__all__ = ["Client", "AsyncClient", "Session", "AsyncSession", "BatchStream", "AsyncBatchStream"]
 
 Event = Union[Output, Result]
+#: A streamed batch's lines as the client reads them: a run that ended, then the last line.
+_BatchLine = Union[BatchEvent, Dict[str, Any]]
 
 
 class _Base:
@@ -238,6 +257,73 @@ class Client(_Base):
             return_files=return_files, tools=tools,
         )
         yield from self._streamed("/v1/runs", b, tools, None)
+
+    def batch(
+        self,
+        runtime: str,
+        runs: Optional[_wire.BatchEntries] = None,
+        *,
+        code: Optional[str] = None,
+        inputs: Optional[_wire.BatchEntries] = None,
+        limits: Optional[_wire.Limits] = None,
+        policy: Optional[str] = None,
+        compare: Optional[Compare] = None,
+    ) -> BatchResult:
+        """``POST /v1/batches``: many runs of ``runtime`` (a Wasm guest's: ``python``,
+        ``javascript``), each in a fresh instance of its guest, sharing a few jails. Either
+        ``runs`` (each a :class:`BatchRun`, or a dict with its keys: ``code``, ``argv``, ``stdin``,
+        ``limits``, ``expect``), or one program, ``code``, against many ``inputs`` (each a
+        :class:`BatchInput`, or such a dict without ``code``). A run with an ``expect`` is judged
+        (``result.verdict``), its stdout held against it as ``compare`` says (``"exact"``, or the
+        server's default ``"trailing-whitespace"``).
+
+        ``limits`` are every run's (a run's own may only tighten them), and the jails':
+        ``memory_max_bytes`` and ``pids_max`` are set here, never in a run's own (a
+        :class:`BadRequest` naming ``runs[N].limits.memory-max-bytes``). A bad batch is refused
+        before anything runs, the field named (``runs[3].stdin``). The answer, a
+        :class:`BatchResult`, comes when the last run has ended, within the client's ``timeout``
+        (:meth:`batch_stream` gives each result as its run ends). A batch carries no
+        ``Idempotency-Key``: it is asked again only when nothing ran (no connection was made, or
+        the server refused it before running it)."""
+        b = _wire.batch_body(runtime, runs, code=code, inputs=inputs, limits=limits, policy=policy, compare=compare)
+        return BatchResult.from_answer(self._request("POST", "/v1/batches", json_body=b, idempotent=False).json())
+
+    def batch_stream(
+        self,
+        runtime: str,
+        runs: Optional[_wire.BatchEntries] = None,
+        *,
+        code: Optional[str] = None,
+        inputs: Optional[_wire.BatchEntries] = None,
+        limits: Optional[_wire.Limits] = None,
+        policy: Optional[str] = None,
+        compare: Optional[Compare] = None,
+    ) -> "BatchStream":
+        """:meth:`batch`, streamed (``?stream=ndjson``): a :class:`BatchStream` that yields a
+        :class:`BatchEvent` (``index, result``) as each run ends, in the order they end (not the
+        runs' order), then stops; its ``summary`` and ``batch_id`` are then set. The request is
+        sent when the iteration begins; a refusal (before the batch starts, or an error line of
+        the stream) is raised as its class (:class:`BadRequest`...). Closing the stream before its
+        end (``close()``, or leaving its ``with`` block) hangs up, which ends the batch: its jails
+        take no further run."""
+        b = _wire.batch_body(runtime, runs, code=code, inputs=inputs, limits=limits, policy=policy, compare=compare)
+        return BatchStream(self._batch_lines(b))
+
+    def _batch_lines(self, b: Dict[str, Any]) -> Generator[_BatchLine, None, None]:
+        retry = _wire.Retry(self._retries, False)
+        while True:
+            try:
+                with self._http.stream("POST", "/v1/batches", params={"stream": "ndjson"}, json=b) as response:
+                    if response.status_code == 200:
+                        for line in response.iter_lines():
+                            ev = _wire.batch_event(line.encode("utf-8"))
+                            if ev is not None:
+                                yield ev
+                        raise StockadeError("the batch's stream ended without its summary")
+                    failure: Exception = _wire.error_for(response, response.read())
+            except httpx.TransportError as e:
+                failure = e
+            time.sleep(retry.after(failure))
 
     def _streamed(self, path: str, b: Dict[str, Any], tools: Optional[_wire.Tools], session: Optional[str]) -> Iterator[Event]:
         retry = _wire.Retry(self._retries, False)
@@ -538,6 +624,53 @@ class AsyncClient(_Base):
         async for ev in self._streamed("/v1/runs", b, tools, None):
             yield ev
 
+    async def batch(
+        self,
+        runtime: str,
+        runs: Optional[_wire.BatchEntries] = None,
+        *,
+        code: Optional[str] = None,
+        inputs: Optional[_wire.BatchEntries] = None,
+        limits: Optional[_wire.Limits] = None,
+        policy: Optional[str] = None,
+        compare: Optional[Compare] = None,
+    ) -> BatchResult:
+        """See :meth:`Client.batch`."""
+        b = _wire.batch_body(runtime, runs, code=code, inputs=inputs, limits=limits, policy=policy, compare=compare)
+        response = await self._request("POST", "/v1/batches", json_body=b, idempotent=False)
+        return BatchResult.from_answer(response.json())
+
+    def batch_stream(
+        self,
+        runtime: str,
+        runs: Optional[_wire.BatchEntries] = None,
+        *,
+        code: Optional[str] = None,
+        inputs: Optional[_wire.BatchEntries] = None,
+        limits: Optional[_wire.Limits] = None,
+        policy: Optional[str] = None,
+        compare: Optional[Compare] = None,
+    ) -> "AsyncBatchStream":
+        """See :meth:`Client.batch_stream` (``async for i, result in client.batch_stream(...)``)."""
+        b = _wire.batch_body(runtime, runs, code=code, inputs=inputs, limits=limits, policy=policy, compare=compare)
+        return AsyncBatchStream(self._batch_lines(b))
+
+    async def _batch_lines(self, b: Dict[str, Any]) -> AsyncGenerator[_BatchLine, None]:
+        retry = _wire.Retry(self._retries, False)
+        while True:
+            try:
+                async with self._http.stream("POST", "/v1/batches", params={"stream": "ndjson"}, json=b) as response:
+                    if response.status_code == 200:
+                        async for line in response.aiter_lines():
+                            ev = _wire.batch_event(line.encode("utf-8"))
+                            if ev is not None:
+                                yield ev
+                        raise StockadeError("the batch's stream ended without its summary")
+                    failure: Exception = _wire.error_for(response, await response.aread())
+            except httpx.TransportError as e:
+                failure = e
+            await asyncio.sleep(retry.after(failure))
+
     async def _streamed(
         self, path: str, b: Dict[str, Any], tools: Optional[_wire.Tools], session: Optional[str]
     ) -> AsyncIterator[Event]:
@@ -837,6 +970,71 @@ class AsyncSession:
             await self._client._request("DELETE", f"/v1/sessions/{self.id}")
         except (SessionNotFound, SessionEnded):
             pass
+
+
+class BatchStream:
+    """A streamed batch (:meth:`Client.batch_stream`): iterated, it yields a :class:`BatchEvent`
+    (``index, result``) as each run ends, in the order they end; once it has stopped, ``summary``
+    (a :class:`BatchSummary`) and ``batch_id`` say how the batch went (``None`` until then). It is
+    iterated once. ``close()``, or leaving its ``with`` block, hangs up: a batch left before its
+    end is ended, its jails taking no further run."""
+
+    def __init__(self, lines: Generator[_BatchLine, None, None]) -> None:
+        self._lines = lines
+        self.batch_id: Optional[str] = None
+        self.summary: Optional[BatchSummary] = None
+
+    def __iter__(self) -> "BatchStream":
+        return self
+
+    def __next__(self) -> BatchEvent:
+        ev = next(self._lines)
+        if isinstance(ev, BatchEvent):
+            return ev
+        self.batch_id, self.summary = ev["batch-id"], cast(BatchSummary, ev["summary"])
+        self.close()
+        raise StopIteration
+
+    def close(self) -> None:
+        """Ends the stream (and, before its end, the batch)."""
+        self._lines.close()
+
+    def __enter__(self) -> "BatchStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncBatchStream:
+    """:class:`BatchStream` for an :class:`AsyncClient`: ``async for i, result in stream``, then
+    ``stream.summary``; ``await stream.aclose()`` or ``async with`` hangs up."""
+
+    def __init__(self, lines: AsyncGenerator[_BatchLine, None]) -> None:
+        self._lines = lines
+        self.batch_id: Optional[str] = None
+        self.summary: Optional[BatchSummary] = None
+
+    def __aiter__(self) -> "AsyncBatchStream":
+        return self
+
+    async def __anext__(self) -> BatchEvent:
+        ev = await self._lines.__anext__()
+        if isinstance(ev, BatchEvent):
+            return ev
+        self.batch_id, self.summary = ev["batch-id"], cast(BatchSummary, ev["summary"])
+        await self.aclose()
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        """Ends the stream (and, before its end, the batch)."""
+        await self._lines.aclose()
+
+    async def __aenter__(self) -> "AsyncBatchStream":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 def _last(events: Iterator[Event]) -> Result:

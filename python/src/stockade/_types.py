@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Literal, Mapping, Optional, TypedDict
+from typing import Any, Dict, List, Literal, Mapping, NamedTuple, Optional, Sequence, TypedDict, Union, cast
 
 __all__ = [
     "Limits",
@@ -38,6 +38,14 @@ __all__ = [
     "Info",
     "WorkspaceUse",
     "SessionInfo",
+    "Verdict",
+    "Compare",
+    "BatchRun",
+    "BatchInput",
+    "BatchSummary",
+    "BatchAnswer",
+    "BatchEvent",
+    "BatchResult",
 ]
 
 
@@ -319,6 +327,13 @@ class Result:
     value_repr: Optional[str] = None
     #: The figures the code left open (a runtime with matplotlib), as PNG.
     outputs: List[Figure] = field(default_factory=list)
+    #: A batch's run with an ``expect``: the judge's word on it (:data:`Verdict`: ``accepted``,
+    #: ``wrong-answer``, ``timeout``...); else ``None``.
+    verdict: Optional[str] = None
+    #: The jail this run shared with others, when it did: ``"batch"`` (a batch's run); else ``None``.
+    jail: Optional[str] = None
+    #: The batch this run was one of (``b-...``); else ``None``.
+    batch_id: Optional[str] = None
 
     @property
     def interpreter(self) -> Optional[str]:
@@ -408,6 +423,9 @@ class Result:
                 Figure(type=str(o.get("type")), data=base64.b64decode(o.get("base64") or ""))
                 for o in report.get("outputs") or []
             ],
+            verdict=report.get("verdict"),
+            jail=report.get("jail"),
+            batch_id=report.get("batch-id"),
         )
 
 
@@ -547,6 +565,7 @@ _RequestsInfo = TypedDict(
         "files-max-bytes": int,
         "return-files-max-count": int,
         "return-files-max-bytes": int,
+        "batch-max-runs": int,
     },
 )
 
@@ -647,3 +666,113 @@ class SessionInfo(_SessionInfo, _SessionInfoOptional):
     workspace holds, the session it was forked from (``forked-from``), if it was, and where its
     interpreter is (``state``; hibernated, ``hibernate-ms`` and ``image-bytes`` say what its
     hibernation took)."""
+
+
+# Batches (``Client.batch``): many runs of a Wasm guest's runtime, each a fresh instance of its
+# guest, sharing a few jails; a run with an ``expect`` is judged.
+
+#: A judge's word on a batch's run with an ``expect`` (``Result.verdict``): ``accepted`` (it ended
+#: well and printed what was expected), ``wrong-answer`` (it ended well and printed something
+#: else), ``timeout`` (its wall clock or its fuel ran out), ``memory-limit`` (its linear memory or
+#: its jail's memory), ``output-limit``, ``runtime-error`` (it raised, exited non-zero, trapped or
+#: was killed), ``internal-error`` (the jail failed it).
+Verdict = Literal[
+    "accepted", "wrong-answer", "timeout", "memory-limit", "output-limit", "runtime-error", "internal-error"
+]
+
+#: How a batch's run's stdout is held against its ``expect``: ``exact`` (byte for byte) or
+#: ``trailing-whitespace`` (the server's default: line by line, each line's trailing spaces, tabs
+#: and ``\r`` ignored, and blank lines at the end).
+Compare = Literal["exact", "trailing-whitespace"]
+
+_LimitsArg = Union[Limits, Mapping[str, Optional[int]]]
+
+
+@dataclass(frozen=True)
+class BatchInput:
+    """One input of a batch that runs one program against many (``Client.batch(runtime, code=...,
+    inputs=[...])``): its ``argv``, its ``stdin`` (text or bytes), its own ``limits``, and what the
+    program must print on stdout for the verdict ``accepted`` (``expect``; without it the run has
+    no verdict). A dict with these keys is the same.
+
+    A run's ``limits`` may only tighten the batch's, and only the wall clock, the output caps, a
+    guest's fuel and linear memory: its memory and processes are its jail's, shared with the
+    batch's other runs (set them in the batch's ``limits``; here they are :class:`BadRequest`
+    naming ``inputs[N].limits.memory-max-bytes``)."""
+
+    argv: Optional[Sequence[str]] = None
+    stdin: Union[str, bytes, None] = None
+    limits: Optional[_LimitsArg] = None
+    expect: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class BatchRun:
+    """One run of a batch with its own ``code`` (``Client.batch(runtime, [BatchRun(code), ...])``):
+    :class:`BatchInput`'s ``argv``, ``stdin``, ``limits`` and ``expect``, and the code. A dict
+    with these keys is the same."""
+
+    code: str
+    argv: Optional[Sequence[str]] = None
+    stdin: Union[str, bytes, None] = None
+    limits: Optional[_LimitsArg] = None
+    expect: Optional[str] = None
+
+
+_BatchSummary = TypedDict(
+    "_BatchSummary",
+    {"runs": int, "statuses": Dict[str, int], "verdicts": Dict[str, int], "jails": int, "wall-ms": float},
+)
+
+
+class BatchSummary(_BatchSummary):
+    """How a batch went (``BatchResult.summary``, ``BatchStream.summary``): its ``runs``, how many
+    ended with each status (``statuses``: ``{"ok": 99, "timeout": 1}``) and, of those with an
+    ``expect``, with each :data:`Verdict` (``verdicts``), the ``jails`` its runs shared (a run that
+    ends its jail, at its wall clock say, has the next run in a new one), and ``wall-ms``, from its
+    admission to its last run's end."""
+
+
+_BatchAnswer = TypedDict(
+    "_BatchAnswer", {"batch-id": str, "results": List[Dict[str, Any]], "summary": BatchSummary}
+)
+
+
+class BatchAnswer(_BatchAnswer):
+    """``POST /v1/batches``'s answer as the server sent it (``BatchResult.answer``): the batch's
+    id, every run's report in the runs' order, and the summary."""
+
+
+class BatchEvent(NamedTuple):
+    """A run of a streamed batch that ended (``Client.batch_stream``): its ``index`` in the
+    batch's runs (or inputs) and its :class:`Result`; a tuple, so ``for i, result in stream``."""
+
+    index: int
+    result: Result
+
+
+@dataclass
+class BatchResult:
+    """What a batch did (``Client.batch``): ``results``, every run's :class:`Result` in the
+    runs' order (each with its ``verdict`` when it had an ``expect``, ``jail == "batch"`` and the
+    ``batch_id``), the ``summary`` (a :class:`BatchSummary`), and the ``batch_id``. ``answer``
+    keeps the whole answer as the server sent it."""
+
+    batch_id: str
+    results: List[Result]
+    summary: BatchSummary
+    answer: BatchAnswer = field(repr=False)
+
+    @property
+    def verdicts(self) -> List[Optional[str]]:
+        """Each run's verdict, in the runs' order (``None`` for a run with no ``expect``)."""
+        return [r.verdict for r in self.results]
+
+    @classmethod
+    def from_answer(cls, answer: Dict[str, Any]) -> "BatchResult":
+        return cls(
+            batch_id=str(answer.get("batch-id")),
+            results=[Result.from_report(r) for r in answer.get("results") or []],
+            summary=cast(BatchSummary, answer.get("summary") or {}),
+            answer=cast(BatchAnswer, answer),
+        )

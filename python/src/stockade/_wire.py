@@ -13,12 +13,16 @@ import httpx
 
 from ._types import (
     BadRequest,
+    BatchEvent,
+    BatchInput,
+    BatchRun,
     Busy,
     HostCall,
     Limits as LimitsType,
     Mode,
     Output,
     PolicyNotFound,
+    Result,
     ServerUnavailable,
     SessionBusy,
     SessionEnded,
@@ -240,6 +244,84 @@ def session_run_body(
     )
     del b["runtime"]
     return b
+
+
+#: ``runs=`` / ``inputs=``: each a :class:`BatchRun` / :class:`BatchInput`, or a mapping with
+#: their keys (``code``, ``argv``, ``stdin``, ``limits``, ``expect``).
+BatchEntries = Iterable[Union[BatchRun, BatchInput, Mapping[str, Any]]]
+
+_RUN_KEYS = ("code", "argv", "stdin", "limits", "expect")
+
+
+def batch_entry(entry: Any, where: str) -> Dict[str, Any]:
+    """The JSON of one run (or input) of a batch (``where`` names it: ``runs[3]``); a mapping's key
+    this client does not know raises :class:`TypeError` naming it, before anything is sent."""
+    if isinstance(entry, (BatchRun, BatchInput)):
+        values: Dict[str, Any] = {k: getattr(entry, k, None) for k in _RUN_KEYS}
+    elif isinstance(entry, Mapping):
+        unknown = [k for k in entry if k not in _RUN_KEYS]
+        if unknown:
+            raise TypeError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(_RUN_KEYS)})")
+        values = dict(entry)
+    else:
+        raise TypeError(f"{where}: a BatchRun, a BatchInput or a dict, not {type(entry).__name__}")
+    b = body("", code=values.get("code"), argv=values.get("argv"), stdin=values.get("stdin"), limits=values.get("limits"))
+    del b["runtime"]
+    if values.get("expect") is not None:
+        b["expect"] = str(values["expect"])
+    return b
+
+
+def batch_body(
+    runtime: str,
+    runs: Optional[BatchEntries] = None,
+    *,
+    code: Optional[str] = None,
+    inputs: Optional[BatchEntries] = None,
+    limits: Optional[Limits] = None,
+    policy: Optional[str] = None,
+    compare: Optional[str] = None,
+) -> Dict[str, Any]:
+    """The JSON of ``POST /v1/batches``: ``runs``, or ``code`` with ``inputs`` (which of them make a
+    batch is the server's to say: it names the field)."""
+    b: Dict[str, Any] = {"runtime": runtime}
+    for key, entries in (("runs", runs), ("inputs", inputs)):
+        if entries is None:
+            continue
+        if isinstance(entries, (str, bytes, Mapping)):
+            raise TypeError(f"{key} is a list of runs, not a {type(entries).__name__}")
+        b[key] = [batch_entry(e, f"{key}[{i}]") for i, e in enumerate(entries)]
+    if code is not None:
+        b["code"] = code
+    if limits:
+        b["limits"] = LimitsType.of(limits).to_json()
+    if policy is not None:
+        b["policy"] = policy
+    if compare is not None:
+        b["compare"] = compare
+    return b
+
+
+def batch_event(line: bytes) -> Union[BatchEvent, Dict[str, Any], None]:
+    """One NDJSON line of a streamed batch: a :class:`BatchEvent` for a run that ended, the last
+    line (``{"batch-id", "summary"}``, a dict), or ``None``; an error line is raised as its
+    exception (:func:`stream_error`)."""
+    line = line.strip()
+    if not line:
+        return None
+    try:
+        ev = json.loads(line)
+    except ValueError as e:
+        raise StockadeError(f"the server sent a line that is not JSON: {line[:80]!r}") from e
+    if not isinstance(ev, dict):
+        return None
+    if "error" in ev:
+        raise stream_error(ev["error"])
+    if isinstance(ev.get("result"), dict) and isinstance(ev.get("index"), int):
+        return BatchEvent(ev["index"], Result.from_report(ev["result"]))
+    if isinstance(ev.get("summary"), dict):
+        return {"batch-id": str(ev["batch-id"]), "summary": ev["summary"]}
+    return None
 
 
 def file_path(session: str, path: str) -> str:

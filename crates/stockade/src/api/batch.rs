@@ -138,7 +138,7 @@ impl BatchSummary {
 /// One line of a streamed batch (`?stream=ndjson`): a run's result as it ends, with its index;
 /// the last line the summary.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "kebab-case", untagged)]
+#[serde(untagged, rename_all_fields = "kebab-case")]
 pub enum BatchEvent {
     Result { index: u32, result: Box<RunResult> },
     Summary { batch_id: String, summary: BatchSummary },

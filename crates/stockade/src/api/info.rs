@@ -148,6 +148,8 @@ pub struct RequestsInfo {
     pub files_max_bytes: u64,
     pub return_files_max_count: u32,
     pub return_files_max_bytes: u64,
+    /// The runs (or inputs) of one batch.
+    pub batch_max_runs: u32,
 }
 
 /// The sessions the server keeps.
