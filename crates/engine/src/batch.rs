@@ -79,9 +79,14 @@ impl Engine {
         }
         let policy =
             self.catalog.policies.get(&req.policy_name).ok_or_else(|| super::internal("the batch's policy is gone"))?;
-        let wall_ms = req.limits.wall_timeout_ms.unwrap_or(10_000);
+        // Within the policy's (checked), so always set; the policy's when it were not.
+        let wall_ms = req
+            .limits
+            .wall_timeout_ms
+            .unwrap_or_else(|| u64::try_from(policy.wall_timeout.as_millis()).unwrap_or(u64::MAX));
         // The jails' clock has the grace of each run's own (see `BATCH_GRACE_MS`).
-        let jail = stockade::policy::Limits { wall_timeout_ms: Some(wall_ms + BATCH_GRACE_MS), ..req.limits };
+        let jail =
+            stockade::policy::Limits { wall_timeout_ms: Some(wall_ms.saturating_add(BATCH_GRACE_MS)), ..req.limits };
         let policy = jail.applied_to(policy);
         let runner = self.runner.clone();
         let recipe = tokio::task::spawn_blocking(move || Recipe::build_batch(guest, &policy, &runner))
