@@ -16,7 +16,7 @@ use stockade::api::{self, ApiError, ErrorCode};
 use stockade_engine::{Command, Readiness, Reply, Run, sessions::owner_of};
 
 pub fn router(app: App) -> Router {
-    Router::new()
+    let api = Router::new()
         .route("/v1/runs", post(runs))
         .route("/v1/batches", post(super::batches::batches))
         .route("/v1/runs/{run}/calls/{call}", post(sessions::answer_call))
@@ -35,7 +35,9 @@ pub fn router(app: App) -> Router {
         .route("/v1/health/ready", get(ready))
         .route("/v1/health/live", get(live))
         .route("/v1/info", get(info))
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(metrics));
+    let routes = if app.ui { super::ui::routes(api) } else { api };
+    routes
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(app.clone(), auth))
@@ -50,13 +52,15 @@ async fn method_not_allowed() -> Response {
     respond(ApiError::new(ErrorCode::MethodNotAllowed, "this endpoint does not take that method"))
 }
 
-/// Bearer tokens, compared in constant time; the health endpoints are open (probes).
+/// Bearer tokens, compared in constant time; the health endpoints are open (probes), and so is the
+/// playground's page (it asks for a token, and sends it with every call it makes).
 async fn auth(State(app): State<App>, mut req: Request, next: Next) -> Response {
     let Some(tokens) = &app.tokens else {
         req.extensions_mut().insert(sessions::Caller(None));
         return next.run(req).await;
     };
-    if matches!(req.uri().path(), "/v1/health" | "/v1/health/ready" | "/v1/health/live") {
+    let path = req.uri().path();
+    if matches!(path, "/v1/health" | "/v1/health/ready" | "/v1/health/live") || (app.ui && super::ui::is_page(path)) {
         return next.run(req).await;
     }
     let given = req

@@ -18,6 +18,7 @@ mod idempotency;
 mod listen;
 mod request;
 mod sessions;
+mod ui;
 
 pub use crate::args::ServeArgs;
 use stockade_engine::config;
@@ -36,12 +37,22 @@ pub fn command(args: ServeArgs) -> ExitCode {
         print!("{}", config::default_file_text());
         return ExitCode::SUCCESS;
     }
+    // `--ui` with no tokens file: a token for this run only, printed with the page's address.
+    let mut ui_token = match args.ui && args.tokens_file.is_none() {
+        true => match ui::run_token() {
+            Ok(t) => Some(t),
+            Err(e) => return crate::fail(format!("serve: --ui: cannot draw a token from /dev/urandom: {e}")),
+        },
+        false => None,
+    };
     let over = config::Overrides {
         listen: &args.listen,
         tokens_file: args.tokens_file.as_deref(),
         also: None,
         state_dir: args.state_dir.as_deref(),
         default_state_dir: true,
+        ui: args.ui,
+        ui_token: ui_token.as_deref(),
     };
     let mut cfg = match config::load(args.config.as_deref(), &over) {
         Ok(c) => c,
@@ -86,7 +97,7 @@ pub fn command(args: ServeArgs) -> ExitCode {
         && cfg.bounds.spawner
         && let Err(e) = engine.fork_spawner(|| {
             // The spawner's memory is copied into every warm Wasm jail's runner: no tokens there.
-            for token in &mut cfg.listeners.tokens {
+            for token in cfg.listeners.tokens.iter_mut().chain(ui_token.as_mut()) {
                 zeroize::Zeroize::zeroize(token);
             }
         })
@@ -97,10 +108,16 @@ pub fn command(args: ServeArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return crate::fail(format!("serve: cannot start the async runtime: {e}")),
     };
-    rt.block_on(serve(cfg, engine, args.check, passed))
+    rt.block_on(serve(cfg, engine, args.check, passed, ui_token))
 }
 
-async fn serve(cfg: config::Config, engine: Arc<Engine>, check: bool, mut passed: Vec<listen::Passed>) -> ExitCode {
+async fn serve(
+    cfg: config::Config,
+    engine: Arc<Engine>,
+    check: bool,
+    mut passed: Vec<listen::Passed>,
+    ui_token: Option<String>,
+) -> ExitCode {
     let (origin, listening, bounds) = (cfg.origin.clone(), cfg.listeners.clone(), cfg.bounds.clone());
     let runtimes: Vec<String> =
         cfg.runtimes.values().map(|r| format!("{} ({} warm, policy {})", r.name, r.warm, r.policy)).collect();
@@ -112,6 +129,9 @@ async fn serve(cfg: config::Config, engine: Arc<Engine>, check: bool, mut passed
         println!("runtimes: {}", runtimes.join(", "));
         println!("policies: {}", policies.join(", "));
         println!("concurrency {}, queue {}", bounds.concurrency, bounds.queue);
+        if listening.ui {
+            println!("playground: at / of the TCP listeners");
+        }
         return ExitCode::SUCCESS;
     }
     let mut bound = Vec::new();
@@ -140,11 +160,20 @@ async fn serve(cfg: config::Config, engine: Arc<Engine>, check: bool, mut passed
             listen::Bound::Tcp(_) => Some(Arc::from(listening.tokens.clone())),
             listen::Bound::Unix(..) => None,
         };
-        let app = request::App { engine: engine.clone(), tokens, bodies: bodies.clone(), keys: keys.clone() };
+        let app = request::App {
+            engine: engine.clone(),
+            tokens,
+            bodies: bodies.clone(),
+            keys: keys.clone(),
+            ui: listening.ui,
+        };
         let timeouts = listen::Timeouts { header: bounds.header_timeout, write: bounds.write_timeout };
         loops.push(tokio::spawn(listen::serve(b, http::router(app), conns.clone(), timeouts, stop_rx.clone())));
     }
     eprintln!("stockade serve: listening on {}; runtimes: {}", listeners.join(", "), runtimes.join(", "));
+    if listening.ui {
+        ui::announce(&listeners, ui_token.as_deref().filter(|t| listening.tokens.iter().any(|k| k == t)));
+    }
     // Under systemd (Type=notify), the service is started now; elsewhere NOTIFY_SOCKET is unset and
     // this does nothing. A jail never sees the variable (its environment is the policy's).
     if let Err(e) = sd_notify::notify(&[sd_notify::NotifyState::Ready]) {

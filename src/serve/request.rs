@@ -34,6 +34,8 @@ pub struct App {
     pub bodies: Bodies,
     /// Runs' answers kept for their `Idempotency-Key`, the same for every listener.
     pub keys: Arc<super::idempotency::Keys>,
+    /// Whether the playground's page is served at `/` ([`super::ui`]).
+    pub ui: bool,
 }
 
 /// The bounds of a request body ([`Bounds`]): its size, its time, its rate, and the server-wide

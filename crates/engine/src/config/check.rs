@@ -117,7 +117,7 @@ pub(super) fn check(
     };
     Ok(Config {
         origin: origin.to_string(),
-        listeners: Listeners { listen, socket_mode: s.socket_mode, socket_gid, tokens },
+        listeners: Listeners { listen, socket_mode: s.socket_mode, socket_gid, tokens, ui: s.ui },
         bounds,
         catalog,
         runtimes,
@@ -153,7 +153,7 @@ fn check_listeners(s: &ServerFile, bad: &mut dyn FnMut(&str, String)) -> (Vec<Li
         },
     };
     let tokens = match s.tokens_file.as_str() {
-        "" => Vec::new(),
+        "" => s.run_tokens.iter().map(|t| t.to_string()).collect(),
         f => match read_tokens(Path::new(f)) {
             Ok(t) => t,
             Err(e) => {
@@ -174,6 +174,14 @@ fn check_listeners(s: &ServerFile, bad: &mut dyn FnMut(&str, String)) -> (Vec<Li
             };
             bad(&format!("server.listen[{i}]"), format!("{l}: {why}"));
         }
+    }
+    if s.ui && !listen.iter().any(|l| matches!(l, Listen::Tcp(_) | Listen::Systemd)) {
+        bad(
+            "server.ui",
+            "the playground needs a tcp: listener in server.listen (or systemd's sockets): a browser cannot \
+             reach a unix socket"
+                .into(),
+        );
     }
     (listen, socket_gid, tokens)
 }

@@ -61,6 +61,13 @@ pub struct ServerFile {
     /// single-threaded: a jail does not copy the server's memory); `false`: on the server's
     /// own threads.
     pub spawner: bool,
+    /// Whether the playground (a page for a person, in the binary) is served at `/` of every
+    /// listener; a browser needs a `tcp:` listener (or a systemd socket) to reach it.
+    pub ui: bool,
+    /// A token for this run only (`stockade serve --ui` without a tokens file), never in a file;
+    /// wiped when dropped, as the tokens file's buffer is.
+    #[serde(skip)]
+    pub run_tokens: Vec<zeroize::Zeroizing<String>>,
 }
 
 impl Default for ServerFile {
@@ -81,6 +88,8 @@ impl Default for ServerFile {
             drain_timeout_ms: 30_000,
             wasm_modules: true,
             spawner: true,
+            ui: false,
+            run_tokens: Vec::new(),
         }
     }
 }

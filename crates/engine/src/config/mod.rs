@@ -110,6 +110,8 @@ pub struct Listeners {
     pub socket_gid: Option<u32>,
     /// Bearer tokens TCP listeners require.
     pub tokens: Vec<String>,
+    /// Whether the playground is served (`server.ui`, `--ui`).
+    pub ui: bool,
 }
 
 /// Every bound the service puts on what its clients can hold, in size and in time, built once
@@ -199,7 +201,14 @@ pub struct Overrides<'a> {
     /// With neither `--state-dir` nor `sessions.state-dir`: [`default_state_dir`] (`stockade
     /// serve`), or none (an engine of its own).
     pub default_state_dir: bool,
+    /// `--ui`: serve the playground; with no `tcp:` listener, also on [`UI_LISTEN`]; with no
+    /// tokens file, `ui_token` is this run's only token.
+    pub ui: bool,
+    pub ui_token: Option<&'a str>,
 }
+
+/// Where `--ui` listens when the configuration has no TCP listener.
+pub const UI_LISTEN: &str = "tcp:127.0.0.1:8787";
 
 /// Where `stockade serve` keeps sessions when told nowhere: `/var/lib/stockade/state` for root,
 /// else `$XDG_STATE_HOME/stockade`, else `~/.local/state/stockade`. `None` with no home to put
@@ -253,6 +262,17 @@ pub fn load(path: Option<&Path>, over: &Overrides<'_>) -> Result<Config, PolicyE
     }
     if let Some(t) = over.tokens_file {
         file.server.tokens_file = t.display().to_string();
+    }
+    if over.ui {
+        file.server.ui = true;
+        if !file.server.listen.iter().any(|l| l.starts_with("tcp:") || l == "systemd") {
+            file.server.listen.push(UI_LISTEN.to_string());
+        }
+        if file.server.tokens_file.is_empty()
+            && let Some(t) = over.ui_token
+        {
+            file.server.run_tokens.push(zeroize::Zeroizing::new(t.to_string()));
+        }
     }
     if let Some(d) = over.state_dir {
         file.sessions.state_dir = d.display().to_string();
