@@ -364,8 +364,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<PathBuf>,
     /// Serve the playground at / (a page for a person: run code, sessions, the report's layers).
-    /// With no tcp: listener configured, also listens on tcp:127.0.0.1:8787; with no tokens
-    /// file, makes a token for this run and prints the page's address with it.
+    /// With no tcp: listener configured, also listens on tcp:127.0.0.1:8787 (only there with
+    /// neither CONFIG nor --listen); with no tokens file, makes a token for this run and prints
+    /// the page's address with it.
     #[arg(long)]
     pub ui: bool,
     /// Check the configuration, build every runtime's jail plan once, print what would be

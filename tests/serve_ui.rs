@@ -82,6 +82,10 @@ fn a_playground_no_browser_can_reach_is_refused_naming_server_ui() {
     let text = String::from_utf8_lossy(&out.expect("run").stdout).into_owned();
     assert!(text.contains(&format!("listen: unix:{}, tcp:127.0.0.1:8787", socket.display())), "{text}");
     assert!(text.contains("playground: at / of the TCP listeners"), "{text}");
+    // With neither a configuration nor --listen, only there (the built-in socket is root's).
+    let out = stockade().args(["serve", "--check", "--ui"]).output().expect("run");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("listen: tcp:127.0.0.1:8787\n"), "{text}");
 }
 
 #[test]

@@ -201,8 +201,9 @@ pub struct Overrides<'a> {
     /// With neither `--state-dir` nor `sessions.state-dir`: [`default_state_dir`] (`stockade
     /// serve`), or none (an engine of its own).
     pub default_state_dir: bool,
-    /// `--ui`: serve the playground; with no `tcp:` listener, also on [`UI_LISTEN`]; with no
-    /// tokens file, `ui_token` is this run's only token.
+    /// `--ui`: serve the playground; with no `tcp:` listener, also on [`UI_LISTEN`] (only there
+    /// with neither a configuration file nor `--listen`); with no tokens file, `ui_token` is this
+    /// run's only token.
     pub ui: bool,
     pub ui_token: Option<&'a str>,
 }
@@ -265,7 +266,10 @@ pub fn load(path: Option<&Path>, over: &Overrides<'_>) -> Result<Config, PolicyE
     }
     if over.ui {
         file.server.ui = true;
-        if !file.server.listen.iter().any(|l| l.starts_with("tcp:") || l == "systemd") {
+        if path.is_none() && over.listen.is_empty() {
+            // The built-in configuration's socket is root's: the page alone needs no socket.
+            file.server.listen = vec![UI_LISTEN.to_string()];
+        } else if !file.server.listen.iter().any(|l| l.starts_with("tcp:") || l == "systemd") {
             file.server.listen.push(UI_LISTEN.to_string());
         }
         if file.server.tokens_file.is_empty()
