@@ -8,8 +8,8 @@
 // The binary is $STOCKADE_BIN, else target/debug/stockade; the guests come from
 // $STOCKADE_GUEST_DIR; Chromium is $CHROMIUM, else /usr/bin/chromium (`apt-get install chromium`).
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { execFileSync, spawn } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, before, test } from "node:test";
@@ -33,11 +33,19 @@ async function startServer() {
   const tokens = join(dir, "tokens");
   writeFileSync(tokens, `${TOKEN}\n`);
   chmodSync(tokens, 0o600);
+  // A policy with one layer off (the UTS namespace), for a report with a layer not enforced.
+  const policies = join(dir, "policies");
+  mkdirSync(policies);
+  const strict = execFileSync(bin, ["policy", "default"]).toString();
+  assert.match(strict, /\nuts = true\n/);
+  writeFileSync(join(policies, "no-uts.toml"), strict.replace("\nuts = true\n", "\nuts = false\n"));
   const config = join(dir, "serve.toml");
   writeFileSync(
     config,
     "version = 1\n[server]\n" +
       `listen = ["tcp:127.0.0.1:0"]\ntokens-file = "${tokens}"\nui = true\n` +
+      `[policies]\ndir = "${policies}"\n` +
+      '[runtimes.python-no-uts]\nguest = "python"\npolicy = "no-uts"\nwarm = 0\n' +
       '[runtimes.python]\nguest = "python"\nwarm = 1\n' +
       '[runtimes.javascript]\nguest = "javascript"\nwarm = 0\n' +
       '[runtimes.python3]\nprogram = "/usr/bin/python3"\nbootstrap = "python"\npolicy = "wrap-python"\nwarm = 0\n',
@@ -119,10 +127,10 @@ test("the page asks for the token, then runs code and lays out its answer", asyn
   await page.waitForSelector("#token-form", { visible: true });
   await page.type("#token", TOKEN);
   await page.click("#token-form button");
-  await page.waitForFunction(() => document.querySelectorAll("#runtime option").length >= 3);
+  await page.waitForFunction(() => document.querySelectorAll("#runtime option").length >= 4);
   await page.waitForSelector("#token-form", { hidden: true });
   const runtimes = await page.$$eval("#runtime option", (os) => os.map((o) => o.value));
-  assert.deepEqual(runtimes.sort(), ["javascript", "python", "python3"]);
+  assert.deepEqual(runtimes.sort(), ["javascript", "python", "python-no-uts", "python3"]);
   assert.equal(await page.evaluate(() => sessionStorage.getItem("stockade-token")), TOKEN);
 
   await page.select("#runtime", "python");
@@ -136,6 +144,20 @@ test("the page asks for the token, then runs code and lays out its answer", asyn
   // The server's figures came from /metrics.
   await page.waitForFunction(() => /runs/.test(document.getElementById("figures").textContent), { timeout: 15_000 });
   assert.match(await text("#health"), /^ok/);
+});
+
+test("a layer the policy turns off is a red row of the layers table", async () => {
+  await page.select("#runtime", "python-no-uts");
+  assert.match(await text("#policy"), /^policy no-uts: wall 10000 ms/);
+  await runCode("print('uts')");
+  assert.match(await text("#status"), /^ok/);
+  const off = await page.$$eval("#layers tbody tr.not", (rows) =>
+    rows.map((r) => [r.firstChild.textContent, getComputedStyle(r.firstChild).color]),
+  );
+  assert.deepEqual(off.map(([layer]) => layer), ["namespace.uts", "hostname"], "the hostname needs its own UTS namespace");
+  assert.equal(off[0][1], "rgb(179, 38, 30)", "shown in red");
+  assert.equal(await page.$$eval("#layers tbody tr:not(.not)", (rows) => rows.length > 10), true);
+  await page.select("#runtime", "python");
 });
 
 test("a limit looser than the policy's is refused, its message shown", async () => {
@@ -160,6 +182,13 @@ test("a live session's second run sees the first's variable; its files list, and
   await runCode("x + 1");
   assert.equal(await text("#value"), "42");
   await page.waitForFunction(() => /note\.txt/.test(document.querySelector("#files tbody").textContent));
+  // A file uploaded from the page is in the workspace of the next run.
+  const file = join(server.dir, "data.txt");
+  writeFileSync(file, "uploaded from the page");
+  await (await page.$("#upload")).uploadFile(file);
+  await page.waitForFunction(() => /data\.txt/.test(document.querySelector("#files tbody").textContent));
+  await runCode("open('data.txt').read()");
+  assert.equal(await text("#value"), '"uploaded from the page"');
   await page.click("#fork");
   await page.waitForFunction((f) => document.getElementById("session-id").textContent !== f, {}, first);
   assert.match(await text("#session-note"), /forked from s-/);

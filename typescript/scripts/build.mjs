@@ -8,7 +8,9 @@ import { fileURLToPath } from "node:url";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const tsc = join(root, "node_modules", "typescript", "bin", "tsc");
 rmSync(join(root, "dist"), { recursive: true, force: true });
-for (const config of ["tsconfig.json", "tsconfig.cjs.json"]) {
+// The AI SDK entry (src/ai.ts) has configs of its own, which skip checking the libraries'
+// declarations: `ai`'s name the DOM's types and @types/json-schema, which the core goes without.
+for (const config of ["tsconfig.json", "tsconfig.cjs.json", "tsconfig.ai.json", "tsconfig.ai.cjs.json"]) {
   execFileSync(process.execPath, [tsc, "-p", join(root, config)], { stdio: "inherit", cwd: root });
 }
 // The package is ESM ("type": "module"): the CommonJS build says what it is.

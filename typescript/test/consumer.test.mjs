@@ -2,10 +2,11 @@
 // from the tarball into a fresh project (offline: it needs nothing else), imported from ESM and
 // from CommonJS, a TypeScript file using it type-checked with --strict and run (`await using`
 // included); and the quick starts of typescript/README.md and the README run verbatim against a
-// server started as the README starts it (the shipped defaults on ~/api.sock).
+// server started as the README starts it (the shipped defaults on ~/api.sock); and stockade/ai:
+// absent `ai` only it fails, with `ai` it imports from both, and the README's example type-checks.
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
@@ -55,12 +56,14 @@ after(async () => {
 
 test("the tarball holds the builds and the types, nothing else of the repository", () => {
   const listed = JSON.parse(npm(["pack", "--dry-run", "--json", "--ignore-scripts"], SDK))[0].files.map((f) => f.path);
-  for (const f of ["package.json", "README.md", "dist/esm/index.js", "dist/esm/index.d.ts", "dist/cjs/index.js", "dist/cjs/index.d.ts"]) {
+  const built = ["index", "ai"].flatMap((m) => ["esm", "cjs"].flatMap((d) => [`dist/${d}/${m}.js`, `dist/${d}/${m}.d.ts`]));
+  for (const f of ["package.json", "README.md", ...built]) {
     assert.ok(listed.includes(f), `${f} in ${listed}`);
   }
   assert.ok(!listed.some((f) => f.startsWith("src/") || f.startsWith("test/") || f.startsWith("scripts/")), `${listed}`);
   const pkg = JSON.parse(readFileSync(join(project, "node_modules", "stockade", "package.json"), "utf8"));
   assert.deepEqual(Object.keys(pkg.dependencies ?? {}), [], "no runtime dependency");
+  assert.deepEqual([Object.keys(pkg.peerDependencies), pkg.peerDependenciesMeta.ai.optional], [["ai"], true]);
 });
 
 test("imported from ESM and from CommonJS", () => {
@@ -142,4 +145,33 @@ test("the quick starts run verbatim", () => {
     writeFileSync(join(project, "quick.mjs"), m[1]);
     assert.match(node(["quick.mjs"], project), /^ok 42 /, readme);
   }
+});
+
+test("stockade/ai: without ai only it fails; with ai it imports from both and the README's example type-checks", () => {
+  // The consumer has no `ai` (an optional peer dependency is not installed): the core is whole.
+  writeFileSync(join(project, "noai.mjs"), 'import("stockade/ai").catch((e) => console.log(e.code, /\'ai\'/.test(e.message)));\n');
+  assert.equal(node(["noai.mjs"], project), "ERR_MODULE_NOT_FOUND true\n");
+  // The SDK's own `ai` (its devDependency), linked in: nothing fetched.
+  symlinkSync(join(SDK, "node_modules", "ai"), join(project, "node_modules", "ai"), "dir");
+  writeFileSync(
+    join(project, "ai.mjs"),
+    'import { stockadeTool } from "stockade/ai";\nimport { Client } from "stockade";\nimport { homedir } from "node:os";\n' +
+      'const c = new Client({ socket: `${homedir()}/api.sock` });\n' +
+      'const r = await stockadeTool(c).execute({ code: "print(6 * 7)\\n6 * 7" }, { toolCallId: "1", messages: [] });\n' +
+      "console.log(r.status, r.stdout.trim(), r.value); c.close();\n",
+  );
+  assert.equal(node(["ai.mjs"], project), "ok 42 42\n");
+  writeFileSync(join(project, "ai.cjs"), 'const { stockadeTools } = require("stockade/ai");\nconsole.log(typeof stockadeTools);\n');
+  assert.equal(node(["ai.cjs"], project), "function\n");
+  const m = /## Vercel AI SDK[\s\S]*?```ts\n([\s\S]*?)```/.exec(readFileSync(join(SDK, "README.md"), "utf8"));
+  assert.ok(m, "no ts block in the README's Vercel AI SDK section");
+  writeFileSync(join(project, "ai-readme.ts"), m[1]);
+  // --skipLibCheck: `ai`'s own declarations name the DOM's types (a consumer's usual setting).
+  const tsc = join(SDK, "node_modules", "typescript", "bin", "tsc");
+  execFileSync(
+    process.execPath,
+    [tsc, "--strict", "--noEmit", "--skipLibCheck", "--target", "ES2022", "--module", "NodeNext", "--moduleResolution", "NodeNext",
+      "--types", "node", "--typeRoots", join(SDK, "node_modules", "@types"), "ai-readme.ts"],
+    { cwd: project, encoding: "utf8" },
+  );
 });
