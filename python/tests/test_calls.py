@@ -63,6 +63,19 @@ def test_the_wasm_guest_calls_back_too(server) -> None:
         assert r.stdout == "{'hits': ['jails']}\nerror: ZeroDivisionError: division by zero\n", r
 
 
+def test_a_tool_that_returns_nothing_answers_none(server) -> None:
+    # `None` is JSON's null, a value like any other (the run goes on, the session is free again).
+    with Client(socket=server.socket) as client:
+        r = client.run_python("import stockade_host as h\nprint(h.call('u', {}))", tools={"u": lambda a: None})
+        assert (r.status, r.stdout) == ("ok", "None\n"), r
+        r = client.run_js("print(JSON.stringify(host.call('u', {})))", tools={"u": lambda a: None})
+        assert (r.status, r.stdout) == ("ok", "null\n"), r
+        with client.session("python3") as s:
+            r = s.run("import stockade_host as h\nprint(h.call('u', {}))", tools={"u": lambda a: None})
+            assert (r.status, r.stdout) == ("ok", "None\n"), r
+            assert s.run("print(1)").stdout == "1\n"
+
+
 def test_the_javascript_guest_and_a_live_session_call_back(server) -> None:
     with Client(socket=server.socket) as client:
         r = client.run_js(

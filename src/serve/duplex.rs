@@ -155,7 +155,7 @@ fn busy() -> ApiError {
 struct AnswerLine<'a> {
     run: String,
     call: String,
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "super::request::sent_value")]
     ok: Option<&'a serde_json::value::RawValue>,
     #[serde(default)]
     error: Option<String>,
@@ -189,6 +189,9 @@ mod tests {
     fn an_answer_line_is_one_answer_and_nothing_else() {
         let (run, call, a) = parse(br#"{"run": "r-1", "call": "c-2", "ok": {"a": [1, 2]}}"#).unwrap();
         assert_eq!((run.as_str(), call.as_str(), a), ("r-1", "c-2", Ok(r#"{"a": [1, 2]}"#.to_string())));
+        // A tool that returned nothing answered `null`: a value like any other.
+        let (_, _, a) = parse(br#"{"run": "r", "call": "c", "ok": null}"#).unwrap();
+        assert_eq!(a, Ok("null".to_string()));
         let (_, _, a) = parse(br#"{"run": "r", "call": "c", "error": "down"}"#).unwrap();
         assert_eq!(a, Err("down".to_string()));
         for bad in

@@ -73,6 +73,15 @@ impl Bodies {
 }
 
 /// A refusal as an HTTP response: its status, `Retry-After` when it has one, the JSON body.
+/// A host call's `"ok"` value as the JSON text it came as, `null` too (a tool that returned
+/// nothing): a field that is there is `Some`, whatever its value (`Option`'s own reading makes
+/// `null` `None`, as if no value had been sent). For `#[serde(default, borrow, deserialize_with)]`.
+pub(super) fn sent_value<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<&'de serde_json::value::RawValue>, D::Error> {
+    serde::Deserialize::deserialize(d).map(Some)
+}
+
 pub fn respond(e: ApiError) -> Response {
     let code = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut r = (code, axum::Json(e.body())).into_response();

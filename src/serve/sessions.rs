@@ -182,7 +182,7 @@ pub async fn answer_session_call(
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CallAnswer<'a> {
-    #[serde(default, borrow)]
+    #[serde(default, borrow, deserialize_with = "super::request::sent_value")]
     ok: Option<&'a serde_json::value::RawValue>,
     #[serde(default)]
     error: Option<String>,
