@@ -71,6 +71,12 @@ def main() -> int:
         "License: Apache-2.0",
         f"Requires-Python: {meta.get('requires-python', '>=3.9')}",
         *[f"Requires-Dist: {d}" for d in meta.get("dependencies", [])],
+        # The optional extras (the agent frameworks, the tests'), as pyproject.toml names them.
+        *[
+            line
+            for extra, deps in meta.get("optional-dependencies", {}).items()
+            for line in [f"Provides-Extra: {extra}", *[f'Requires-Dist: {d}; extra == "{extra}"' for d in deps]]
+        ],
         "Description-Content-Type: text/markdown",
         "",
         readme,

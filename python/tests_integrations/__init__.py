@@ -1,0 +1,1 @@
+"""The agent frameworks' tests (a package: its conftest is not the core tests' `conftest`)."""
