@@ -88,6 +88,16 @@ fn a_playground_no_browser_can_reach_is_refused_naming_server_ui() {
     assert!(text.contains("listen: tcp:127.0.0.1:8787\n"), "{text}");
 }
 
+/// A server this test started, killed when the test ends (a failing one too).
+struct Started(std::process::Child);
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn ui_without_a_tokens_file_makes_a_token_for_this_run_only() {
     if !guests() {
@@ -96,16 +106,18 @@ fn ui_without_a_tokens_file_makes_a_token_for_this_run_only() {
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("serve.toml");
     std::fs::write(&config, format!("version = 1\n{PYTHON}")).expect("config");
-    let mut child = Command::new(stockade_bin())
-        .args(["serve", "--ui", "--listen", "tcp:127.0.0.1:0", "--state-dir"])
-        .arg(dir.path().join("state"))
-        .arg(&config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn stockade serve");
-    let stderr = child.stderr.take().expect("stderr");
+    let mut child = Started(
+        Command::new(stockade_bin())
+            .args(["serve", "--ui", "--listen", "tcp:127.0.0.1:0", "--state-dir"])
+            .arg(dir.path().join("state"))
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn stockade serve"),
+    );
+    let stderr = child.0.stderr.take().expect("stderr");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -117,10 +129,7 @@ fn ui_without_a_tokens_file_makes_a_token_for_this_run_only() {
         match rx.recv_timeout(Duration::from_secs(60)) {
             Ok(l) if l.contains("the playground: ") => break l,
             Ok(l) => said.push(l),
-            Err(_) => {
-                let _ = child.kill();
-                panic!("no playground address: {said:?}");
-            }
+            Err(_) => panic!("no playground address: {said:?}"),
         }
     };
     let url = page.split("the playground: ").nth(1).unwrap_or_default().to_string();
@@ -136,8 +145,7 @@ fn ui_without_a_tokens_file_makes_a_token_for_this_run_only() {
     assert_eq!((info(Some(token)), info(None), info(Some(&"0".repeat(32)))), (200, 401, 403));
     assert_eq!(request(to(), "GET", "/", &[], Vec::new()).status, 200);
     // Never written anywhere: not in the configuration, not in the state directory.
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     assert!(!std::fs::read_to_string(&config).expect("config").contains(token));
     let mut stack = vec![dir.path().join("state")];
     while let Some(d) = stack.pop() {
