@@ -120,6 +120,30 @@ fn each_turn_of_a_live_session_has_its_value() {
     }
 }
 
+/// A JavaScript run's bootstrap gets the sources of `host` and of what gives the value back in
+/// the guest's environment and takes them out before the code runs: the code sees the policy's
+/// environment alone (a one-off run, a live session's turn), and its value is given even when
+/// it replaced the globals the bootstrap read them with.
+#[test]
+fn a_javascript_run_sees_the_policy_s_environment_alone() {
+    if !guests() {
+        return;
+    }
+    let s = Server::start("", RUNTIMES, false);
+    let env = json!(r#"{"PATH":"/usr/local/bin:/usr/bin:/bin","HOME":"/tmp","LANG":"C.UTF-8"}"#);
+    let v = run(&s, "javascript", "JSON.stringify(std.getenviron())");
+    assert_eq!(v["value"], env, "{v}");
+    let v = run(&s, "javascript", "globalThis.eval = null; std.getenv = () => 'x'; [1, 2]");
+    assert_eq!(said(&v), (Some(&json!([1, 2])), None), "{v}");
+    let (status, v) = json_call(&s, "POST", "/v1/sessions", &json!({"runtime": "javascript", "mode": "live"}));
+    assert_eq!(status, 201, "{v}");
+    let at = format!("/v1/sessions/{}/runs", v["id"].as_str().expect("an id"));
+    let (_, v) = json_call(&s, "POST", &at, &json!({"code": "eval = null; 41"}));
+    assert_eq!(said(&v), (Some(&json!(41)), None), "{v}");
+    let (_, v) = json_call(&s, "POST", &at, &json!({"code": "JSON.stringify(std.getenviron())"}));
+    assert_eq!(v["value"], env, "{v}");
+}
+
 /// The host's python3 with matplotlib: the figures left open come back as PNG (matplotlib's
 /// non-interactive backend: none is shown), each a real PNG of its size; past the cap on their
 /// count the rest are left out, said; a live session's figures are closed once given.

@@ -259,14 +259,12 @@ macro_rules! js_host_value {
 /// costs a JavaScript run about 0.4 ms of CPU (measured: `stockade run --js`'s run time with it
 /// put before the code, against without). The code sees a `host` property of the global object
 /// as before: assigning it replaces it; a global object frozen before the first use still gives
-/// it. Its code is evaluated at the first use, in the global scope.
+/// it. Its code is evaluated at the first use, in the global scope; it comes in the guest's
+/// environment ([`JS_HOST_VAR`], taken out before the code runs), not as a literal of the
+/// bootstrap, whose scanning cost a run about 35 µs.
 macro_rules! js_host_lazy {
     () => {
-        concat!(
-            r#"(() => { const ev = eval, src = `"#,
-            js_host_value!(),
-            r#"`; let made; const put = (value) => { try { Object.defineProperty(globalThis, "host", { value, writable: true, enumerable: true, configurable: true }); } catch {} }; Object.defineProperty(globalThis, "host", { enumerable: true, configurable: true, get() { if (made === undefined) { made = ev(src); put(made); } return made; }, set: put }); })(); "#
-        )
+        r#"(() => { const ev = eval, src = std.getenv("STOCKADE_JS_HOST"); std.unsetenv("STOCKADE_JS_HOST"); let made; const put = (value) => { try { Object.defineProperty(globalThis, "host", { value, writable: true, enumerable: true, configurable: true }); } catch {} }; Object.defineProperty(globalThis, "host", { enumerable: true, configurable: true, get() { if (made === undefined) { made = ev(src); put(made); } return made; }, set: put }); })(); "#
     };
 }
 
@@ -276,10 +274,34 @@ macro_rules! js_host_lazy {
 /// without holes and plain objects of them; at most 100,000 of them, 64 deep) within 16 KiB as
 /// JSON, else `{"repr": String(v)}` cut at 16 KiB; `undefined` and `null` are no value. Written
 /// on the guest's fd for it (`wasm/p1calls.rs`'s `GUEST_GIVEN`), which the runner keeps.
+macro_rules! js_give_value {
+    () => {
+        r#"(v) => { const CAP = 16384; let seen = 0; const plain = (x, d) => { if (++seen > 100000 || d > 64) return false; if (x === null || typeof x === "string" || typeof x === "boolean") return true; if (typeof x === "number") return Number.isFinite(x); if (typeof x !== "object") return false; if (Array.isArray(x)) { for (let i = 0; i < x.length; i++) if (!(i in x) || !plain(x[i], d + 1)) return false; return Object.getPrototypeOf(x) === Array.prototype; } const p = Object.getPrototypeOf(x); if ((p !== Object.prototype && p !== null) || Object.getOwnPropertySymbols(x).length) return false; for (const k of Object.keys(x)) if (!plain(x[k], d + 1)) return false; return true; }; const bytes = (t) => { const b = unescape(encodeURIComponent(t)), u = new Uint8Array(b.length); for (let i = 0; i < b.length; i++) u[i] = b.charCodeAt(i); return u; }; let said; try { if (plain(v, 0)) { const t = bytes('{"value":' + JSON.stringify(v) + "}\n"); if (t.length <= CAP + 11) said = t; } } catch (e) {} if (said === undefined) { let r; try { r = String(v); } catch (e) { r = "<String() failed: " + (e && e.name) + ">"; } if (r.length > CAP) r = r.slice(0, CAP); try { said = bytes(JSON.stringify({ repr: r }) + "\n"); } catch (e) { return; } } for (let off = 0; off < said.length;) { const k = os.write(0x7FFFFF03, said.buffer, off, said.length - off); if (!(k > 0)) return; off += k; } }"#
+    };
+}
+
+/// `give` made when first given a value, one line: its source comes in the guest's environment
+/// ([`JS_GIVE_VAR`], taken out before the code runs), so that a run whose code has no value
+/// (most: `console.log(...)`) parses none of it (about 85 µs of a run's CPU, measured in the
+/// guest: `std.evalScript` of it against an empty function).
 macro_rules! js_give {
     () => {
-        r#"const give = (v) => { if (v === undefined || v === null) return; const CAP = 16384; let seen = 0; const plain = (x, d) => { if (++seen > 100000 || d > 64) return false; if (x === null || typeof x === "string" || typeof x === "boolean") return true; if (typeof x === "number") return Number.isFinite(x); if (typeof x !== "object") return false; if (Array.isArray(x)) { for (let i = 0; i < x.length; i++) if (!(i in x) || !plain(x[i], d + 1)) return false; return Object.getPrototypeOf(x) === Array.prototype; } const p = Object.getPrototypeOf(x); if ((p !== Object.prototype && p !== null) || Object.getOwnPropertySymbols(x).length) return false; for (const k of Object.keys(x)) if (!plain(x[k], d + 1)) return false; return true; }; const bytes = (t) => { const b = unescape(encodeURIComponent(t)), u = new Uint8Array(b.length); for (let i = 0; i < b.length; i++) u[i] = b.charCodeAt(i); return u; }; let said; try { if (plain(v, 0)) { const t = bytes('{"value":' + JSON.stringify(v) + "}\n"); if (t.length <= CAP + 11) said = t; } } catch (e) {} if (said === undefined) { let r; try { r = String(v); } catch (e) { r = "<String() failed: " + (e && e.name) + ">"; } if (r.length > CAP) r = r.slice(0, CAP); try { said = bytes(JSON.stringify({ repr: r }) + "\n"); } catch (e) { return; } } for (let off = 0; off < said.length;) { const k = os.write(0x7FFFFF03, said.buffer, off, said.length - off); if (!(k > 0)) return; off += k; } };"#
+        r#"const give = ((ev, src) => { let f; return (v) => { if (v === undefined || v === null) return; if (f === undefined) f = ev(src); f(v); }; })(eval, std.getenv("STOCKADE_JS_GIVE")); std.unsetenv("STOCKADE_JS_GIVE");"#
     };
+}
+
+/// The variables a JavaScript guest's environment carries its bootstrap's sources in (see
+/// [`js_environment`]): each read and taken out by the bootstrap before the code runs.
+pub const JS_HOST_VAR: &str = "STOCKADE_JS_HOST";
+pub const JS_GIVE_VAR: &str = "STOCKADE_JS_GIVE";
+
+/// A JavaScript guest's environment: `env` (the policy's) and the sources [`JS_HOST`] and `give`
+/// evaluate when first used, so that code that uses neither parses neither.
+pub fn js_environment(env: &[(String, String)]) -> Vec<(String, String)> {
+    let mut out = env.to_vec();
+    out.push((JS_HOST_VAR.into(), js_host_value!().into()));
+    out.push((JS_GIVE_VAR.into(), js_give_value!().into()));
+    out
 }
 
 /// [`JS_BOOTSTRAP`]'s `host`, for code run as `qjs --std -e` with host calls (put before it), the

@@ -214,7 +214,13 @@ fn runner_setup(policy: &Policy, job: &WasmJob, workspace: &Path) -> Result<(Run
     let dir = job.guest_dir.clone().unwrap_or_else(guests::default_dir);
     let (code, stdlib) = guest_files(policy, job, &dir, kind)?;
     let mut preopens = vec![Preopen { host: workspace.to_path_buf(), guest: "/app".into(), writable: true }];
-    let env = policy.env_set.clone();
+    // A JavaScript bootstrap's sources come in the guest's environment, which it takes them out
+    // of before the code runs; code run bare (`qjs -e CODE`) gets the policy's alone.
+    let env = match &job.code {
+        GuestCode::Js(_) if job.host_calls => crate::handover::js_environment(&policy.env_set),
+        GuestCode::JsFromStdin | GuestCode::JsTurns => crate::handover::js_environment(&policy.env_set),
+        _ => policy.env_set.clone(),
+    };
     if let Some(lib) = stdlib {
         preopens.push(Preopen { host: lib, guest: snapshot::GUEST_LIB.into(), writable: false });
     }
