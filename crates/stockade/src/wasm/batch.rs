@@ -28,6 +28,7 @@ use super::store::{State, wasi_ctx};
 use super::turns::{Account, tell};
 use crate::handover::{BATCH_HEAD_LEN, BatchLimits, parse_batch_head};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 use wasmtime::Store;
 use wasmtime::component::ResourceTable;
@@ -110,7 +111,7 @@ pub(super) fn serve(c: &RunnerConfig) -> (Summary, i32) {
             Err(e) => return (load_error(e), 125),
         };
         let rc = run_config(c, limits);
-        let account = match one(&engine, &linked, &rc, frame, runtime) {
+        let account = match one(&engine, &linked, &rc, frame) {
             Ok(s) => s,
             Err(e) => load_error(e),
         };
@@ -181,18 +182,12 @@ fn next_run() -> Result<Option<(Vec<u8>, BatchLimits)>, String> {
 static RUN: AtomicU64 = AtomicU64::new(0);
 
 /// One run in a fresh instance: its account. `Err`: it could not be instantiated.
-fn one(
-    engine: &wasmtime::Engine,
-    linked: &Linked,
-    rc: &RunnerConfig,
-    frame: Vec<u8>,
-    runtime: &tokio::runtime::Runtime,
-) -> Result<Summary, String> {
+fn one(engine: &wasmtime::Engine, linked: &Linked, rc: &RunnerConfig, frame: Vec<u8>) -> Result<Summary, String> {
     let t0 = Instant::now();
     let mut ctx = wasi_ctx(rc)?;
     ctx.stdin(MemoryInputPipe::new(frame));
     let generation = RUN.fetch_add(1, Ordering::SeqCst) + 1;
-    arm(engine, rc, generation, runtime);
+    arm(engine, rc, generation)?;
     let (result, store_end, instantiate, started) = match linked {
         Linked::Python(pre, warm) => {
             let wasi = P2 { ctx: ctx.build(), table: ResourceTable::new(), host_calls: None };
@@ -252,30 +247,79 @@ fn end_of<W>(mut store: Store<State<W>>) -> StoreEnd {
 /// deadline ends the runner all the same (it may be waiting in a host call).
 const EPOCH_GRACE: Duration = Duration::from_millis(100);
 
-/// The run `generation`'s wall clock: a task of the runner's runtime that, should the run still
-/// be under way at its limit, ticks the epoch (a fuel-metered guest traps, alone), then ends this
-/// process with the account of an interrupted run.
-fn arm(engine: &wasmtime::Engine, rc: &RunnerConfig, generation: u64, runtime: &tokio::runtime::Runtime) {
-    let timeout = Duration::from_millis(rc.timeout_ms);
-    let ticker = rc.fuel.map(|_| engine.clone());
-    let started = Instant::now();
-    runtime.spawn(async move {
-        tokio::time::sleep(timeout).await;
-        if let Some(engine) = ticker {
-            if RUN.load(Ordering::SeqCst) != generation {
-                return;
+/// The wall clock of the run under way, kept for all the runs by one thread of the runner's
+/// ([`watch`]): a run sets its deadline without waking it (a syscall and a wake-up on another
+/// CPU a run, its memory's TLB then shot down there too), unless it comes sooner than the one it
+/// sleeps until.
+struct Clock {
+    armed: Mutex<Armed>,
+    wake: Condvar,
+}
+
+#[derive(Clone, Copy)]
+struct Armed {
+    generation: u64,
+    started: Instant,
+    at: Instant,
+    /// A fuel-metered run's epoch is ticked at `at` first (it traps, alone).
+    fuel: bool,
+    ticked: bool,
+    sleeps_until: Option<Instant>,
+}
+
+static CLOCK: OnceLock<Result<&'static Clock, String>> = OnceLock::new();
+
+/// Arms the run `generation`'s wall clock (see [`Clock`]); the first run starts its thread.
+fn arm(engine: &wasmtime::Engine, rc: &RunnerConfig, generation: u64) -> Result<(), String> {
+    let clock = CLOCK.get_or_init(|| start_clock(engine.clone())).as_ref().map_err(Clone::clone)?;
+    let now = Instant::now();
+    let mut a = clock.armed.lock().unwrap_or_else(PoisonError::into_inner);
+    let at = now + Duration::from_millis(rc.timeout_ms);
+    *a = Armed { generation, started: now, at, fuel: rc.fuel.is_some(), ticked: false, sleeps_until: a.sleeps_until };
+    if a.sleeps_until.is_none_or(|u| at < u) {
+        clock.wake.notify_one();
+    }
+    Ok(())
+}
+
+fn start_clock(engine: wasmtime::Engine) -> Result<&'static Clock, String> {
+    let now = Instant::now();
+    let armed = Armed { generation: 0, started: now, at: now, fuel: false, ticked: false, sleeps_until: None };
+    let clock: &'static Clock = Box::leak(Box::new(Clock { armed: Mutex::new(armed), wake: Condvar::new() }));
+    std::thread::Builder::new()
+        .name("stockade-clock".into())
+        .spawn(move || watch(clock, &engine))
+        .map_err(|e| format!("cannot start the batch's wall clock: {e}"))?;
+    Ok(clock)
+}
+
+/// How long the clock sleeps when no run is under way (a run that starts wakes it if sooner).
+const IDLE: Duration = Duration::from_secs(3600);
+
+/// The clock's thread: at the deadline of the run still under way, ticks the epoch (a
+/// fuel-metered run; then [`EPOCH_GRACE`] more), then ends this process with the account of an
+/// interrupted run.
+fn watch(clock: &Clock, engine: &wasmtime::Engine) {
+    let mut a = clock.armed.lock().unwrap_or_else(PoisonError::into_inner);
+    loop {
+        let now = Instant::now();
+        let under_way = a.generation != 0 && RUN.load(Ordering::SeqCst) == a.generation;
+        if under_way && now >= a.at {
+            if a.fuel && !a.ticked {
+                engine.increment_epoch();
+                a.ticked = true;
+                a.at = now + EPOCH_GRACE;
+                continue;
             }
-            engine.increment_epoch();
-            tokio::time::sleep(EPOCH_GRACE).await;
+            let t = Times { load: Duration::ZERO, compile: None, instantiate: Duration::ZERO, started: a.started };
+            let end = (Outcome::Interrupted, None, Some(wasmtime::Trap::Interrupt.to_string()));
+            let s = summary(end, None, (0, false), &t, false);
+            finish(&s, super::guest_end(&s).exit_code(), None);
         }
-        if RUN.load(Ordering::SeqCst) != generation {
-            return;
-        }
-        let t = Times { load: Duration::ZERO, compile: None, instantiate: Duration::ZERO, started };
-        let end = (Outcome::Interrupted, None, Some(wasmtime::Trap::Interrupt.to_string()));
-        let s = summary(end, None, (0, false), &t, false);
-        finish(&s, super::guest_end(&s).exit_code(), None)
-    });
+        let until = if under_way { a.at } else { now + IDLE };
+        a.sleeps_until = Some(until);
+        a = clock.wake.wait_timeout(a, until.saturating_duration_since(now)).unwrap_or_else(PoisonError::into_inner).0;
+    }
 }
 
 /// Removes what a run left in the jail's `/app` (a tmpfs of the jail's own; links removed, never
