@@ -526,6 +526,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_javascript_bootstraps_take_out_the_variables_their_environment_brings() {
+        for (name, text) in [("JS_HOST", JS_HOST), ("JS_BOOTSTRAP", JS_BOOTSTRAP), ("JS_LIVE", JS_LIVE)] {
+            let vars: &[&str] = if name == "JS_HOST" { &[JS_HOST_VAR] } else { &[JS_GIVE_VAR] };
+            for var in vars {
+                let (read, out) = (format!("std.getenv(\"{var}\")"), format!("std.unsetenv(\"{var}\")"));
+                assert!(text.contains(&read) && text.contains(&out), "{name} reads and takes out {var}");
+            }
+            assert!(!text.contains('\n') || name != "JS_HOST", "JS_HOST is one line");
+        }
+        let env = js_environment(&[("PATH".into(), "/bin".into())]);
+        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(names, ["PATH", JS_HOST_VAR, JS_GIVE_VAR]);
+    }
+
+    #[test]
     fn a_turn_head_reads_back() {
         let f = turn_frame("print('é')", b"in", Some(7));
         assert_eq!(parse_turn_head(&f[..TURN_HEAD_LEN]), Some((11, 2, Some(7))));

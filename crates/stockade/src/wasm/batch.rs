@@ -274,7 +274,10 @@ fn arm(engine: &wasmtime::Engine, rc: &RunnerConfig, generation: u64) -> Result<
     let clock = CLOCK.get_or_init(|| start_clock(engine.clone())).as_ref().map_err(Clone::clone)?;
     let now = Instant::now();
     let mut a = clock.armed.lock().unwrap_or_else(PoisonError::into_inner);
-    let at = now + Duration::from_millis(rc.timeout_ms);
+    // A wall clock past what an `Instant` holds (some 10^8 years of milliseconds) is one the run
+    // never reaches: 136 years, never a panic.
+    let never = Duration::from_secs(u64::from(u32::MAX));
+    let at = now.checked_add(Duration::from_millis(rc.timeout_ms)).or_else(|| now.checked_add(never)).unwrap_or(now);
     *a = Armed { generation, started: now, at, fuel: rc.fuel.is_some(), ticked: false, sleeps_until: a.sleeps_until };
     if a.sleeps_until.is_none_or(|u| at < u) {
         clock.wake.notify_one();
